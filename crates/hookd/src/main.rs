@@ -1,0 +1,12 @@
+//! The `hookd` binary: the webhook delivery server and its command-line tools.
+//!
+//! # Layout
+//! - `cli`: one module per subcommand; `main` only parses arguments and dispatches.
+
+mod cli;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    cli::Cli::parse().run()
+}

@@ -1,0 +1,4 @@
+//! Standard Webhooks signatures for senders and receivers.
+//!
+//! # Layout
+//! (filled in by the signature work)
