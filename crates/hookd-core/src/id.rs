@@ -1,0 +1,121 @@
+//! Typed ids.
+//!
+//! Every id is a short type prefix, `_`, and 22 base62 characters encoding the creation time in
+//! milliseconds followed by 80 random bits. Ids of one kind therefore sort by creation time as
+//! plain strings, which is what the API's cursor pagination relies on, and a typo'd id of the
+//! wrong kind is recognisable at a glance. Ids never contain `.` (the signature scheme's
+//! separator).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Timestamp;
+
+/// Base62 in ASCII order, so that fixed-width encodings compare like the numbers they encode.
+const ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+const ENCODED_LEN: usize = 22;
+
+/// Encodes `created_ms` (high 48 bits) and 80 random bits as 22 base62 characters.
+fn sortable_suffix(created: Timestamp) -> String {
+    let mut random = [0u8; 10];
+    getrandom::fill(&mut random).expect("the OS random number generator failed");
+    let mut value: u128 = (created.as_millis().max(0) as u128 & 0xFFFF_FFFF_FFFF) << 80;
+    for (i, byte) in random.iter().enumerate() {
+        value |= (*byte as u128) << (8 * (9 - i));
+    }
+    let mut out = [b'0'; ENCODED_LEN];
+    for slot in out.iter_mut().rev() {
+        *slot = ALPHABET[(value % 62) as usize];
+        value /= 62;
+    }
+    String::from_utf8(out.to_vec()).expect("alphabet is ASCII")
+}
+
+macro_rules! typed_id {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// The prefix every id of this kind starts with.
+            pub const PREFIX: &'static str = $prefix;
+
+            /// A new id for something created at `created`.
+            pub fn new(created: Timestamp) -> Self {
+                Self(format!("{}_{}", $prefix, sortable_suffix(created)))
+            }
+
+            /// Wraps a stored id; callers vouch that it came from [`Self::new`].
+            pub fn from_stored(id: String) -> Self {
+                Self(id)
+            }
+
+            /// Whether `text` has this kind's prefix, i.e. is an id rather than a uid.
+            pub fn looks_like(text: &str) -> bool {
+                text.strip_prefix($prefix).is_some_and(|rest| rest.starts_with('_'))
+            }
+
+            /// The id as text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+typed_id!(
+    /// An application: one customer of the producer, owning endpoints and messages.
+    AppId,
+    "app"
+);
+typed_id!(
+    /// An endpoint: one URL of an application that receives webhooks.
+    EndpointId,
+    "ep"
+);
+typed_id!(
+    /// A message: one event published to an application; it is the `webhook-id` on the wire.
+    MessageId,
+    "msg"
+);
+typed_id!(
+    /// One HTTP attempt to deliver a message to an endpoint.
+    AttemptId,
+    "atmpt"
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_sort_by_creation_time() {
+        let earlier = MessageId::new(Timestamp::from_millis(1_700_000_000_000));
+        let later = MessageId::new(Timestamp::from_millis(1_700_000_000_001));
+        assert!(earlier < later, "{earlier} should sort before {later}");
+    }
+
+    #[test]
+    fn ids_have_prefix_fixed_length_and_no_dots() {
+        let id = AppId::new(Timestamp::from_millis(1_700_000_000_000));
+        assert!(AppId::looks_like(id.as_str()));
+        assert!(!EndpointId::looks_like(id.as_str()));
+        assert_eq!(id.as_str().len(), "app_".len() + ENCODED_LEN);
+        assert!(!id.as_str().contains('.'));
+    }
+
+    #[test]
+    fn ids_made_in_the_same_millisecond_differ() {
+        let at = Timestamp::from_millis(1_700_000_000_000);
+        assert_ne!(MessageId::new(at), MessageId::new(at));
+    }
+}

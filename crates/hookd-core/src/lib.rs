@@ -1,0 +1,18 @@
+//! hookd's domain model, shared by the storage layer, the API and the delivery engine.
+//!
+//! Nothing here does I/O: these are the nouns of webhook delivery and the rules that hold for
+//! them whatever stores or transports them.
+//!
+//! # Layout
+//! - [`id`]: typed, time-sortable ids (`app_…`, `ep_…`, `msg_…`, `atmpt_…`).
+//! - [`time`]: [`Timestamp`] (unix milliseconds) and the injectable [`Clock`].
+//! - [`model`]: applications, endpoints, event types, messages, deliveries and attempts.
+//! - [`validate`]: the naming rules for uids, event types and channels.
+
+pub mod id;
+pub mod model;
+pub mod time;
+pub mod validate;
+
+pub use id::{AppId, AttemptId, EndpointId, MessageId};
+pub use time::{Clock, ManualClock, SystemClock, Timestamp};

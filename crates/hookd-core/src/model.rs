@@ -1,0 +1,242 @@
+//! The records hookd keeps, as the storage layer returns them and the API and engine use them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{AppId, AttemptId, EndpointId, MessageId, Timestamp};
+
+/// Free-form string labels a caller attaches to an application or endpoint.
+pub type Metadata = BTreeMap<String, String>;
+
+/// An application: one of the producer's customers, who owns endpoints and receives messages.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Application {
+    pub id: AppId,
+    pub uid: Option<String>,
+    pub name: String,
+    pub metadata: Metadata,
+    /// Deliveries per second across the application's endpoints, if limited.
+    pub throttle_rate: Option<u16>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// An endpoint: a URL of an application that receives messages matching its filters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Endpoint {
+    pub id: EndpointId,
+    pub app_id: AppId,
+    pub uid: Option<String>,
+    pub url: String,
+    pub description: String,
+    /// Only these event types are delivered; `None` means all.
+    pub event_types: Option<Vec<String>>,
+    /// Only messages on one of these channels are delivered; `None` means all.
+    pub channels: Option<Vec<String>>,
+    pub disabled: bool,
+    /// Deliveries per second to this endpoint, if limited.
+    pub throttle_rate: Option<u16>,
+    pub metadata: Metadata,
+    /// Extra headers sent with every delivery (never ones that collide with ours).
+    pub headers: BTreeMap<String, String>,
+    /// The signing secret, `whsec_…`.
+    pub secret: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl Endpoint {
+    /// Whether a message of `event_type` on `channels` is delivered to this endpoint.
+    ///
+    /// An endpoint without an event-type filter takes every type; one without a channel filter
+    /// takes every message; one with a channel filter takes messages that share a channel.
+    pub fn subscribes_to(&self, event_type: &str, channels: Option<&[String]>) -> bool {
+        if self.disabled {
+            return false;
+        }
+        let type_matches = match &self.event_types {
+            Some(types) if !types.is_empty() => types.iter().any(|t| t == event_type),
+            _ => true,
+        };
+        let channel_matches = match &self.channels {
+            Some(wanted) if !wanted.is_empty() => {
+                channels.is_some_and(|have| have.iter().any(|c| wanted.contains(c)))
+            }
+            _ => true,
+        };
+        type_matches && channel_matches
+    }
+}
+
+/// An entry of the event-type catalog.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventType {
+    pub name: String,
+    pub description: String,
+    pub schemas: Option<serde_json::Value>,
+    pub archived: bool,
+    pub deprecated: bool,
+    pub feature_flag: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// A published event. `payload` holds the exact bytes every receiver gets, produced once when
+/// the message was accepted and never re-serialized.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    pub id: MessageId,
+    pub app_id: AppId,
+    pub event_type: String,
+    pub event_id: Option<String>,
+    pub channels: Option<Vec<String>>,
+    /// `None` once the payload has been expunged.
+    pub payload: Option<Vec<u8>>,
+    pub created_at: Timestamp,
+}
+
+/// Where a message stands with one endpoint. The numbers are Svix's `MessageStatus`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[repr(i16)]
+pub enum DeliveryStatus {
+    Success = 0,
+    Pending = 1,
+    Fail = 2,
+    Sending = 3,
+}
+
+impl DeliveryStatus {
+    /// The stored and wire number.
+    pub fn code(self) -> i16 {
+        self as i16
+    }
+
+    /// The status for a stored number; unknown numbers read as pending, the safe side.
+    pub fn from_code(code: i64) -> Self {
+        match code {
+            0 => Self::Success,
+            2 => Self::Fail,
+            3 => Self::Sending,
+            _ => Self::Pending,
+        }
+    }
+
+    /// Svix's `MessageStatusText`.
+    pub fn text(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Pending => "pending",
+            Self::Fail => "fail",
+            Self::Sending => "sending",
+        }
+    }
+}
+
+/// A message's delivery to one endpoint: the unit the engine schedules and retries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delivery {
+    pub message_id: MessageId,
+    pub endpoint_id: EndpointId,
+    pub status: DeliveryStatus,
+    /// Attempts made so far.
+    pub attempt_count: u32,
+    /// When the next attempt is due, while pending.
+    pub next_attempt_at: Option<Timestamp>,
+    pub updated_at: Timestamp,
+}
+
+/// Why an attempt was made. The numbers are Svix's `MessageAttemptTriggerType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i16)]
+pub enum TriggerType {
+    Scheduled = 0,
+    Manual = 1,
+}
+
+impl TriggerType {
+    /// The stored and wire number.
+    pub fn code(self) -> i16 {
+        self as i16
+    }
+
+    /// The trigger for a stored number.
+    pub fn from_code(code: i64) -> Self {
+        if code == 1 {
+            Self::Manual
+        } else {
+            Self::Scheduled
+        }
+    }
+}
+
+/// One HTTP attempt, as the delivery log shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Attempt {
+    pub id: AttemptId,
+    pub message_id: MessageId,
+    pub endpoint_id: EndpointId,
+    pub url: String,
+    /// The HTTP status, or 0 when no response arrived.
+    pub response_status_code: i16,
+    /// The response head and a capped body prefix, or the error that prevented a response.
+    pub response: String,
+    pub response_duration_ms: i64,
+    pub status: DeliveryStatus,
+    pub trigger_type: TriggerType,
+    pub created_at: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(event_types: Option<&[&str]>, channels: Option<&[&str]>) -> Endpoint {
+        let owned = |list: &[&str]| list.iter().map(|s| s.to_string()).collect();
+        Endpoint {
+            id: EndpointId::from_stored("ep_1".into()),
+            app_id: AppId::from_stored("app_1".into()),
+            uid: None,
+            url: "https://example.com/hook".into(),
+            description: String::new(),
+            event_types: event_types.map(owned),
+            channels: channels.map(owned),
+            disabled: false,
+            throttle_rate: None,
+            metadata: Metadata::new(),
+            headers: BTreeMap::new(),
+            secret: "whsec_x".into(),
+            created_at: Timestamp::from_millis(0),
+            updated_at: Timestamp::from_millis(0),
+        }
+    }
+
+    #[test]
+    fn unfiltered_endpoint_takes_everything() {
+        let ep = endpoint(None, None);
+        assert!(ep.subscribes_to("order.shipped", None));
+        assert!(ep.subscribes_to("order.shipped", Some(&["eu".into()])));
+    }
+
+    #[test]
+    fn event_type_filter_is_exact() {
+        let ep = endpoint(Some(&["order.shipped"]), None);
+        assert!(ep.subscribes_to("order.shipped", None));
+        assert!(!ep.subscribes_to("order.paid", None));
+    }
+
+    #[test]
+    fn channel_filter_needs_a_shared_channel() {
+        let ep = endpoint(None, Some(&["eu", "us"]));
+        assert!(ep.subscribes_to("x", Some(&["us".into()])));
+        assert!(!ep.subscribes_to("x", Some(&["apac".into()])));
+        assert!(!ep.subscribes_to("x", None));
+    }
+
+    #[test]
+    fn disabled_endpoint_takes_nothing() {
+        let mut ep = endpoint(None, None);
+        ep.disabled = true;
+        assert!(!ep.subscribes_to("x", None));
+    }
+}

@@ -1,0 +1,205 @@
+//! The SQLite connection discipline: one writer thread with group commit, many readers.
+//!
+//! SQLite allows one writer at a time. Rather than many connections fighting over the write
+//! lock ("database is locked"), every write is a closure sent to a single thread, which drains
+//! whatever closures are waiting, runs each inside its own savepoint of one `BEGIN IMMEDIATE`
+//! transaction, commits once, and only then answers the callers. One fsync thus covers a whole
+//! batch of API requests, and a caller's `Ok` means its write is durable. A closure that fails
+//! rolls back to its savepoint and leaves the rest of the batch alone.
+//!
+//! Reads run on a small pool of connections in WAL mode, off the async runtime.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, mpsc};
+
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+use crate::StoreError;
+
+/// Most closures one transaction takes; bounds the latency a batch adds.
+const MAX_BATCH: usize = 256;
+
+const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../../migrations/sqlite/0001_init.sql"))];
+
+/// A write the writer thread runs inside the batch transaction, then answers after commit.
+trait WriteJob: Send {
+    /// Runs the write; `false` means it failed and its savepoint must be rolled back.
+    fn run(&mut self, conn: &Connection) -> bool;
+    /// Answers the caller once the batch's fate is known.
+    fn finish(self: Box<Self>, commit: Result<(), StoreError>);
+}
+
+struct Job<F, R> {
+    work: Option<F>,
+    outcome: Option<Result<R, StoreError>>,
+    reply: oneshot::Sender<Result<R, StoreError>>,
+}
+
+impl<F, R> WriteJob for Job<F, R>
+where
+    F: FnOnce(&Connection) -> Result<R, StoreError> + Send,
+    R: Send,
+{
+    fn run(&mut self, conn: &Connection) -> bool {
+        let work = self.work.take().expect("a write job runs once");
+        let outcome = work(conn);
+        let ok = outcome.is_ok();
+        self.outcome = Some(outcome);
+        ok
+    }
+
+    fn finish(self: Box<Self>, commit: Result<(), StoreError>) {
+        let answer = match (self.outcome, commit) {
+            (Some(Err(error)), _) => Err(error),
+            (Some(Ok(value)), Ok(())) => Ok(value),
+            (_, Err(error)) => Err(error),
+            (None, Ok(())) => Err(StoreError::Unavailable("the write was not run".into())),
+        };
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// Handle to one SQLite database file: the writer thread and the reader pool.
+#[derive(Clone)]
+pub struct Db {
+    writer: mpsc::Sender<Box<dyn WriteJob>>,
+    readers: Arc<Mutex<Vec<Connection>>>,
+    path: Arc<Path>,
+}
+
+impl Db {
+    /// Opens (creating if needed) the database at `path`, migrates it and starts the writer.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Config(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let conn = connect(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        migrate(&conn)?;
+        let (writer, jobs) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("hookd-sqlite-writer".into())
+            .spawn(move || write_loop(conn, jobs))
+            .map_err(|e| StoreError::Config(format!("cannot start the SQLite writer: {e}")))?;
+        Ok(Self {
+            writer,
+            readers: Arc::default(),
+            path: path.into(),
+        })
+    }
+
+    /// Runs `work` in the next group-committed write transaction.
+    pub async fn write<F, R>(&self, work: F) -> Result<R, StoreError>
+    where
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let job = Box::new(Job {
+            work: Some(work),
+            outcome: None,
+            reply,
+        });
+        self.writer
+            .send(job)
+            .map_err(|_| StoreError::Unavailable("the SQLite writer has stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Unavailable("the SQLite writer has stopped".into()))?
+    }
+
+    /// Runs `work` on a reader connection, off the async runtime.
+    pub async fn read<F, R>(&self, work: F) -> Result<R, StoreError>
+    where
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let pooled = db.readers.lock().expect("reader pool poisoned").pop();
+            let conn = match pooled {
+                Some(conn) => conn,
+                None => connect(&db.path)?,
+            };
+            let result = work(&conn);
+            db.readers.lock().expect("reader pool poisoned").push(conn);
+            result
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("reader task failed: {e}")))?
+    }
+}
+
+fn connect(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path)?;
+    // FULL: a committed batch survives power loss, not only a process crash.
+    conn.execute_batch(
+        "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;",
+    )?;
+    Ok(conn)
+}
+
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+    )?;
+    let current: i64 = conn.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        [],
+        |row| row.get(0),
+    )?;
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+        tracing::info!(version, "applying SQLite migration");
+        let tx = conn.unchecked_transaction()?;
+        tx.execute_batch(sql)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, strftime('%s','now') * 1000)",
+            [version],
+        )?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+fn write_loop(conn: Connection, jobs: mpsc::Receiver<Box<dyn WriteJob>>) {
+    while let Ok(first) = jobs.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let commit = run_batch(&conn, &mut batch);
+        for job in batch {
+            job.finish(
+                commit
+                    .as_ref()
+                    .map(|_| ())
+                    .map_err(|e| StoreError::Unavailable(e.to_string())),
+            );
+        }
+    }
+}
+
+fn run_batch(conn: &Connection, batch: &mut [Box<dyn WriteJob>]) -> Result<(), rusqlite::Error> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    for job in batch.iter_mut() {
+        conn.execute_batch("SAVEPOINT job")?;
+        let ok = job.run(conn);
+        let end = if ok {
+            "RELEASE job"
+        } else {
+            "ROLLBACK TO job; RELEASE job"
+        };
+        if let Err(error) = conn.execute_batch(end) {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(error);
+        }
+    }
+    conn.execute_batch("COMMIT").inspect_err(|_| {
+        let _ = conn.execute_batch("ROLLBACK");
+    })
+}

@@ -1,0 +1,144 @@
+//! Decoding SQLite rows into domain records. Column lists and decoders sit side by side so
+//! they cannot drift apart.
+
+use hookd_core::model::{
+    Application, Attempt, Delivery, DeliveryStatus, Endpoint, EventType, Message, TriggerType,
+};
+use hookd_core::{AppId, AttemptId, EndpointId, MessageId, Timestamp};
+use rusqlite::Row;
+
+use crate::StoreError;
+use crate::json::{decode, decode_opt};
+
+/// A decoded record, or why the row did not decode.
+pub type Decoded<T> = Result<T, StoreError>;
+
+pub const APP_COLUMNS: &str = "id, uid, name, metadata, throttle_rate, created_at, updated_at";
+
+pub fn app(row: &Row<'_>) -> Decoded<Application> {
+    let metadata: String = row.get(3)?;
+    Ok(Application {
+        id: AppId::from_stored(row.get(0)?),
+        uid: row.get(1)?,
+        name: row.get(2)?,
+        metadata: decode(&metadata)?,
+        throttle_rate: row.get(4)?,
+        created_at: Timestamp::from_millis(row.get(5)?),
+        updated_at: Timestamp::from_millis(row.get(6)?),
+    })
+}
+
+pub const ENDPOINT_COLUMNS: &str = "e.id, e.app_id, e.uid, e.url, e.description, e.event_types, \
+    e.channels, e.disabled, e.throttle_rate, e.metadata, e.headers, e.secret, e.created_at, e.updated_at";
+
+pub fn endpoint(row: &Row<'_>) -> Decoded<Endpoint> {
+    let event_types: Option<String> = row.get(5)?;
+    let channels: Option<String> = row.get(6)?;
+    let metadata: String = row.get(9)?;
+    let headers: String = row.get(10)?;
+    Ok(Endpoint {
+        id: EndpointId::from_stored(row.get(0)?),
+        app_id: AppId::from_stored(row.get(1)?),
+        uid: row.get(2)?,
+        url: row.get(3)?,
+        description: row.get(4)?,
+        event_types: decode_opt(event_types)?,
+        channels: decode_opt(channels)?,
+        disabled: row.get(7)?,
+        throttle_rate: row.get(8)?,
+        metadata: decode(&metadata)?,
+        headers: decode(&headers)?,
+        secret: row.get(11)?,
+        created_at: Timestamp::from_millis(row.get(12)?),
+        updated_at: Timestamp::from_millis(row.get(13)?),
+    })
+}
+
+pub const EVENT_TYPE_COLUMNS: &str =
+    "name, description, schemas, archived, deprecated, feature_flag, created_at, updated_at";
+
+pub fn event_type(row: &Row<'_>) -> Decoded<EventType> {
+    let schemas: Option<String> = row.get(2)?;
+    Ok(EventType {
+        name: row.get(0)?,
+        description: row.get(1)?,
+        schemas: decode_opt(schemas)?,
+        archived: row.get(3)?,
+        deprecated: row.get(4)?,
+        feature_flag: row.get(5)?,
+        created_at: Timestamp::from_millis(row.get(6)?),
+        updated_at: Timestamp::from_millis(row.get(7)?),
+    })
+}
+
+pub const MESSAGE_COLUMNS: &str =
+    "m.id, m.app_id, m.event_type, m.event_id, m.channels, m.payload, m.created_at";
+
+pub fn message(row: &Row<'_>) -> Decoded<Message> {
+    message_at(row, 0)
+}
+
+/// A message whose columns start at `offset` (after another record's, in a join).
+pub fn message_at(row: &Row<'_>, offset: usize) -> Decoded<Message> {
+    let channels: Option<String> = row.get(offset + 4)?;
+    Ok(Message {
+        id: MessageId::from_stored(row.get(offset)?),
+        app_id: AppId::from_stored(row.get(offset + 1)?),
+        event_type: row.get(offset + 2)?,
+        event_id: row.get(offset + 3)?,
+        channels: decode_opt(channels)?,
+        payload: row.get(offset + 5)?,
+        created_at: Timestamp::from_millis(row.get(offset + 6)?),
+    })
+}
+
+pub const DELIVERY_COLUMNS: &str =
+    "d.message_id, d.endpoint_id, d.status, d.attempt_count, d.next_attempt_at, d.updated_at";
+
+/// A delivery whose columns start at `offset`.
+pub fn delivery_at(row: &Row<'_>, offset: usize) -> Decoded<Delivery> {
+    Ok(Delivery {
+        message_id: MessageId::from_stored(row.get(offset)?),
+        endpoint_id: EndpointId::from_stored(row.get(offset + 1)?),
+        status: DeliveryStatus::from_code(row.get(offset + 2)?),
+        attempt_count: row.get(offset + 3)?,
+        next_attempt_at: row
+            .get::<_, Option<i64>>(offset + 4)?
+            .map(Timestamp::from_millis),
+        updated_at: Timestamp::from_millis(row.get(offset + 5)?),
+    })
+}
+
+pub const ATTEMPT_COLUMNS: &str = "a.id, a.message_id, a.endpoint_id, a.url, a.response_status_code, \
+    a.response, a.response_duration_ms, a.status, a.trigger_type, a.created_at";
+
+pub fn attempt(row: &Row<'_>) -> Decoded<Attempt> {
+    Ok(Attempt {
+        id: AttemptId::from_stored(row.get(0)?),
+        message_id: MessageId::from_stored(row.get(1)?),
+        endpoint_id: EndpointId::from_stored(row.get(2)?),
+        url: row.get(3)?,
+        response_status_code: row.get(4)?,
+        response: row.get(5)?,
+        response_duration_ms: row.get(6)?,
+        status: DeliveryStatus::from_code(row.get(7)?),
+        trigger_type: TriggerType::from_code(row.get(8)?),
+        created_at: Timestamp::from_millis(row.get(9)?),
+    })
+}
+
+/// Runs a prepared query and decodes every row.
+pub fn collect<T>(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    decode_row: impl Fn(&Row<'_>) -> Decoded<T>,
+) -> Result<Vec<T>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(params)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(decode_row(row)?);
+    }
+    Ok(out)
+}

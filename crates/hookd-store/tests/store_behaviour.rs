@@ -1,0 +1,577 @@
+//! One behavioural suite for every `Store` implementation.
+//!
+//! Each `behaviour!` case runs against a fresh SQLite file and, when `HOOKD_TEST_POSTGRES_URL`
+//! is set, against a fresh PostgreSQL database created for that test and dropped after it.
+
+mod harness;
+
+use std::collections::BTreeMap;
+
+use hookd_core::model::{
+    Application, Attempt, Delivery, DeliveryStatus, Endpoint, EventType, Message, TriggerType,
+};
+use hookd_core::{AppId, AttemptId, EndpointId, MessageId, Timestamp};
+use hookd_store::{
+    ApiToken, AttemptFilter, Cursor, MessageFilter, PageRequest, Store, StoreError, StoredResponse,
+};
+
+const T0: i64 = 1_700_000_000_000;
+
+fn at(offset_ms: i64) -> Timestamp {
+    Timestamp::from_millis(T0 + offset_ms)
+}
+
+fn app(uid: Option<&str>, created: i64) -> Application {
+    Application {
+        id: AppId::new(at(created)),
+        uid: uid.map(str::to_owned),
+        name: format!("app {created}"),
+        metadata: BTreeMap::from([("tier".to_owned(), "gold".to_owned())]),
+        throttle_rate: None,
+        created_at: at(created),
+        updated_at: at(created),
+    }
+}
+
+fn endpoint(
+    app: &Application,
+    uid: Option<&str>,
+    event_types: Option<&[&str]>,
+    channels: Option<&[&str]>,
+) -> Endpoint {
+    let list = |items: &[&str]| items.iter().map(|s| s.to_string()).collect();
+    Endpoint {
+        id: EndpointId::new(at(1)),
+        app_id: app.id.clone(),
+        uid: uid.map(str::to_owned),
+        url: "https://example.com/hook".into(),
+        description: "orders".into(),
+        event_types: event_types.map(list),
+        channels: channels.map(list),
+        disabled: false,
+        throttle_rate: Some(10),
+        metadata: BTreeMap::new(),
+        headers: BTreeMap::from([("x-tenant".to_owned(), "42".to_owned())]),
+        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+        created_at: at(1),
+        updated_at: at(1),
+    }
+}
+
+fn message(
+    app: &Application,
+    event_type: &str,
+    event_id: Option<&str>,
+    channels: Option<&[&str]>,
+    created: i64,
+) -> Message {
+    Message {
+        id: MessageId::new(at(created)),
+        app_id: app.id.clone(),
+        event_type: event_type.into(),
+        event_id: event_id.map(str::to_owned),
+        channels: channels.map(|c| c.iter().map(|s| s.to_string()).collect()),
+        payload: Some(format!(r#"{{"n": {created}, "text": "héllo"}}"#).into_bytes()),
+        created_at: at(created),
+    }
+}
+
+fn first_page(limit: usize) -> PageRequest {
+    PageRequest {
+        limit,
+        cursor: None,
+    }
+}
+
+async fn apps_round_trip_and_look_up_by_id_or_uid(store: &dyn Store) {
+    let a = app(Some("customer-1"), 0);
+    store.create_app(&a).await.unwrap();
+    assert_eq!(store.get_app(a.id.as_str()).await.unwrap(), Some(a.clone()));
+    assert_eq!(store.get_app("customer-1").await.unwrap(), Some(a.clone()));
+    assert_eq!(store.get_app("customer-2").await.unwrap(), None);
+
+    let mut renamed = a.clone();
+    renamed.name = "renamed".into();
+    renamed.uid = None;
+    renamed.updated_at = at(5);
+    store.update_app(&renamed).await.unwrap();
+    assert_eq!(store.get_app(a.id.as_str()).await.unwrap(), Some(renamed));
+    assert_eq!(store.get_app("customer-1").await.unwrap(), None);
+}
+
+async fn duplicate_app_uid_is_a_conflict(store: &dyn Store) {
+    store.create_app(&app(Some("dup"), 0)).await.unwrap();
+    let second = store.create_app(&app(Some("dup"), 1)).await;
+    assert!(
+        matches!(second, Err(StoreError::Conflict(ref text)) if text.contains("dup")),
+        "{second:?}"
+    );
+}
+
+async fn missing_records_are_not_found(store: &dyn Store) {
+    let ghost = app(None, 0);
+    assert!(matches!(
+        store.update_app(&ghost).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.delete_app(&ghost.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.delete_event_type("nope").await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+async fn app_pages_go_forward_and_back(store: &dyn Store) {
+    let apps: Vec<_> = (0..5).map(|i| app(None, i)).collect();
+    for a in &apps {
+        store.create_app(a).await.unwrap();
+    }
+    let ids = |page: &hookd_store::Page<Application>| {
+        page.items.iter().map(|a| a.id.clone()).collect::<Vec<_>>()
+    };
+    let first = store.list_apps(&first_page(2)).await.unwrap();
+    assert_eq!(ids(&first), vec![apps[0].id.clone(), apps[1].id.clone()]);
+    assert!(first.has_more);
+    let after = PageRequest {
+        limit: 2,
+        cursor: Some(Cursor::After(apps[1].id.to_string())),
+    };
+    let second = store.list_apps(&after).await.unwrap();
+    assert_eq!(ids(&second), vec![apps[2].id.clone(), apps[3].id.clone()]);
+    let last = store
+        .list_apps(&PageRequest {
+            limit: 2,
+            cursor: Some(Cursor::After(apps[3].id.to_string())),
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(&last), vec![apps[4].id.clone()]);
+    assert!(!last.has_more);
+    let back = store
+        .list_apps(&PageRequest {
+            limit: 2,
+            cursor: Some(Cursor::Before(apps[2].id.to_string())),
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(&back), vec![apps[0].id.clone(), apps[1].id.clone()]);
+    assert!(!back.has_more);
+}
+
+async fn endpoints_round_trip_with_uids_scoped_to_their_app(store: &dyn Store) {
+    let (a, b) = (app(None, 0), app(None, 1));
+    store.create_app(&a).await.unwrap();
+    store.create_app(&b).await.unwrap();
+    let ep = endpoint(&a, Some("primary"), Some(&["order.shipped"]), Some(&["eu"]));
+    store.create_endpoint(&ep).await.unwrap();
+    assert_eq!(
+        store.get_endpoint(&a.id, "primary").await.unwrap(),
+        Some(ep.clone())
+    );
+    assert_eq!(
+        store.get_endpoint(&a.id, ep.id.as_str()).await.unwrap(),
+        Some(ep.clone())
+    );
+    assert_eq!(
+        store.get_endpoint(&b.id, ep.id.as_str()).await.unwrap(),
+        None
+    );
+
+    let clash = endpoint(&a, Some("primary"), None, None);
+    assert!(matches!(
+        store.create_endpoint(&clash).await,
+        Err(StoreError::Conflict(_))
+    ));
+    store
+        .create_endpoint(&endpoint(&b, Some("primary"), None, None))
+        .await
+        .unwrap();
+
+    let mut changed = ep.clone();
+    changed.disabled = true;
+    changed.event_types = None;
+    changed.headers.clear();
+    changed.updated_at = at(9);
+    store.update_endpoint(&changed).await.unwrap();
+    assert_eq!(
+        store.get_endpoint(&a.id, "primary").await.unwrap(),
+        Some(changed.clone())
+    );
+    assert_eq!(
+        store
+            .list_endpoints(&a.id, &first_page(10))
+            .await
+            .unwrap()
+            .items,
+        vec![changed.clone()]
+    );
+    store.delete_endpoint(&changed).await.unwrap();
+    assert_eq!(store.get_endpoint(&a.id, "primary").await.unwrap(), None);
+}
+
+async fn archived_event_types_are_listed_only_on_request(store: &dyn Store) {
+    let event_type = |name: &str, archived: bool| EventType {
+        name: name.into(),
+        description: format!("{name} happened"),
+        schemas: Some(serde_json::json!({"1": {"type": "object"}})),
+        archived,
+        deprecated: false,
+        feature_flag: None,
+        created_at: at(0),
+        updated_at: at(0),
+    };
+    store
+        .create_event_type(&event_type("order.shipped", false))
+        .await
+        .unwrap();
+    store
+        .create_event_type(&event_type("order.old", true))
+        .await
+        .unwrap();
+    let dup = store
+        .create_event_type(&event_type("order.shipped", false))
+        .await;
+    assert!(matches!(dup, Err(StoreError::Conflict(_))));
+    let names = |archived| async move {
+        let page = store
+            .list_event_types(&first_page(10), archived)
+            .await
+            .unwrap();
+        page.items.into_iter().map(|e| e.name).collect::<Vec<_>>()
+    };
+    assert_eq!(names(false).await, vec!["order.shipped"]);
+    assert_eq!(names(true).await, vec!["order.old", "order.shipped"]);
+    let mut updated = event_type("order.shipped", true);
+    updated.description = "changed".into();
+    store.update_event_type(&updated).await.unwrap();
+    assert_eq!(
+        store.get_event_type("order.shipped").await.unwrap(),
+        Some(updated)
+    );
+    store.delete_event_type("order.old").await.unwrap();
+    assert_eq!(store.get_event_type("order.old").await.unwrap(), None);
+}
+
+async fn a_message_is_routed_to_subscribed_enabled_endpoints_only(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    let all = endpoint(&a, Some("all"), None, None);
+    let shipped = endpoint(&a, Some("shipped"), Some(&["order.shipped"]), None);
+    let paid = endpoint(&a, Some("paid"), Some(&["order.paid"]), None);
+    let eu = endpoint(&a, Some("eu"), None, Some(&["eu"]));
+    let mut off = endpoint(&a, Some("off"), None, None);
+    off.disabled = true;
+    for ep in [&all, &shipped, &paid, &eu, &off] {
+        store.create_endpoint(ep).await.unwrap();
+    }
+    let msg = message(&a, "order.shipped", None, Some(&["us"]), 10);
+    let created = store.create_message(&msg).await.unwrap();
+    assert_eq!(created.deliveries, 2);
+    let routed: Vec<_> = store
+        .list_message_deliveries(&a.id, &msg)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(ep, delivery)| {
+            assert_eq!(delivery.status, DeliveryStatus::Pending);
+            assert_eq!(delivery.next_attempt_at, Some(msg.created_at));
+            ep.uid.unwrap()
+        })
+        .collect();
+    let mut expected = vec!["all".to_owned(), "shipped".to_owned()];
+    expected.sort_by_key(|uid| {
+        if uid == "all" {
+            all.id.clone()
+        } else {
+            shipped.id.clone()
+        }
+    });
+    assert_eq!(routed, expected);
+    assert_eq!(
+        store.get_message(&a.id, msg.id.as_str()).await.unwrap(),
+        Some(msg)
+    );
+}
+
+async fn a_repeated_event_id_is_a_conflict_and_writes_nothing(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    store
+        .create_endpoint(&endpoint(&a, None, None, None))
+        .await
+        .unwrap();
+    let first = message(&a, "order.shipped", Some("evt-1"), None, 10);
+    store.create_message(&first).await.unwrap();
+    let again = message(&a, "order.shipped", Some("evt-1"), None, 11);
+    let outcome = store.create_message(&again).await;
+    assert!(
+        matches!(outcome, Err(StoreError::Conflict(ref text)) if text.contains("evt-1")),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        store.get_message(&a.id, again.id.as_str()).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store.get_message(&a.id, "evt-1").await.unwrap(),
+        Some(first)
+    );
+    let other_app = app(None, 1);
+    store.create_app(&other_app).await.unwrap();
+    store
+        .create_message(&message(
+            &other_app,
+            "order.shipped",
+            Some("evt-1"),
+            None,
+            12,
+        ))
+        .await
+        .unwrap();
+}
+
+async fn messages_list_newest_first_with_filters(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    let m1 = message(&a, "order.shipped", None, Some(&["eu"]), 100);
+    let m2 = message(&a, "order.paid", None, None, 200);
+    let m3 = message(&a, "order.shipped", None, Some(&["us", "eu"]), 300);
+    for m in [&m1, &m2, &m3] {
+        store.create_message(m).await.unwrap();
+    }
+    let app_id = &a.id;
+    let list = |filter: MessageFilter| async move {
+        let page = store
+            .list_messages(app_id, &filter, &first_page(10))
+            .await
+            .unwrap();
+        page.items.into_iter().map(|m| m.id).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        list(MessageFilter::default()).await,
+        vec![m3.id.clone(), m2.id.clone(), m1.id.clone()]
+    );
+    let shipped = MessageFilter {
+        event_types: Some(vec!["order.shipped".into()]),
+        ..Default::default()
+    };
+    assert_eq!(list(shipped).await, vec![m3.id.clone(), m1.id.clone()]);
+    let us = MessageFilter {
+        channel: Some("us".into()),
+        ..Default::default()
+    };
+    assert_eq!(list(us).await, vec![m3.id.clone()]);
+    let window = MessageFilter {
+        after: Some(at(100)),
+        before: Some(at(300)),
+        ..Default::default()
+    };
+    assert_eq!(list(window).await, vec![m2.id.clone()]);
+    let paged = store
+        .list_messages(
+            &a.id,
+            &MessageFilter::default(),
+            &PageRequest {
+                limit: 1,
+                cursor: Some(Cursor::After(m3.id.to_string())),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        paged.items.iter().map(|m| m.id.clone()).collect::<Vec<_>>(),
+        vec![m2.id.clone()]
+    );
+    assert!(paged.has_more);
+}
+
+async fn attempts_are_recorded_and_listed(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    let ep = endpoint(&a, None, None, None);
+    store.create_endpoint(&ep).await.unwrap();
+    let msg = message(&a, "order.shipped", None, None, 10);
+    store.create_message(&msg).await.unwrap();
+    let attempt = |offset: i64, code: i16, status: DeliveryStatus| Attempt {
+        id: AttemptId::new(at(offset)),
+        message_id: msg.id.clone(),
+        endpoint_id: ep.id.clone(),
+        url: ep.url.clone(),
+        response_status_code: code,
+        response: format!("HTTP {code}"),
+        response_duration_ms: 12,
+        status,
+        trigger_type: TriggerType::Scheduled,
+        created_at: at(offset),
+    };
+    let failed = attempt(20, 500, DeliveryStatus::Fail);
+    let retry_due = Delivery {
+        message_id: msg.id.clone(),
+        endpoint_id: ep.id.clone(),
+        status: DeliveryStatus::Pending,
+        attempt_count: 1,
+        next_attempt_at: Some(at(5_020)),
+        updated_at: at(20),
+    };
+    store.record_attempt(&failed, &retry_due).await.unwrap();
+    let succeeded = attempt(5_030, 200, DeliveryStatus::Success);
+    let done = Delivery {
+        status: DeliveryStatus::Success,
+        attempt_count: 2,
+        next_attempt_at: None,
+        updated_at: at(5_030),
+        ..retry_due.clone()
+    };
+    store.record_attempt(&succeeded, &done).await.unwrap();
+
+    let by_message = store
+        .list_attempts_by_message(&a.id, &msg, &AttemptFilter::default(), &first_page(10))
+        .await
+        .unwrap();
+    assert_eq!(by_message.items, vec![succeeded.clone(), failed.clone()]);
+    let only_failed = AttemptFilter {
+        status: Some(DeliveryStatus::Fail),
+        ..Default::default()
+    };
+    let by_endpoint = store
+        .list_attempts_by_endpoint(&ep, &only_failed, &first_page(10))
+        .await
+        .unwrap();
+    assert_eq!(by_endpoint.items, vec![failed.clone()]);
+    assert_eq!(
+        store.get_attempt(&msg, failed.id.as_str()).await.unwrap(),
+        Some(failed)
+    );
+    let deliveries = store
+        .list_endpoint_deliveries(&ep, &AttemptFilter::default(), &first_page(10))
+        .await
+        .unwrap();
+    assert_eq!(deliveries.items, vec![(msg.clone(), done.clone())]);
+    assert_eq!(
+        store.list_message_deliveries(&a.id, &msg).await.unwrap(),
+        vec![(ep.clone(), done)]
+    );
+}
+
+async fn deleting_an_app_removes_everything_it_owns(store: &dyn Store) {
+    let a = app(Some("gone"), 0);
+    store.create_app(&a).await.unwrap();
+    let ep = endpoint(&a, None, None, None);
+    store.create_endpoint(&ep).await.unwrap();
+    let msg = message(&a, "order.shipped", None, None, 10);
+    store.create_message(&msg).await.unwrap();
+    store.delete_app(&a.id).await.unwrap();
+    assert_eq!(store.get_app("gone").await.unwrap(), None);
+    assert_eq!(
+        store.get_endpoint(&a.id, ep.id.as_str()).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store.get_message(&a.id, msg.id.as_str()).await.unwrap(),
+        None
+    );
+}
+
+async fn tokens_are_found_by_hash(store: &dyn Store) {
+    assert!(!store.has_admin_token().await.unwrap());
+    let token = ApiToken {
+        id: "tok_1".into(),
+        token_hash: "ab".repeat(32),
+        app_id: None,
+        created_at: at(0),
+        expires_at: None,
+    };
+    store.create_token(&token).await.unwrap();
+    assert!(store.has_admin_token().await.unwrap());
+    assert_eq!(
+        store.find_token(&"ab".repeat(32)).await.unwrap(),
+        Some(token)
+    );
+    assert_eq!(store.find_token(&"cd".repeat(32)).await.unwrap(), None);
+}
+
+async fn idempotent_responses_keep_the_first_until_they_expire(store: &dyn Store) {
+    let first = StoredResponse {
+        status: 202,
+        body: b"first".to_vec(),
+    };
+    let second = StoredResponse {
+        status: 409,
+        body: b"second".to_vec(),
+    };
+    store
+        .put_idempotent_response("k", &first, at(0), at(1_000))
+        .await
+        .unwrap();
+    store
+        .put_idempotent_response("k", &second, at(100), at(2_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_idempotent_response("k", at(500)).await.unwrap(),
+        Some(first)
+    );
+    assert_eq!(
+        store.get_idempotent_response("k", at(1_000)).await.unwrap(),
+        None
+    );
+    store
+        .put_idempotent_response("k", &second, at(1_500), at(3_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_idempotent_response("k", at(1_500)).await.unwrap(),
+        Some(second)
+    );
+}
+
+async fn concurrent_publishes_all_land(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    store
+        .create_endpoint(&endpoint(&a, None, None, None))
+        .await
+        .unwrap();
+    let publishes = (0..200).map(|i| {
+        let msg = message(
+            &a,
+            "order.shipped",
+            Some(&format!("evt-{}", i % 150)),
+            None,
+            i,
+        );
+        async move { store.create_message(&msg).await }
+    });
+    let outcomes = futures::future::join_all(publishes).await;
+    let accepted = outcomes.iter().filter(|o| o.is_ok()).count();
+    let conflicts = outcomes
+        .iter()
+        .filter(|o| matches!(o, Err(StoreError::Conflict(_))))
+        .count();
+    assert_eq!((accepted, conflicts), (150, 50));
+    let listed = store
+        .list_messages(&a.id, &MessageFilter::default(), &first_page(500))
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 150);
+}
+
+behaviour!(
+    apps_round_trip_and_look_up_by_id_or_uid,
+    duplicate_app_uid_is_a_conflict,
+    missing_records_are_not_found,
+    app_pages_go_forward_and_back,
+    endpoints_round_trip_with_uids_scoped_to_their_app,
+    archived_event_types_are_listed_only_on_request,
+    a_message_is_routed_to_subscribed_enabled_endpoints_only,
+    a_repeated_event_id_is_a_conflict_and_writes_nothing,
+    messages_list_newest_first_with_filters,
+    attempts_are_recorded_and_listed,
+    deleting_an_app_removes_everything_it_owns,
+    tokens_are_found_by_hash,
+    idempotent_responses_keep_the_first_until_they_expire,
+    concurrent_publishes_all_land,
+);
