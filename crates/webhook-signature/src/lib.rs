@@ -1,4 +1,48 @@
-//! Standard Webhooks signatures for senders and receivers.
+//! Standard Webhooks signatures for senders and receivers: `v1` (HMAC-SHA256) and `v1a`
+//! (ed25519) signing and verification, the secrets and keys they use, and verification of the
+//! Stripe and GitHub schemes. No server, no database, no async runtime.
+//!
+//! ```
+//! use webhook_signature::{Secret, Signer, SigningKey, Verifier};
+//!
+//! let secret = Secret::generate();
+//! let signer = Signer::new([SigningKey::Hmac(secret.clone())]);
+//! let headers = signer.headers("msg_1", 1_700_000_000, b"{}").unwrap();
+//!
+//! let verifier = Verifier::new(secret).now(1_700_000_010);
+//! assert!(verifier.verify(b"{}", headers.pairs()).is_ok());
+//! ```
 //!
 //! # Layout
-//! (filled in by the signature work)
+//! - `secret`: [`Secret`] (`whsec_`), [`Ed25519SecretKey`] (`whsk_`), [`Ed25519PublicKey`]
+//!   (`whpk_`), and the [`SigningKey`] / [`VerifyingKey`] a sender or receiver holds:
+//!   generating, parsing, printing.
+//! - `sign`: signed content and [`Signer`], one header entry per active key.
+//! - `verify`: [`Verifier`], headers then time window then any matching entry.
+//! - [`header`]: the three header names, [`WebhookHeaders`], splitting the signature entries.
+//! - [`clock`]: the system clock, strict timestamp parsing, [`TimeWindow`].
+//! - [`stripe`], [`github`]: the other two schemes receivers meet.
+//! - `mac`: HMAC-SHA256 and constant-time comparison, shared by all schemes.
+//! - `error`: [`KeyError`], [`SignError`], [`VerifyError`].
+
+#![warn(missing_docs)]
+
+pub mod clock;
+mod error;
+pub mod github;
+pub mod header;
+mod mac;
+mod secret;
+mod sign;
+pub mod stripe;
+mod verify;
+
+pub use clock::TimeWindow;
+pub use error::{KeyError, SignError, VerifyError};
+pub use header::WebhookHeaders;
+pub use secret::{
+    ED25519_PUBLIC_PREFIX, ED25519_SECRET_PREFIX, Ed25519PublicKey, Ed25519SecretKey,
+    GENERATED_SECRET_LEN, SECRET_PREFIX, Secret, SigningKey, VerifyingKey,
+};
+pub use sign::Signer;
+pub use verify::Verifier;
