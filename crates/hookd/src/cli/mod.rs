@@ -1,5 +1,11 @@
 //! Command-line interface: argument definitions and dispatch to one module per subcommand.
 
+mod keygen;
+mod sign;
+mod verify;
+
+use std::fmt::Display;
+use std::io::Read;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -13,10 +19,33 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    Sign(sign::Args),
+    Verify(verify::Args),
+    Keygen(keygen::Args),
+}
 
 impl Cli {
     pub fn run(self) -> ExitCode {
-        match self.command {}
+        match self.command {
+            Command::Sign(args) => sign::run(args),
+            Command::Verify(args) => verify::run(args),
+            Command::Keygen(args) => keygen::run(args),
+        }
     }
+}
+
+/// Reports bad arguments or input and returns exit code 2, as clap does for usage errors.
+fn usage_error(message: impl Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
+}
+
+/// Reads the message body, all of stdin, as raw bytes.
+fn read_body() -> Result<Vec<u8>, ExitCode> {
+    let mut body = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut body)
+        .map_err(|err| usage_error(format_args!("cannot read the body from stdin: {err}")))?;
+    Ok(body)
 }
