@@ -1,0 +1,86 @@
+//! `Idempotency-Key`: a POST repeated with the same key within 24 hours gets the first
+//! response again instead of doing the work twice.
+//!
+//! Keys are scoped to the calling token and the request path, so two tenants' keys never
+//! collide. Only answers that reflect a decision (2xx and 4xx) are kept; a 5xx means nothing
+//! happened, and a retry should really be retried.
+
+use std::time::Duration;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, header::CONTENT_TYPE};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use hookd_store::StoredResponse;
+use sha2::{Digest, Sha256};
+
+use crate::{ApiError, ApiState};
+
+const KEEP_FOR: Duration = Duration::from_secs(24 * 60 * 60);
+/// Larger responses are not kept (no POST answer of ours comes near it).
+const MAX_KEPT_BODY: usize = 1024 * 1024;
+
+/// Middleware: replays or records responses to POSTs that carry an `Idempotency-Key`.
+pub async fn replay(
+    State(state): State<ApiState>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let Some(key) = scoped_key(&request) else {
+        return Ok(next.run(request).await);
+    };
+    let now = state.clock().now();
+    if let Some(kept) = state.store().get_idempotent_response(&key, now).await? {
+        return Ok(rebuild(kept));
+    }
+    let response = next.run(request).await;
+    let status = response.status();
+    if status.is_server_error() {
+        return Ok(response);
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = to_bytes(body, MAX_KEPT_BODY)
+        .await
+        .map_err(|e| ApiError::Internal(format!("reading a response to keep: {e}")))?;
+    let kept = StoredResponse {
+        status: status.as_u16(),
+        body: bytes.to_vec(),
+    };
+    state
+        .store()
+        .put_idempotent_response(&key, &kept, now, now.plus(KEEP_FOR))
+        .await?;
+    Ok(Response::from_parts(parts, Body::from(bytes)))
+}
+
+fn scoped_key(request: &Request) -> Option<String> {
+    if request.method() != Method::POST {
+        return None;
+    }
+    let key = request.headers().get("idempotency-key")?.as_bytes();
+    let token = request
+        .headers()
+        .get("authorization")
+        .map(HeaderValue::as_bytes)
+        .unwrap_or_default();
+    let mut digest = Sha256::new();
+    for part in [token, request.uri().path().as_bytes(), key] {
+        digest.update((part.len() as u64).to_be_bytes());
+        digest.update(part);
+    }
+    Some(hex::encode(digest.finalize()))
+}
+
+fn rebuild(kept: StoredResponse) -> Response {
+    let status =
+        axum::http::StatusCode::from_u16(kept.status).unwrap_or(axum::http::StatusCode::OK);
+    let has_body = !kept.body.is_empty();
+    let mut response = (status, kept.body).into_response();
+    if has_body {
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    response
+}

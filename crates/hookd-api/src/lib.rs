@@ -1,0 +1,64 @@
+//! hookd's HTTP API, shaped after Svix's v1 API so the official Svix SDKs drive hookd
+//! unchanged.
+//!
+//! Handlers validate input, talk to the [`hookd_store::Store`], and wake the delivery engine
+//! when they write deliveries. They never send webhooks themselves. Errors are typed
+//! ([`ApiError`]) and turned into HTTP in one place.
+//!
+//! # Layout
+//! - [`routes`]: one module per resource (application, endpoint, event_type, message,
+//!   attempt, health).
+//! - [`auth`]: bearer tokens → [`Principal`] (admin or one application).
+//! - `idempotency`: `Idempotency-Key` replays.
+//! - `extract`: JSON body and query extractors whose errors name the field.
+//! - `list`: the list envelope and cursor parameters.
+//! - `validate`: field checks (URLs, names, custom headers).
+//! - [`error`]: [`ApiError`] and its one mapping to HTTP.
+//! - [`state`]: [`ApiState`] and [`ApiConfig`].
+
+pub mod auth;
+pub mod error;
+mod extract;
+mod idempotency;
+mod list;
+pub mod routes;
+pub mod state;
+mod validate;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware::from_fn_with_state;
+use tower_http::catch_panic::CatchPanicLayer;
+
+pub use auth::{Principal, token_hash};
+pub use error::ApiError;
+pub use state::{ApiConfig, ApiState};
+
+/// Room for the envelope around the largest accepted payload.
+const ENVELOPE_ALLOWANCE: usize = 64 * 1024;
+
+/// The whole API under `/api/v1`.
+pub fn router(state: ApiState) -> Router {
+    let authenticated = Router::new()
+        .merge(routes::application::routes())
+        .merge(routes::endpoint::routes())
+        .merge(routes::event_type::routes())
+        .merge(routes::message::routes())
+        .merge(routes::attempt::routes())
+        .layer(from_fn_with_state(state.clone(), idempotency::replay))
+        .layer(from_fn_with_state(state.clone(), auth::authenticate));
+    let body_limit = state.config().max_payload_bytes + ENVELOPE_ALLOWANCE;
+    Router::new()
+        .nest("/api/v1", routes::health::routes().merge(authenticated))
+        .fallback(|| async { ApiError::NotFound("route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::BadRequest("this method is not allowed on this path".into())
+        })
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(CatchPanicLayer::custom(|_| {
+            axum::response::IntoResponse::into_response(ApiError::Internal(
+                "a handler panicked".into(),
+            ))
+        }))
+        .with_state(state)
+}

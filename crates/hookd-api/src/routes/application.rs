@@ -1,0 +1,207 @@
+//! `/api/v1/app`: the applications (customers) messages are sent to.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Extension, Json, Router};
+use hookd_core::AppId;
+use hookd_core::model::{Application, Metadata};
+use serde::{Deserialize, Serialize};
+
+use crate::extract::{JsonBody, QueryParams, patch_field};
+use crate::list::{ListOut, page_request};
+use crate::{ApiError, ApiState, Principal, validate};
+
+pub fn routes() -> Router<ApiState> {
+    Router::new().route("/app", get(list).post(create)).route(
+        "/app/{app_id}",
+        get(fetch).put(upsert).patch(patch).delete(remove),
+    )
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ApplicationIn {
+    name: String,
+    uid: Option<String>,
+    #[serde(default)]
+    metadata: Metadata,
+    throttle_rate: Option<u16>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ApplicationPatch {
+    name: Option<String>,
+    #[serde(default, deserialize_with = "patch_field")]
+    uid: Option<Option<String>>,
+    metadata: Option<Metadata>,
+    #[serde(default, deserialize_with = "patch_field")]
+    throttle_rate: Option<Option<u16>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationOut {
+    id: String,
+    uid: Option<String>,
+    name: String,
+    metadata: Metadata,
+    throttle_rate: Option<u16>,
+    created_at: String,
+    updated_at: String,
+}
+
+impl From<Application> for ApplicationOut {
+    fn from(app: Application) -> Self {
+        Self {
+            id: app.id.to_string(),
+            uid: app.uid,
+            name: app.name,
+            metadata: app.metadata,
+            throttle_rate: app.throttle_rate,
+            created_at: app.created_at.to_rfc3339(),
+            updated_at: app.updated_at.to_rfc3339(),
+        }
+    }
+}
+
+impl ApplicationIn {
+    fn validate(&self) -> Result<(), ApiError> {
+        validate::text("name", &self.name, 256)?;
+        validate::uid("uid", self.uid.as_deref())
+    }
+
+    fn into_new(self, state: &ApiState) -> Application {
+        let now = state.clock().now();
+        Application {
+            id: AppId::new(now),
+            uid: self.uid,
+            name: self.name,
+            metadata: self.metadata,
+            throttle_rate: self.throttle_rate,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    fn apply_to(self, app: &mut Application) {
+        app.name = self.name;
+        app.uid = self.uid;
+        app.metadata = self.metadata;
+        app.throttle_rate = self.throttle_rate;
+    }
+}
+
+fn ok(app: Application, status: StatusCode) -> Response {
+    (status, Json(ApplicationOut::from(app))).into_response()
+}
+
+async fn list(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    query: QueryParams,
+) -> Result<Json<ListOut<ApplicationOut>>, ApiError> {
+    principal.require_admin()?;
+    let page = state.store().list_apps(&page_request(&query)?).await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |a| a.id.to_string(),
+        ApplicationOut::from,
+    )))
+}
+
+async fn create(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    query: QueryParams,
+    JsonBody(input): JsonBody<ApplicationIn>,
+) -> Result<Response, ApiError> {
+    principal.require_admin()?;
+    input.validate()?;
+    if query.flag("get_if_exists", false)?
+        && let Some(uid) = &input.uid
+        && let Some(existing) = state.store().get_app(uid).await?
+    {
+        return Ok(ok(existing, StatusCode::OK));
+    }
+    let app = input.into_new(&state);
+    state.store().create_app(&app).await?;
+    Ok(ok(app, StatusCode::CREATED))
+}
+
+async fn fetch(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path(app_id): Path<String>,
+) -> Result<Json<ApplicationOut>, ApiError> {
+    Ok(Json(state.app(&principal, &app_id).await?.into()))
+}
+
+/// PUT replaces the application, or creates it (with the path as its uid) when missing.
+async fn upsert(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path(app_id): Path<String>,
+    JsonBody(input): JsonBody<ApplicationIn>,
+) -> Result<Response, ApiError> {
+    input.validate()?;
+    match state.store().get_app(&app_id).await? {
+        Some(mut app) => {
+            principal.require_app(&app.id)?;
+            input.apply_to(&mut app);
+            app.updated_at = state.clock().now();
+            state.store().update_app(&app).await?;
+            Ok(ok(app, StatusCode::OK))
+        }
+        None => {
+            principal.require_admin()?;
+            if AppId::looks_like(&app_id) {
+                return Err(ApiError::NotFound("application"));
+            }
+            validate::name("uid", &app_id)?;
+            let mut app = input.into_new(&state);
+            app.uid = Some(app_id);
+            state.store().create_app(&app).await?;
+            Ok(ok(app, StatusCode::CREATED))
+        }
+    }
+}
+
+async fn patch(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path(app_id): Path<String>,
+    JsonBody(input): JsonBody<ApplicationPatch>,
+) -> Result<Json<ApplicationOut>, ApiError> {
+    let mut app = state.app(&principal, &app_id).await?;
+    if let Some(name) = input.name {
+        validate::text("name", &name, 256)?;
+        app.name = name;
+    }
+    if let Some(uid) = input.uid {
+        validate::uid("uid", uid.as_deref())?;
+        app.uid = uid;
+    }
+    if let Some(metadata) = input.metadata {
+        app.metadata = metadata;
+    }
+    if let Some(rate) = input.throttle_rate {
+        app.throttle_rate = rate;
+    }
+    app.updated_at = state.clock().now();
+    state.store().update_app(&app).await?;
+    Ok(Json(app.into()))
+}
+
+async fn remove(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path(app_id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    principal.require_admin()?;
+    let app = state.app(&principal, &app_id).await?;
+    state.store().delete_app(&app.id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

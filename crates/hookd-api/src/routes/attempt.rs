@@ -1,0 +1,189 @@
+//! The delivery log: attempts by message and by endpoint, one attempt, where a message went
+//! (attempted destinations) and what an endpoint was sent (attempted messages).
+
+use axum::extract::{Path, State};
+use axum::routing::get;
+use axum::{Extension, Json, Router};
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
+use hookd_store::{AttemptFilter, Page};
+use serde::Serialize;
+
+use crate::extract::QueryParams;
+use crate::list::{ListOut, page_request};
+use crate::routes::{endpoint, message};
+use crate::{ApiError, ApiState, Principal};
+
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/app/{app_id}/attempt/msg/{msg_id}", get(by_message))
+        .route(
+            "/app/{app_id}/attempt/endpoint/{endpoint_id}",
+            get(by_endpoint),
+        )
+        .route("/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}", get(one))
+        .route("/app/{app_id}/msg/{msg_id}/endpoint", get(destinations))
+        .route(
+            "/app/{app_id}/endpoint/{endpoint_id}/msg",
+            get(endpoint_messages),
+        )
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AttemptOut {
+    id: String,
+    msg_id: String,
+    endpoint_id: String,
+    url: String,
+    response: String,
+    response_status_code: i16,
+    response_duration_ms: i64,
+    status: i16,
+    status_text: &'static str,
+    trigger_type: i16,
+    timestamp: String,
+}
+
+impl From<Attempt> for AttemptOut {
+    fn from(a: Attempt) -> Self {
+        Self {
+            id: a.id.to_string(),
+            msg_id: a.message_id.to_string(),
+            endpoint_id: a.endpoint_id.to_string(),
+            url: a.url,
+            response: a.response,
+            response_status_code: a.response_status_code,
+            response_duration_ms: a.response_duration_ms,
+            status: a.status.code(),
+            status_text: a.status.text(),
+            trigger_type: a.trigger_type.code(),
+            timestamp: a.created_at.to_rfc3339(),
+        }
+    }
+}
+
+/// Where a delivery stands, flattened into the record it is about.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WithDelivery<T> {
+    #[serde(flatten)]
+    record: T,
+    status: i16,
+    status_text: &'static str,
+    next_attempt: Option<String>,
+}
+
+impl<T> WithDelivery<T> {
+    fn new(record: T, delivery: &Delivery) -> Self {
+        Self {
+            record,
+            status: delivery.status.code(),
+            status_text: delivery.status.text(),
+            next_attempt: delivery.next_attempt_at.map(|t| t.to_rfc3339()),
+        }
+    }
+}
+
+fn attempt_filter(query: &QueryParams) -> Result<AttemptFilter, ApiError> {
+    let status = match query.parse::<i64>("status")? {
+        Some(code @ 0..=3) => Some(DeliveryStatus::from_code(code)),
+        Some(_) => return Err(ApiError::query_param("status", "must be 0, 1, 2 or 3")),
+        None => None,
+    };
+    Ok(AttemptFilter {
+        status,
+        before: query.timestamp("before")?,
+        after: query.timestamp("after")?,
+    })
+}
+
+fn attempts(page: Page<Attempt>) -> Json<ListOut<AttemptOut>> {
+    Json(ListOut::from_page(
+        page,
+        |a| a.id.to_string(),
+        AttemptOut::from,
+    ))
+}
+
+async fn by_message(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path((app_id, msg_id)): Path<(String, String)>,
+    query: QueryParams,
+) -> Result<Json<ListOut<AttemptOut>>, ApiError> {
+    let msg = message::find(&state, &principal, &app_id, &msg_id).await?;
+    let page = state
+        .store()
+        .list_attempts_by_message(
+            &msg.app_id,
+            &msg,
+            &attempt_filter(&query)?,
+            &page_request(&query)?,
+        )
+        .await?;
+    Ok(attempts(page))
+}
+
+async fn by_endpoint(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    query: QueryParams,
+) -> Result<Json<ListOut<AttemptOut>>, ApiError> {
+    let ep = endpoint::find(&state, &principal, &app_id, &endpoint_id).await?;
+    let page = state
+        .store()
+        .list_attempts_by_endpoint(&ep, &attempt_filter(&query)?, &page_request(&query)?)
+        .await?;
+    Ok(attempts(page))
+}
+
+async fn one(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path((app_id, msg_id, attempt_id)): Path<(String, String, String)>,
+) -> Result<Json<AttemptOut>, ApiError> {
+    let msg = message::find(&state, &principal, &app_id, &msg_id).await?;
+    let attempt = state.store().get_attempt(&msg, &attempt_id).await?;
+    Ok(Json(attempt.ok_or(ApiError::NotFound("attempt"))?.into()))
+}
+
+async fn destinations(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path((app_id, msg_id)): Path<(String, String)>,
+) -> Result<Json<ListOut<WithDelivery<endpoint::EndpointOut>>>, ApiError> {
+    let msg = message::find(&state, &principal, &app_id, &msg_id).await?;
+    let routed = state
+        .store()
+        .list_message_deliveries(&msg.app_id, &msg)
+        .await?;
+    let page = Page {
+        items: routed,
+        has_more: false,
+    };
+    Ok(Json(ListOut::from_page(
+        page,
+        |(ep, _): &(Endpoint, Delivery)| ep.id.to_string(),
+        |(ep, delivery)| WithDelivery::new(ep.into(), &delivery),
+    )))
+}
+
+async fn endpoint_messages(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    query: QueryParams,
+) -> Result<Json<ListOut<WithDelivery<message::MessageOut>>>, ApiError> {
+    let ep = endpoint::find(&state, &principal, &app_id, &endpoint_id).await?;
+    let with_content = query.flag("with_content", true)?;
+    let page = state
+        .store()
+        .list_endpoint_deliveries(&ep, &attempt_filter(&query)?, &page_request(&query)?)
+        .await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |(m, _): &(Message, Delivery)| m.id.to_string(),
+        |(m, delivery)| WithDelivery::new(message::MessageOut::new(m, with_content), &delivery),
+    )))
+}

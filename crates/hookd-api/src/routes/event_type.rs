@@ -1,0 +1,256 @@
+//! `/api/v1/event-type`: the catalog of event types producers publish and customers subscribe
+//! to. Deleting archives (as Svix does); `?expunge=true` deletes for good.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Extension, Json, Router};
+use hookd_core::model::EventType;
+use serde::{Deserialize, Serialize};
+
+use crate::extract::{JsonBody, QueryParams, patch_field};
+use crate::list::{ListOut, page_request};
+use crate::{ApiError, ApiState, Principal, validate};
+
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/event-type", get(list).post(create))
+        .route(
+            "/event-type/{event_type_name}",
+            get(fetch).put(upsert).patch(patch).delete(remove),
+        )
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EventTypeIn {
+    name: String,
+    description: String,
+    #[serde(default)]
+    archived: bool,
+    #[serde(default)]
+    deprecated: bool,
+    schemas: Option<serde_json::Value>,
+    feature_flag: Option<String>,
+}
+
+/// Body of PUT: the name comes from the path.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EventTypeUpdate {
+    description: String,
+    #[serde(default)]
+    archived: bool,
+    #[serde(default)]
+    deprecated: bool,
+    schemas: Option<serde_json::Value>,
+    feature_flag: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EventTypePatch {
+    description: Option<String>,
+    archived: Option<bool>,
+    deprecated: Option<bool>,
+    #[serde(default, deserialize_with = "patch_field")]
+    schemas: Option<Option<serde_json::Value>>,
+    #[serde(default, deserialize_with = "patch_field")]
+    feature_flag: Option<Option<String>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EventTypeOut {
+    name: String,
+    description: String,
+    archived: bool,
+    deprecated: bool,
+    schemas: Option<serde_json::Value>,
+    feature_flag: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+impl EventTypeOut {
+    fn new(et: EventType, with_content: bool) -> Self {
+        Self {
+            name: et.name,
+            description: et.description,
+            archived: et.archived,
+            deprecated: et.deprecated,
+            schemas: if with_content { et.schemas } else { None },
+            feature_flag: et.feature_flag,
+            created_at: et.created_at.to_rfc3339(),
+            updated_at: et.updated_at.to_rfc3339(),
+        }
+    }
+}
+
+impl EventTypeUpdate {
+    fn validate(&self) -> Result<(), ApiError> {
+        validate::text("description", &self.description, 4096)?;
+        validate::uid("featureFlag", self.feature_flag.as_deref())?;
+        schemas("schemas", self.schemas.as_ref())
+    }
+
+    fn into_event_type(self, name: String, state: &ApiState) -> EventType {
+        let now = state.clock().now();
+        EventType {
+            name,
+            description: self.description,
+            schemas: self.schemas,
+            archived: self.archived,
+            deprecated: self.deprecated,
+            feature_flag: self.feature_flag,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
+fn schemas(field: &str, value: Option<&serde_json::Value>) -> Result<(), ApiError> {
+    match value {
+        Some(v) if !v.is_object() => Err(ApiError::body_field(field, "must be a JSON object")),
+        _ => Ok(()),
+    }
+}
+
+async fn list(
+    State(state): State<ApiState>,
+    query: QueryParams,
+) -> Result<Json<ListOut<EventTypeOut>>, ApiError> {
+    let include_archived = query.flag("include_archived", false)?;
+    let with_content = query.flag("with_content", true)?;
+    let page = state
+        .store()
+        .list_event_types(&page_request(&query)?, include_archived)
+        .await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |e| e.name.clone(),
+        |e| EventTypeOut::new(e, with_content),
+    )))
+}
+
+async fn create(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    JsonBody(input): JsonBody<EventTypeIn>,
+) -> Result<Response, ApiError> {
+    principal.require_admin()?;
+    validate::name("name", &input.name)?;
+    let EventTypeIn {
+        name,
+        description,
+        archived,
+        deprecated,
+        schemas,
+        feature_flag,
+    } = input;
+    let update = EventTypeUpdate {
+        description,
+        archived,
+        deprecated,
+        schemas,
+        feature_flag,
+    };
+    update.validate()?;
+    let et = update.into_event_type(name, &state);
+    state.store().create_event_type(&et).await?;
+    Ok((StatusCode::CREATED, Json(EventTypeOut::new(et, true))).into_response())
+}
+
+async fn fetch(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+) -> Result<Json<EventTypeOut>, ApiError> {
+    let et = state
+        .store()
+        .get_event_type(&name)
+        .await?
+        .ok_or(ApiError::NotFound("event type"))?;
+    Ok(Json(EventTypeOut::new(et, true)))
+}
+
+async fn upsert(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+    JsonBody(input): JsonBody<EventTypeUpdate>,
+) -> Result<Response, ApiError> {
+    principal.require_admin()?;
+    input.validate()?;
+    match state.store().get_event_type(&name).await? {
+        Some(existing) => {
+            let mut et = input.into_event_type(name, &state);
+            et.created_at = existing.created_at;
+            state.store().update_event_type(&et).await?;
+            Ok(Json(EventTypeOut::new(et, true)).into_response())
+        }
+        None => {
+            validate::name("name", &name)?;
+            let et = input.into_event_type(name, &state);
+            state.store().create_event_type(&et).await?;
+            Ok((StatusCode::CREATED, Json(EventTypeOut::new(et, true))).into_response())
+        }
+    }
+}
+
+async fn patch(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+    JsonBody(input): JsonBody<EventTypePatch>,
+) -> Result<Json<EventTypeOut>, ApiError> {
+    principal.require_admin()?;
+    let mut et = state
+        .store()
+        .get_event_type(&name)
+        .await?
+        .ok_or(ApiError::NotFound("event type"))?;
+    if let Some(description) = input.description {
+        validate::text("description", &description, 4096)?;
+        et.description = description;
+    }
+    if let Some(archived) = input.archived {
+        et.archived = archived;
+    }
+    if let Some(deprecated) = input.deprecated {
+        et.deprecated = deprecated;
+    }
+    if let Some(value) = input.schemas {
+        schemas("schemas", value.as_ref())?;
+        et.schemas = value;
+    }
+    if let Some(flag) = input.feature_flag {
+        validate::uid("featureFlag", flag.as_deref())?;
+        et.feature_flag = flag;
+    }
+    et.updated_at = state.clock().now();
+    state.store().update_event_type(&et).await?;
+    Ok(Json(EventTypeOut::new(et, true)))
+}
+
+async fn remove(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+    query: QueryParams,
+) -> Result<StatusCode, ApiError> {
+    principal.require_admin()?;
+    let mut et = state
+        .store()
+        .get_event_type(&name)
+        .await?
+        .ok_or(ApiError::NotFound("event type"))?;
+    if query.flag("expunge", false)? {
+        state.store().delete_event_type(&name).await?;
+    } else {
+        et.archived = true;
+        et.updated_at = state.clock().now();
+        state.store().update_event_type(&et).await?;
+    }
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,8 @@
+//! The v1 routes, one module per resource, as in Svix's API.
+
+pub mod application;
+pub mod attempt;
+pub mod endpoint;
+pub mod event_type;
+pub mod health;
+pub mod message;

@@ -1,0 +1,102 @@
+//! What every handler shares: the store, the clock, the configuration, and the handle that
+//! wakes the delivery engine when new work is written.
+
+use std::sync::Arc;
+
+use hookd_core::Clock;
+use hookd_core::model::Application;
+use hookd_store::Store;
+use tokio::sync::Notify;
+
+use crate::ApiError;
+use crate::auth::{Principal, TokenCache};
+
+/// Options of the API that an operator sets.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// Largest accepted message payload, in bytes (413 above it).
+    pub max_payload_bytes: usize,
+    /// Refuse messages whose event type is not in the catalog or is archived.
+    pub strict_event_types: bool,
+    /// Accept `http://` endpoint URLs (otherwise only `https://`).
+    pub allow_http_endpoints: bool,
+    /// SHA-256 hex digests of admin tokens given in configuration (not stored).
+    pub configured_admin_token_hashes: Vec<String>,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            max_payload_bytes: 256 * 1024,
+            strict_event_types: false,
+            allow_http_endpoints: false,
+            configured_admin_token_hashes: Vec::new(),
+        }
+    }
+}
+
+/// Shared state of the API, cheap to clone.
+#[derive(Clone)]
+pub struct ApiState(Arc<Inner>);
+
+struct Inner {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    config: ApiConfig,
+    new_work: Arc<Notify>,
+    tokens: TokenCache,
+}
+
+impl ApiState {
+    /// State over `store`; `new_work` is notified whenever deliveries become due.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        config: ApiConfig,
+        new_work: Arc<Notify>,
+    ) -> Self {
+        Self(Arc::new(Inner {
+            store,
+            clock,
+            config,
+            new_work,
+            tokens: TokenCache::default(),
+        }))
+    }
+
+    pub fn store(&self) -> &dyn Store {
+        self.0.store.as_ref()
+    }
+
+    pub fn clock(&self) -> &dyn Clock {
+        self.0.clock.as_ref()
+    }
+
+    pub fn config(&self) -> &ApiConfig {
+        &self.0.config
+    }
+
+    pub(crate) fn tokens(&self) -> &TokenCache {
+        &self.0.tokens
+    }
+
+    /// Tells the delivery engine that deliveries were written.
+    pub fn wake_engine(&self) {
+        self.0.new_work.notify_one();
+    }
+
+    /// The application `id_or_uid` names, if `principal` may see it.
+    pub async fn app(
+        &self,
+        principal: &Principal,
+        id_or_uid: &str,
+    ) -> Result<Application, ApiError> {
+        let app = self
+            .store()
+            .get_app(id_or_uid)
+            .await?
+            .ok_or(ApiError::NotFound("application"))?;
+        principal.require_app(&app.id)?;
+        Ok(app)
+    }
+}

@@ -1,0 +1,155 @@
+//! Field checks shared by the resource routes; each failure names its field.
+
+use std::collections::BTreeMap;
+
+use axum::http::HeaderName;
+use hookd_core::validate;
+
+use crate::ApiError;
+
+/// An optional uid (or event id) field.
+pub fn uid(field: &str, value: Option<&str>) -> Result<(), ApiError> {
+    value.map_or(Ok(()), |v| name(field, v))
+}
+
+/// A uid, event id or event-type name.
+pub fn name(field: &str, value: &str) -> Result<(), ApiError> {
+    validate::name(value).map_err(|e| ApiError::body_field(field, e.to_string()))
+}
+
+/// A non-empty human-readable text of at most `max` characters.
+pub fn text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
+    if value.trim().is_empty() {
+        return Err(ApiError::body_field(field, "must not be empty"));
+    }
+    if value.chars().count() > max {
+        return Err(ApiError::body_field(
+            field,
+            format!("must be at most {max} characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// An optional list of event-type names.
+pub fn event_types(field: &str, values: Option<&[String]>) -> Result<(), ApiError> {
+    for value in values.unwrap_or_default() {
+        name(field, value)?;
+    }
+    Ok(())
+}
+
+/// An optional list of at most 10 channels.
+pub fn channels(field: &str, values: Option<&[String]>) -> Result<(), ApiError> {
+    let values = values.unwrap_or_default();
+    if values.len() > 10 {
+        return Err(ApiError::body_field(field, "at most 10 channels"));
+    }
+    for value in values {
+        validate::channel(value).map_err(|e| ApiError::body_field(field, e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// An endpoint URL: http(s) with a host, no credentials, https unless plain http is allowed.
+pub fn endpoint_url(field: &str, value: &str, allow_http: bool) -> Result<(), ApiError> {
+    let invalid = |why: &str| ApiError::body_field(field, why.to_owned());
+    if value.len() > 65_536 {
+        return Err(invalid("must be at most 65536 characters"));
+    }
+    let url = url::Url::parse(value).map_err(|e| invalid(&format!("not a valid URL: {e}")))?;
+    match url.scheme() {
+        "https" => {}
+        "http" if allow_http => {}
+        "http" => {
+            return Err(invalid(
+                "must use https (this server does not allow plain http)",
+            ));
+        }
+        _ => return Err(invalid("must be an http or https URL")),
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(invalid("must name a host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(invalid("must not contain credentials"));
+    }
+    Ok(())
+}
+
+/// Names hookd sets itself or that HTTP reserves for the connection.
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "content-type",
+    "user-agent",
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "trailers",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Custom endpoint headers: valid HTTP, and none that collide with what hookd sends.
+pub fn custom_headers(field: &str, headers: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    if headers.len() > 20 {
+        return Err(ApiError::body_field(field, "at most 20 custom headers"));
+    }
+    for (name, value) in headers {
+        let at = format!("{field}.{name}");
+        let parsed = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ApiError::body_field(&at, "not a valid header name"))?;
+        let lower = parsed.as_str();
+        if RESERVED_HEADERS.contains(&lower)
+            || lower.starts_with("webhook-")
+            || lower.starts_with("svix-")
+        {
+            return Err(ApiError::body_field(
+                &at,
+                format!("{lower} is set by hookd and cannot be overridden"),
+            ));
+        }
+        axum::http::HeaderValue::from_str(value)
+            .map_err(|_| ApiError::body_field(&at, "not a valid header value"))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_urls_must_be_http_with_host_and_no_credentials() {
+        assert!(endpoint_url("url", "https://example.com/hook", false).is_ok());
+        assert!(endpoint_url("url", "http://example.com/hook", false).is_err());
+        assert!(endpoint_url("url", "http://example.com/hook", true).is_ok());
+        assert!(endpoint_url("url", "ftp://example.com", true).is_err());
+        assert!(endpoint_url("url", "https://user:pw@example.com", true).is_err());
+        assert!(endpoint_url("url", "not a url", true).is_err());
+    }
+
+    #[test]
+    fn headers_that_collide_with_ours_are_refused() {
+        for name in [
+            "Webhook-Signature",
+            "svix-id",
+            "Host",
+            "Content-Type",
+            "Transfer-Encoding",
+        ] {
+            let headers = BTreeMap::from([(name.to_owned(), "x".to_owned())]);
+            assert!(
+                custom_headers("headers", &headers).is_err(),
+                "{name} should be refused"
+            );
+        }
+        let fine = BTreeMap::from([("X-Tenant".to_owned(), "42".to_owned())]);
+        assert!(custom_headers("headers", &fine).is_ok());
+    }
+}

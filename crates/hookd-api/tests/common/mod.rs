@@ -1,0 +1,171 @@
+//! A real hookd API on a loopback port over a real SQLite file, and a small client for it.
+
+use std::sync::Arc;
+
+use hookd_api::{ApiConfig, ApiState, token_hash};
+use hookd_core::{SystemClock, Timestamp};
+use hookd_store::sqlite::SqliteStore;
+use hookd_store::{ApiToken, Store};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use tokio::sync::Notify;
+
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+
+pub struct TestApi {
+    pub base: String,
+    pub store: Arc<dyn Store>,
+    pub new_work: Arc<Notify>,
+    client: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts the API with `config` (plus the test admin token) and returns once it listens.
+pub async fn start(mut config: ApiConfig) -> TestApi {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(dir.path().join("hookd.db"))
+            .await
+            .unwrap(),
+    );
+    config
+        .configured_admin_token_hashes
+        .push(token_hash(ADMIN_TOKEN));
+    let new_work = Arc::new(Notify::new());
+    let state = ApiState::new(
+        store.clone(),
+        Arc::new(SystemClock),
+        config,
+        new_work.clone(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/api/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        axum::serve(listener, hookd_api::router(state))
+            .await
+            .unwrap()
+    });
+    TestApi {
+        base,
+        store,
+        new_work,
+        client: reqwest::Client::new(),
+        _dir: dir,
+    }
+}
+
+/// The API with plain-http endpoints allowed, as most tests want.
+pub async fn start_default() -> TestApi {
+    start(ApiConfig {
+        allow_http_endpoints: true,
+        ..ApiConfig::default()
+    })
+    .await
+}
+
+impl TestApi {
+    /// Sends a request with `token` (if any) and an optional body; returns status and JSON.
+    pub async fn call_as(
+        &self,
+        token: Option<&str>,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        self.send(
+            token,
+            method,
+            path,
+            body.map(|b| b.to_string().into_bytes()),
+            &[],
+        )
+        .await
+    }
+
+    /// As the admin.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        self.call_as(Some(ADMIN_TOKEN), method, path, body).await
+    }
+
+    /// Raw bytes and extra headers, for malformed-input tests.
+    pub async fn send(
+        &self,
+        token: Option<&str>,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, Value) {
+        let mut request = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let bytes = response.bytes().await.unwrap();
+        let json = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+        };
+        (status, json)
+    }
+
+    /// Creates an application and returns its id.
+    pub async fn app(&self, name: &str, uid: Option<&str>) -> String {
+        let (status, body) = self
+            .call(
+                Method::POST,
+                "/app",
+                Some(serde_json::json!({"name": name, "uid": uid})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Creates an endpoint and returns its JSON.
+    pub async fn endpoint(&self, app: &str, body: Value) -> Value {
+        let (status, out) = self
+            .call(Method::POST, &format!("/app/{app}/endpoint"), Some(body))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+        out
+    }
+
+    /// Stores a token scoped to one application and returns its text.
+    pub async fn app_token(&self, app_id: &str) -> String {
+        let text = format!("app-token-{app_id}");
+        let token = ApiToken {
+            id: format!("tok_{app_id}"),
+            token_hash: token_hash(&text),
+            app_id: Some(hookd_core::AppId::from_stored(app_id.to_owned())),
+            created_at: Timestamp::from_millis(0),
+            expires_at: None,
+        };
+        self.store.create_token(&token).await.unwrap();
+        text
+    }
+}
+
+/// Asserts a 422 whose detail names `field` (its last `loc` element).
+pub fn assert_invalid_field(status: StatusCode, body: &Value, field: &str) {
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["code"], "validation", "{body}");
+    let loc = body["detail"][0]["loc"].as_array().expect("loc list");
+    assert_eq!(loc.last().and_then(Value::as_str), Some(field), "{body}");
+}

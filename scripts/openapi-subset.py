@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Writes crates/hookd-api/openapi.json: the operations of Svix's OpenAPI document that hookd
+serves, with the schemas they reference. Run it after adding a route:
+
+    python3 scripts/openapi-subset.py ../shared/reference/svix-oss-openapi.json
+"""
+import json
+import sys
+from pathlib import Path
+
+SERVED = {
+    "/api/v1/app": ["get", "post"],
+    "/api/v1/app/{app_id}": ["get", "put", "patch", "delete"],
+    "/api/v1/app/{app_id}/endpoint": ["get", "post"],
+    "/api/v1/app/{app_id}/endpoint/{endpoint_id}": ["get", "put", "patch", "delete"],
+    "/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret": ["get"],
+    "/api/v1/app/{app_id}/endpoint/{endpoint_id}/headers": ["get", "put", "patch"],
+    "/api/v1/app/{app_id}/endpoint/{endpoint_id}/msg": ["get"],
+    "/api/v1/app/{app_id}/attempt/endpoint/{endpoint_id}": ["get"],
+    "/api/v1/app/{app_id}/attempt/msg/{msg_id}": ["get"],
+    "/api/v1/app/{app_id}/msg": ["get", "post"],
+    "/api/v1/app/{app_id}/msg/{msg_id}": ["get"],
+    "/api/v1/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}": ["get"],
+    "/api/v1/app/{app_id}/msg/{msg_id}/endpoint": ["get"],
+    "/api/v1/event-type": ["get", "post"],
+    "/api/v1/event-type/{event_type_name}": ["get", "put", "patch", "delete"],
+    "/api/v1/health": ["get"],
+    "/api/v1/health/ping": ["get"],
+}
+
+
+def refs(node, found):
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+            found.add(ref.rsplit("/", 1)[1])
+        for value in node.values():
+            refs(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            refs(value, found)
+
+
+def main(source):
+    svix = json.loads(Path(source).read_text())
+    paths = {p: {m: svix["paths"][p][m] for m in methods} for p, methods in SERVED.items()}
+    schemas = svix["components"]["schemas"]
+    needed, queue = set(), set()
+    refs(paths, queue)
+    while queue:
+        name = queue.pop()
+        if name not in needed:
+            needed.add(name)
+            refs(schemas[name], queue)
+    document = {
+        "openapi": svix["openapi"],
+        "info": {
+            "title": "hookd",
+            "version": "1",
+            "description": "hookd's v1 API: the Svix v1 operations it serves (same paths, "
+            "fields and status codes), authenticated with `Authorization: Bearer <token>`.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": {n: schemas[n] for n in sorted(needed)},
+            "securitySchemes": svix["components"].get("securitySchemes", {}),
+        },
+    }
+    out = Path(__file__).resolve().parent.parent / "crates/hookd-api/openapi.json"
+    out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {out}: {len(paths)} paths, {len(needed)} schemas")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "../shared/reference/svix-oss-openapi.json")
