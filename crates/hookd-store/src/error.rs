@@ -20,6 +20,48 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+/// Fails with [`StoreError::NotFound`] when an update or delete touched no row.
+pub(crate) fn touched(rows: u64, what: &'static str) -> Result<(), StoreError> {
+    if rows == 0 {
+        Err(StoreError::NotFound(what))
+    } else {
+        Ok(())
+    }
+}
+
+/// The texts of [`StoreError::Conflict`]: one wording for a taken key, whichever database
+/// noticed.
+pub(crate) mod taken {
+    pub fn app_uid(uid: Option<&str>) -> String {
+        format!(
+            "an application with uid {:?} already exists",
+            uid.unwrap_or_default()
+        )
+    }
+
+    pub fn endpoint_uid(uid: Option<&str>) -> String {
+        format!(
+            "an endpoint with uid {:?} already exists in this application",
+            uid.unwrap_or_default()
+        )
+    }
+
+    pub fn event_type(name: &str) -> String {
+        format!("an event type named {name:?} already exists")
+    }
+
+    pub fn event_id(event_id: Option<&str>) -> String {
+        format!(
+            "a message with eventId {:?} already exists in this application",
+            event_id.unwrap_or_default()
+        )
+    }
+
+    pub fn token() -> String {
+        "this token already exists".into()
+    }
+}
+
 impl From<rusqlite::Error> for StoreError {
     fn from(error: rusqlite::Error) -> Self {
         Self::Unavailable(error.to_string())

@@ -10,24 +10,36 @@
 //! - [`error`]: [`StoreError`], the one error every storage call returns.
 //! - [`sqlite`]: the SQLite implementation: a single writer thread that group-commits many
 //!   callers' writes in one transaction, and a pool of reader connections.
-//! - [`postgres`]: the PostgreSQL implementation on `sqlx`.
+//! - [`postgres`]: the PostgreSQL implementation on `sqlx`, in a `hookd` schema, for several
+//!   hookd processes sharing one database.
+//! - `columns`, `keyset`, `json`: what both implementations share (the column lists their row
+//!   decoders read, keyset pagination, the JSON text columns' encoding).
+//! - `testing` (cargo feature `testing`): throwaway SQLite files and PostgreSQL databases for
+//!   tests, here and in the crates above.
 //! - `migrations/{sqlite,postgres}/`: versioned schema files, applied at start.
 
+mod columns;
 pub mod error;
 mod json;
 mod keyset;
+pub mod postgres;
 pub mod sqlite;
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use error::StoreError;
 pub use store::*;
 
 use std::sync::Arc;
 
-/// Opens the store a database URL names (`sqlite://path` or `postgres://…`) and migrates it.
+/// Opens the store a database URL names (`sqlite://path`, `postgres://…` or
+/// `postgresql://…`) and migrates it.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>, StoreError> {
     if let Some(path) = url.strip_prefix("sqlite://") {
         Ok(Arc::new(sqlite::SqliteStore::open(path).await?))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(postgres::PgStore::connect(url).await?))
     } else {
         Err(StoreError::Config(format!(
             "unsupported database URL {url:?}: use sqlite://PATH or postgres://…"

@@ -1,6 +1,10 @@
 -- hookd schema v1 (PostgreSQL). Times are unix milliseconds; JSON columns hold text (parsed by hookd, not the database).
+-- Tables live in the `hookd` schema (the connection's search_path). Ids and event-type names are
+-- COLLATE "C": ids sort by creation time only as bytes (base62 in ASCII order), which keyset
+-- pagination relies on, and SQLite compares them the same way; a server whose default
+-- collation is a language's (en_US.UTF-8) would otherwise interleave upper and lower case.
 CREATE TABLE applications (
-    id            TEXT PRIMARY KEY,
+    id            TEXT COLLATE "C" PRIMARY KEY,
     uid           TEXT UNIQUE,
     name          TEXT NOT NULL,
     metadata      TEXT NOT NULL,
@@ -10,8 +14,8 @@ CREATE TABLE applications (
 );
 
 CREATE TABLE endpoints (
-    id            TEXT PRIMARY KEY,
-    app_id        TEXT NOT NULL REFERENCES applications(id) ON DELETE CASCADE,
+    id            TEXT COLLATE "C" PRIMARY KEY,
+    app_id        TEXT COLLATE "C" NOT NULL REFERENCES applications(id) ON DELETE CASCADE,
     uid           TEXT,
     url           TEXT NOT NULL,
     description   TEXT NOT NULL,
@@ -29,7 +33,7 @@ CREATE TABLE endpoints (
 CREATE INDEX endpoints_by_app ON endpoints (app_id, id);
 
 CREATE TABLE event_types (
-    name         TEXT PRIMARY KEY,
+    name         TEXT COLLATE "C" PRIMARY KEY,
     description  TEXT NOT NULL,
     schemas      TEXT,
     archived     BOOLEAN NOT NULL,
@@ -41,8 +45,8 @@ CREATE TABLE event_types (
 
 -- payload: the exact bytes receivers get; NULL once expunged.
 CREATE TABLE messages (
-    id         TEXT PRIMARY KEY,
-    app_id     TEXT NOT NULL REFERENCES applications(id) ON DELETE CASCADE,
+    id         TEXT COLLATE "C" PRIMARY KEY,
+    app_id     TEXT COLLATE "C" NOT NULL REFERENCES applications(id) ON DELETE CASCADE,
     event_type TEXT NOT NULL,
     event_id   TEXT,
     channels   TEXT,
@@ -54,8 +58,8 @@ CREATE INDEX messages_by_app ON messages (app_id, id);
 
 -- One row per (message, endpoint) the message was routed to: the engine's work queue.
 CREATE TABLE deliveries (
-    message_id      TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
-    endpoint_id     TEXT NOT NULL REFERENCES endpoints(id) ON DELETE CASCADE,
+    message_id      TEXT COLLATE "C" NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    endpoint_id     TEXT COLLATE "C" NOT NULL REFERENCES endpoints(id) ON DELETE CASCADE,
     status          BIGINT NOT NULL,
     attempt_count   BIGINT NOT NULL,
     next_attempt_at BIGINT,
@@ -66,9 +70,9 @@ CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE next_attempt_a
 CREATE INDEX deliveries_by_endpoint ON deliveries (endpoint_id, message_id);
 
 CREATE TABLE attempts (
-    id                   TEXT PRIMARY KEY,
-    message_id           TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
-    endpoint_id          TEXT NOT NULL REFERENCES endpoints(id) ON DELETE CASCADE,
+    id                   TEXT COLLATE "C" PRIMARY KEY,
+    message_id           TEXT COLLATE "C" NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    endpoint_id          TEXT COLLATE "C" NOT NULL REFERENCES endpoints(id) ON DELETE CASCADE,
     url                  TEXT NOT NULL,
     response_status_code BIGINT NOT NULL,
     response             TEXT NOT NULL,
@@ -81,9 +85,9 @@ CREATE INDEX attempts_by_message ON attempts (message_id, id);
 CREATE INDEX attempts_by_endpoint ON attempts (endpoint_id, id);
 
 CREATE TABLE api_tokens (
-    id         TEXT PRIMARY KEY,
+    id         TEXT COLLATE "C" PRIMARY KEY,
     token_hash TEXT NOT NULL UNIQUE,
-    app_id     TEXT REFERENCES applications(id) ON DELETE CASCADE,
+    app_id     TEXT COLLATE "C" REFERENCES applications(id) ON DELETE CASCADE,
     created_at BIGINT NOT NULL,
     expires_at BIGINT
 );

@@ -17,6 +17,7 @@ use hookd_core::{AppId, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
+use crate::error::{taken, touched};
 use crate::json::{encode, encode_opt};
 use crate::keyset::Keyset;
 use crate::{
@@ -25,8 +26,8 @@ use crate::{
 };
 use db::Db;
 use rows::{
-    APP_COLUMNS, ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, EVENT_TYPE_COLUMNS,
-    MESSAGE_COLUMNS, collect,
+    APP_COLUMNS, ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, ENDPOINT_WIDTH,
+    EVENT_TYPE_COLUMNS, MESSAGE_COLUMNS, MESSAGE_WIDTH, TOKEN_COLUMNS, collect,
 };
 
 /// hookd's state in one SQLite file.
@@ -51,15 +52,6 @@ fn conflict(what: String) -> impl FnOnce(rusqlite::Error) -> StoreError {
     move |error| match error.sqlite_error_code() {
         Some(rusqlite::ErrorCode::ConstraintViolation) => StoreError::Conflict(what),
         _ => error.into(),
-    }
-}
-
-/// Fails with `NotFound` when an update or delete touched no row.
-fn touched(rows: usize, what: &'static str) -> Result<(), StoreError> {
-    if rows == 0 {
-        Err(StoreError::NotFound(what))
-    } else {
-        Ok(())
     }
 }
 
@@ -135,10 +127,7 @@ fn insert_message(conn: &Connection, message: &Message) -> Result<CreatedMessage
             message.payload,
             message.created_at.as_millis(),
         ]);
-    inserted.map_err(conflict(format!(
-        "a message with eventId {:?} already exists in this application",
-        message.event_id.as_deref().unwrap_or_default()
-    )))?;
+    inserted.map_err(conflict(taken::event_id(message.event_id.as_deref())))?;
     let endpoints = collect(
         conn,
         &format!(
@@ -189,10 +178,7 @@ impl Store for SqliteStore {
                     app.created_at.as_millis(),
                     app.updated_at.as_millis(),
                 ])
-                .map_err(conflict(format!(
-                    "an application with uid {:?} already exists",
-                    app.uid.as_deref().unwrap_or_default()
-                )))?;
+                .map_err(conflict(taken::app_uid(app.uid.as_deref())))?;
                 Ok(())
             })
             .await
@@ -236,11 +222,8 @@ impl Store for SqliteStore {
                         app.throttle_rate,
                         app.updated_at.as_millis(),
                     ])
-                    .map_err(conflict(format!(
-                        "an application with uid {:?} already exists",
-                        app.uid.as_deref().unwrap_or_default()
-                    )))?;
-                touched(rows, "application")
+                    .map_err(conflict(taken::app_uid(app.uid.as_deref())))?;
+                touched(rows as u64, "application")
             })
             .await
     }
@@ -250,7 +233,7 @@ impl Store for SqliteStore {
         self.db
             .write(move |conn| {
                 let rows = conn.execute("DELETE FROM applications WHERE id = ?1", [id.as_str()])?;
-                touched(rows, "application")
+                touched(rows as u64, "application")
             })
             .await
     }
@@ -280,10 +263,7 @@ impl Store for SqliteStore {
                     ep.created_at.as_millis(),
                     ep.updated_at.as_millis(),
                 ])
-                .map_err(conflict(format!(
-                    "an endpoint with uid {:?} already exists in this application",
-                    ep.uid.as_deref().unwrap_or_default()
-                )))?;
+                .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
                 Ok(())
             })
             .await
@@ -350,11 +330,8 @@ impl Store for SqliteStore {
                         ep.secret,
                         ep.updated_at.as_millis(),
                     ])
-                    .map_err(conflict(format!(
-                        "an endpoint with uid {:?} already exists in this application",
-                        ep.uid.as_deref().unwrap_or_default()
-                    )))?;
-                touched(rows, "endpoint")
+                    .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
+                touched(rows as u64, "endpoint")
             })
             .await
     }
@@ -364,7 +341,7 @@ impl Store for SqliteStore {
         self.db
             .write(move |conn| {
                 let rows = conn.execute("DELETE FROM endpoints WHERE id = ?1", [id.as_str()])?;
-                touched(rows, "endpoint")
+                touched(rows as u64, "endpoint")
             })
             .await
     }
@@ -387,10 +364,7 @@ impl Store for SqliteStore {
                     et.created_at.as_millis(),
                     et.updated_at.as_millis(),
                 ])
-                .map_err(conflict(format!(
-                    "an event type named {:?} already exists",
-                    et.name
-                )))?;
+                .map_err(conflict(taken::event_type(&et.name)))?;
                 Ok(())
             })
             .await
@@ -446,7 +420,7 @@ impl Store for SqliteStore {
                         et.feature_flag,
                         et.updated_at.as_millis(),
                     ])?;
-                touched(rows, "event type")
+                touched(rows as u64, "event type")
             })
             .await
     }
@@ -456,7 +430,7 @@ impl Store for SqliteStore {
         self.db
             .write(move |conn| {
                 let rows = conn.execute("DELETE FROM event_types WHERE name = ?1", [name])?;
-                touched(rows, "event type")
+                touched(rows as u64, "event type")
             })
             .await
     }
@@ -529,7 +503,10 @@ impl Store for SqliteStore {
                      WHERE d.message_id = ?1 AND e.app_id = ?2 ORDER BY e.id"
                 );
                 collect(conn, &sql, [message_id.as_str(), app.as_str()], |row| {
-                    Ok((rows::endpoint(row)?, rows::delivery_at(row, 14)?))
+                    Ok((
+                        rows::endpoint(row)?,
+                        rows::delivery_at(row, ENDPOINT_WIDTH)?,
+                    ))
                 })
             })
             .await
@@ -555,7 +532,7 @@ impl Store for SqliteStore {
                 query.and_time("m.created_at < ?", filter.before);
                 query.and_time("m.created_at > ?", filter.after);
                 query.page(conn, "d.message_id", true, &page, |row| {
-                    Ok((rows::message(row)?, rows::delivery_at(row, 7)?))
+                    Ok((rows::message(row)?, rows::delivery_at(row, MESSAGE_WIDTH)?))
                 })
             })
             .await
@@ -638,7 +615,7 @@ impl Store for SqliteStore {
                         d.next_attempt_at.map(Timestamp::as_millis),
                         d.updated_at.as_millis(),
                     ])?;
-                touched(rows, "delivery")
+                touched(rows as u64, "delivery")
             })
             .await
     }
@@ -679,7 +656,7 @@ impl Store for SqliteStore {
                         token.expires_at.map(Timestamp::as_millis),
                     ],
                 )
-                .map_err(conflict("this token already exists".into()))?;
+                .map_err(conflict(taken::token()))?;
                 Ok(())
             })
             .await
@@ -689,9 +666,9 @@ impl Store for SqliteStore {
         let hash = token_hash.to_owned();
         self.db
             .read(move |conn| {
-                conn.prepare_cached(
-                    "SELECT id, token_hash, app_id, created_at, expires_at FROM api_tokens WHERE token_hash = ?1",
-                )?
+                conn.prepare_cached(&format!(
+                    "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE token_hash = ?1"
+                ))?
                 .query_row([hash], |row| {
                     Ok(ApiToken {
                         id: row.get(0)?,

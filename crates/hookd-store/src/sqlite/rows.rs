@@ -1,5 +1,5 @@
-//! Decoding SQLite rows into domain records. Column lists and decoders sit side by side so
-//! they cannot drift apart.
+//! Decoding SQLite rows into domain records, by position against the shared column lists in
+//! [`crate::columns`].
 
 use hookd_core::model::{
     Application, Attempt, Delivery, DeliveryStatus, Endpoint, EventType, Message, TriggerType,
@@ -8,12 +8,14 @@ use hookd_core::{AppId, AttemptId, EndpointId, MessageId, Timestamp};
 use rusqlite::Row;
 
 use crate::StoreError;
+pub use crate::columns::{
+    APP_COLUMNS, ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, ENDPOINT_WIDTH,
+    EVENT_TYPE_COLUMNS, MESSAGE_COLUMNS, MESSAGE_WIDTH, TOKEN_COLUMNS,
+};
 use crate::json::{decode, decode_opt};
 
 /// A decoded record, or why the row did not decode.
 pub type Decoded<T> = Result<T, StoreError>;
-
-pub const APP_COLUMNS: &str = "id, uid, name, metadata, throttle_rate, created_at, updated_at";
 
 pub fn app(row: &Row<'_>) -> Decoded<Application> {
     let metadata: String = row.get(3)?;
@@ -27,9 +29,6 @@ pub fn app(row: &Row<'_>) -> Decoded<Application> {
         updated_at: Timestamp::from_millis(row.get(6)?),
     })
 }
-
-pub const ENDPOINT_COLUMNS: &str = "e.id, e.app_id, e.uid, e.url, e.description, e.event_types, \
-    e.channels, e.disabled, e.throttle_rate, e.metadata, e.headers, e.secret, e.created_at, e.updated_at";
 
 pub fn endpoint(row: &Row<'_>) -> Decoded<Endpoint> {
     let event_types: Option<String> = row.get(5)?;
@@ -54,9 +53,6 @@ pub fn endpoint(row: &Row<'_>) -> Decoded<Endpoint> {
     })
 }
 
-pub const EVENT_TYPE_COLUMNS: &str =
-    "name, description, schemas, archived, deprecated, feature_flag, created_at, updated_at";
-
 pub fn event_type(row: &Row<'_>) -> Decoded<EventType> {
     let schemas: Option<String> = row.get(2)?;
     Ok(EventType {
@@ -70,9 +66,6 @@ pub fn event_type(row: &Row<'_>) -> Decoded<EventType> {
         updated_at: Timestamp::from_millis(row.get(7)?),
     })
 }
-
-pub const MESSAGE_COLUMNS: &str =
-    "m.id, m.app_id, m.event_type, m.event_id, m.channels, m.payload, m.created_at";
 
 pub fn message(row: &Row<'_>) -> Decoded<Message> {
     message_at(row, 0)
@@ -92,9 +85,6 @@ pub fn message_at(row: &Row<'_>, offset: usize) -> Decoded<Message> {
     })
 }
 
-pub const DELIVERY_COLUMNS: &str =
-    "d.message_id, d.endpoint_id, d.status, d.attempt_count, d.next_attempt_at, d.updated_at";
-
 /// A delivery whose columns start at `offset`.
 pub fn delivery_at(row: &Row<'_>, offset: usize) -> Decoded<Delivery> {
     Ok(Delivery {
@@ -108,9 +98,6 @@ pub fn delivery_at(row: &Row<'_>, offset: usize) -> Decoded<Delivery> {
         updated_at: Timestamp::from_millis(row.get(offset + 5)?),
     })
 }
-
-pub const ATTEMPT_COLUMNS: &str = "a.id, a.message_id, a.endpoint_id, a.url, a.response_status_code, \
-    a.response, a.response_duration_ms, a.status, a.trigger_type, a.created_at";
 
 pub fn attempt(row: &Row<'_>) -> Decoded<Attempt> {
     Ok(Attempt {

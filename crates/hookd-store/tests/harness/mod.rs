@@ -1,10 +1,13 @@
 //! Fresh stores for the behavioural suite: a SQLite file in a temporary directory, and a
-//! PostgreSQL database made for one test and dropped after it.
+//! PostgreSQL database made for one test and dropped after it (see `hookd_store::testing`).
 
-use hookd_store::Store;
+use hookd_store::postgres::PgStore;
 use hookd_store::sqlite::SqliteStore;
+use hookd_store::testing::{self, PgDatabaseGuard};
 
-/// Generates, for each case, one `#[tokio::test]` per backend.
+/// Generates, for each case, one `#[tokio::test]` per backend: `sqlite::<case>` and
+/// `postgres::<case>`. The PostgreSQL one is skipped (it prints `SKIPPED …` and passes) when
+/// `HOOKD_TEST_POSTGRES_URL` is unset, unless `HOOKD_TEST_REQUIRE_POSTGRES=1`.
 #[macro_export]
 macro_rules! behaviour {
     ($($case:ident),* $(,)?) => {
@@ -17,14 +20,30 @@ macro_rules! behaviour {
                 }
             )*
         }
+
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let test = concat!("postgres::", stringify!($case));
+                    let Some((store, _db)) = $crate::harness::postgres(test).await else {
+                        return;
+                    };
+                    // `_db` drops the database when this returns or panics.
+                    super::$case(&store).await;
+                }
+            )*
+        }
     };
 }
 
 /// A store on a new SQLite file; the directory lives as long as the returned guard.
-pub async fn sqlite() -> (impl Store, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let store = SqliteStore::open(dir.path().join("hookd.db"))
-        .await
-        .expect("open SQLite store");
-    (store, dir)
+pub async fn sqlite() -> (SqliteStore, tempfile::TempDir) {
+    testing::sqlite_store().await
+}
+
+/// A store on a new PostgreSQL database, dropped with the returned guard; `None` when
+/// `HOOKD_TEST_POSTGRES_URL` is unset (and PostgreSQL is not required).
+pub async fn postgres(test: &str) -> Option<(PgStore, PgDatabaseGuard)> {
+    testing::postgres_store(test).await
 }

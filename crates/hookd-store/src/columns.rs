@@ -1,0 +1,42 @@
+//! The column lists both implementations select, in the order their row decoders read them.
+//!
+//! The SQL around them is written per dialect, but these lists are plain SQL that both
+//! SQLite and PostgreSQL accept, and each dialect's `rows` module decodes by position against
+//! them: keeping one copy means the two decoders cannot drift apart from the lists or from
+//! each other. Table aliases: `e` endpoints, `m` messages, `d` deliveries, `a` attempts.
+
+pub const APP_COLUMNS: &str = "id, uid, name, metadata, throttle_rate, created_at, updated_at";
+
+pub const ENDPOINT_COLUMNS: &str = "e.id, e.app_id, e.uid, e.url, e.description, e.event_types, \
+    e.channels, e.disabled, e.throttle_rate, e.metadata, e.headers, e.secret, e.created_at, e.updated_at";
+
+/// How many columns [`ENDPOINT_COLUMNS`] has: where the next record starts in a join.
+pub const ENDPOINT_WIDTH: usize = 14;
+
+pub const EVENT_TYPE_COLUMNS: &str =
+    "name, description, schemas, archived, deprecated, feature_flag, created_at, updated_at";
+
+pub const MESSAGE_COLUMNS: &str =
+    "m.id, m.app_id, m.event_type, m.event_id, m.channels, m.payload, m.created_at";
+
+/// How many columns [`MESSAGE_COLUMNS`] has: where the next record starts in a join.
+pub const MESSAGE_WIDTH: usize = 7;
+
+pub const DELIVERY_COLUMNS: &str =
+    "d.message_id, d.endpoint_id, d.status, d.attempt_count, d.next_attempt_at, d.updated_at";
+
+pub const ATTEMPT_COLUMNS: &str = "a.id, a.message_id, a.endpoint_id, a.url, a.response_status_code, \
+    a.response, a.response_duration_ms, a.status, a.trigger_type, a.created_at";
+
+pub const TOKEN_COLUMNS: &str = "id, token_hash, app_id, created_at, expires_at";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widths_match_the_lists() {
+        assert_eq!(ENDPOINT_COLUMNS.split(',').count(), ENDPOINT_WIDTH);
+        assert_eq!(MESSAGE_COLUMNS.split(',').count(), MESSAGE_WIDTH);
+    }
+}
