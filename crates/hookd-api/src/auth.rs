@@ -13,8 +13,8 @@ use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::Response;
-use hookd_core::AppId;
-use hookd_store::ApiToken;
+use hookd_core::{AppId, Timestamp};
+use hookd_store::{ApiToken, Store, StoreError};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -53,6 +53,26 @@ impl Principal {
 /// The lowercase hex SHA-256 of a token, the only form in which tokens are kept.
 pub fn token_hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// Creates and stores a new admin token, returning its text: the only time it exists in the
+/// clear. Used on first start, when no admin token is configured or stored.
+pub async fn create_admin_token(store: &dyn Store, now: Timestamp) -> Result<String, StoreError> {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).expect("the OS random number generator failed");
+    let text = format!("hookd_{}", hex::encode(secret));
+    let token = ApiToken {
+        id: format!(
+            "tok_{}",
+            &hex::encode(Sha256::digest(text.as_bytes()))[..16]
+        ),
+        token_hash: token_hash(&text),
+        app_id: None,
+        created_at: now,
+        expires_at: None,
+    };
+    store.create_token(&token).await?;
+    Ok(text)
 }
 
 /// Recently validated token digests.

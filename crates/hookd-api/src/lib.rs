@@ -30,7 +30,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::middleware::from_fn_with_state;
 use tower_http::catch_panic::CatchPanicLayer;
 
-pub use auth::{Principal, token_hash};
+pub use auth::{Principal, create_admin_token, token_hash};
 pub use error::ApiError;
 pub use state::{ApiConfig, ApiState};
 

@@ -1,6 +1,9 @@
 //! Command-line interface: argument definitions and dispatch to one module per subcommand.
 
+mod database;
 mod keygen;
+mod migrate;
+mod serve;
 mod sign;
 mod verify;
 
@@ -20,6 +23,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the server: the API over durable storage.
+    Serve(serve::Args),
+    /// Apply pending database migrations and exit.
+    Migrate(migrate::Args),
     Sign(sign::Args),
     Verify(verify::Args),
     Keygen(keygen::Args),
@@ -28,6 +35,8 @@ enum Command {
 impl Cli {
     pub fn run(self) -> ExitCode {
         match self.command {
+            Command::Serve(args) => serve::run(args),
+            Command::Migrate(args) => migrate::run(args),
             Command::Sign(args) => sign::run(args),
             Command::Verify(args) => verify::run(args),
             Command::Keygen(args) => keygen::run(args),

@@ -1,0 +1,52 @@
+//! The `--database` / `--data-dir` options `serve` and `migrate` share, and the runtime they
+//! run on.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use hookd_store::Store;
+
+#[derive(Debug, clap::Args)]
+pub struct Database {
+    /// Database URL: `sqlite://PATH` or `postgres://…` [default: sqlite://DATA_DIR/hookd.db]
+    #[arg(long = "database", env = "HOOKD_DATABASE_URL")]
+    url: Option<String>,
+    /// Directory for the default SQLite database.
+    #[arg(long, env = "HOOKD_DATA_DIR", default_value = "hookd-data")]
+    data_dir: PathBuf,
+}
+
+impl Database {
+    /// The URL in use, defaulted from the data directory.
+    fn url(&self) -> String {
+        self.url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("hookd.db").display()))
+    }
+
+    /// The URL without any password, for logs.
+    pub fn display(&self) -> String {
+        let url = self.url();
+        match (url.find("://"), url.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                format!("{}://…{}", &url[..scheme], &url[at..])
+            }
+            _ => url,
+        }
+    }
+
+    /// Opens the store and applies pending migrations.
+    pub async fn open(&self) -> anyhow::Result<Arc<dyn Store>> {
+        hookd_store::open(&self.url())
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot open the database {}: {e}", self.display()))
+    }
+}
+
+/// The multi-threaded runtime the server commands run on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("building the tokio runtime")
+}

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Drives a running hookd with the official Svix Python SDK, as a user's code would.
+
+    svix_sdk_check.py BASE_URL ADMIN_TOKEN
+
+Exits non-zero (with a traceback) on the first call that fails or returns the wrong thing.
+"""
+import sys
+import uuid
+
+from svix.api import (
+    ApplicationIn,
+    ApplicationPatch,
+    EndpointHeadersIn,
+    EndpointHeadersPatchIn,
+    EndpointIn,
+    EndpointPatch,
+    EndpointUpsertIn,
+    EventTypeIn,
+    EventTypePatch,
+    EventTypeUpsertIn,
+    MessageIn,
+    Svix,
+    SvixOptions,
+)
+from svix.api.application import ApplicationListOptions
+from svix.api.message import MessageGetOptions, MessageListOptions
+from svix.exceptions import HttpError, HTTPValidationError
+
+
+def check(condition, what):
+    if not condition:
+        raise AssertionError(what)
+    print(f"ok  {what}")
+
+
+def main(base_url, token):
+    svix = Svix(token, SvixOptions(server_url=base_url, retry_schedule=[]))
+    suffix = uuid.uuid4().hex[:8]
+
+    # Applications
+    app = svix.application.create(ApplicationIn(name="Acme", uid=f"acme-{suffix}", metadata={"tier": "gold"}))
+    check(app.id.startswith("app_") and app.metadata == {"tier": "gold"}, "application.create")
+    check(svix.application.get(app.uid).id == app.id, "application.get by uid")
+    same = svix.application.get_or_create(ApplicationIn(name="Acme", uid=app.uid))
+    check(same.id == app.id, "application.get_or_create returns the existing app")
+    renamed = svix.application.upsert(app.id, ApplicationIn(name="Acme Inc", uid=app.uid))
+    check(renamed.name == "Acme Inc", "application.upsert")
+    patched = svix.application.patch(app.id, ApplicationPatch(metadata={"tier": "platinum"}))
+    check(patched.metadata == {"tier": "platinum"} and patched.name == "Acme Inc", "application.patch")
+    listed = svix.application.list(ApplicationListOptions(limit=250))
+    check(any(a.id == app.id for a in listed.data), "application.list")
+    try:
+        svix.application.create(ApplicationIn(name="Dup", uid=app.uid))
+        check(False, "duplicate uid refused")
+    except HttpError as e:
+        check(e.status_code == 409, "duplicate uid is HttpError 409")
+    try:
+        svix.application.get("no-such-app")
+        check(False, "unknown app refused")
+    except HttpError as e:
+        check(e.status_code == 404, "unknown app is HttpError 404")
+
+    # Event types
+    name = f"order.shipped.{suffix}"
+    et = svix.event_type.create(EventTypeIn(name=name, description="An order was shipped"))
+    check(et.name == name and not et.deprecated, "event_type.create")
+    check(svix.event_type.get(name).description == "An order was shipped", "event_type.get")
+    et = svix.event_type.upsert(name, EventTypeUpsertIn(description="Shipped"))
+    check(et.description == "Shipped", "event_type.upsert")
+    et = svix.event_type.patch(name, EventTypePatch(deprecated=True))
+    check(et.deprecated, "event_type.patch")
+    check(any(e.name == name for e in svix.event_type.list().data), "event_type.list")
+
+    # Endpoints
+    ep = svix.endpoint.create(
+        app.id,
+        EndpointIn(url="http://127.0.0.1:9/hook", uid=f"ep-{suffix}", event_types=[name], description="orders"),
+    )
+    check(ep.id.startswith("ep_") and ep.event_types == [name], "endpoint.create")
+    check(svix.endpoint.get(app.id, ep.uid).id == ep.id, "endpoint.get by uid")
+    ep = svix.endpoint.upsert(app.id, ep.id, EndpointUpsertIn(url="http://127.0.0.1:9/v2", event_types=[name]))
+    check(ep.url == "http://127.0.0.1:9/v2", "endpoint.upsert")
+    ep = svix.endpoint.patch(app.id, ep.id, EndpointPatch(description="patched"))
+    check(ep.description == "patched" and ep.url.endswith("/v2"), "endpoint.patch")
+    check([e.id for e in svix.endpoint.list(app.id).data] == [ep.id], "endpoint.list")
+    secret = svix.endpoint.get_secret(app.id, ep.id)
+    check(secret.key.startswith("whsec_"), "endpoint.get_secret")
+    svix.endpoint.set_headers(app.id, ep.id, EndpointHeadersIn(headers={"X-Tenant": "42"}))
+    svix.endpoint.patch_headers(app.id, ep.id, EndpointHeadersPatchIn(headers={"X-Region": "eu"}))
+    check(svix.endpoint.get_headers(app.id, ep.id).headers == {"X-Tenant": "42", "X-Region": "eu"}, "endpoint headers")
+    try:
+        svix.endpoint.create(app.id, EndpointIn(url="ftp://example.com"))
+        check(False, "bad url refused")
+    except HTTPValidationError as e:
+        check(e.detail[0].loc[-1] == "url", "bad url is HTTPValidationError naming url")
+
+    # Messages
+    msg = svix.message.create(app.id, MessageIn(event_type=name, event_id=f"evt-{suffix}", payload={"orderId": 1003}))
+    # SDK v2 asks for with_content=false unless told otherwise, so payloads come back as {}.
+    check(msg.id.startswith("msg_") and msg.event_type == name, "message.create")
+    fetched = svix.message.get(app.id, msg.id, MessageGetOptions(with_content=True))
+    check(fetched.event_id == f"evt-{suffix}" and fetched.payload == {"orderId": 1003}, "message.get")
+    check(svix.message.get(app.id, f"evt-{suffix}").id == msg.id, "message.get by eventId")
+    try:
+        svix.message.create(app.id, MessageIn(event_type=name, event_id=f"evt-{suffix}", payload={}))
+        check(False, "duplicate eventId refused")
+    except HttpError as e:
+        check(e.status_code == 409, "duplicate eventId is HttpError 409")
+    listed = svix.message.list(app.id, MessageListOptions(event_types=[name]))
+    check([m.id for m in listed.data] == [msg.id], "message.list filtered by event type")
+
+    # Delivery log views (attempts appear once the engine delivers)
+    destinations = svix.message_attempt.list_attempted_destinations(app.id, msg.id)
+    check([d.id for d in destinations.data] == [ep.id], "message_attempt.list_attempted_destinations")
+    check(svix.message_attempt.list_by_msg(app.id, msg.id).data is not None, "message_attempt.list_by_msg")
+    check(svix.message_attempt.list_by_endpoint(app.id, ep.id).data is not None, "message_attempt.list_by_endpoint")
+    attempted = svix.message_attempt.list_attempted_messages(app.id, ep.id)
+    check([m.id for m in attempted.data] == [msg.id], "message_attempt.list_attempted_messages")
+
+    # Clean-up verbs
+    svix.endpoint.delete(app.id, ep.id)
+    svix.event_type.delete(name)
+    svix.application.delete(app.id)
+    try:
+        svix.application.get(app.id)
+        check(False, "deleted app is gone")
+    except HttpError as e:
+        check(e.status_code == 404, "application.delete")
+    svix.health.get()
+    print("svix SDK check passed")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
