@@ -1,0 +1,299 @@
+//! The outbound HTTP layer: sends one webhook attempt and reports what happened.
+//!
+//! One [`WebhookSender`] holds one `reqwest::Client` for the whole process, so connections to
+//! an endpoint are pooled across attempts. It follows the delivery rules: redirects are never
+//! followed (a 3xx is a failed attempt), reqwest's own retries are off (the schedule is
+//! hookd's), environment proxies are ignored, the connect and whole-attempt timeouts are
+//! enforced, TLS certificates are verified, and only a small prefix of the response is kept.
+//!
+//! The SSRF guard ([`AddressPolicy`]) applies twice: IP-literal hosts are checked before
+//! sending, and host names are checked by the resolver reqwest connects through. With an
+//! egress proxy, the proxy resolves host names itself, so only IP literals are checked here:
+//! the proxy must enforce its own address policy for names.
+
+mod capture;
+mod resolve;
+
+use std::error::Error as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Client, Proxy, redirect, retry};
+use url::Url;
+
+use crate::ssrf::{AddressPolicy, Refused};
+use capture::{Captured, Limits, capture};
+use resolve::GuardedResolver;
+
+/// How the shared client is built.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Time allowed to open a connection (TCP and TLS). Default 5 s.
+    pub connect_timeout: Duration,
+    /// The `user-agent` of every attempt. Default `hookd/<version>`.
+    pub user_agent: String,
+    /// The SSRF guard. On by default.
+    pub policy: AddressPolicy,
+    /// Send every delivery through this proxy URL (for a fixed egress IP). The proxy resolves
+    /// host names, so only IP-literal hosts are checked against `policy`.
+    pub egress_proxy: Option<String>,
+    /// Bytes of the response body kept for the attempt log. Default 64 KiB.
+    pub max_body_bytes: usize,
+    /// Bytes of the response status line and headers kept for the attempt log. Default 8 KiB.
+    pub max_head_bytes: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(5),
+            user_agent: concat!("hookd/", env!("CARGO_PKG_VERSION")).to_owned(),
+            policy: AddressPolicy::default(),
+            egress_proxy: None,
+            max_body_bytes: 64 * 1024,
+            max_head_bytes: 8 * 1024,
+        }
+    }
+}
+
+/// Why the HTTP client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("invalid egress proxy {url}: {source}")]
+    Proxy {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
+/// One attempt to send.
+#[derive(Debug, Clone)]
+pub struct OutgoingRequest {
+    /// The endpoint URL; it is POSTed to.
+    pub url: String,
+    /// `webhook-*`, `content-type` and the endpoint's custom headers. `user-agent` is added.
+    pub headers: Vec<(String, String)>,
+    /// The body, sent byte for byte as stored (never re-serialized).
+    pub body: Bytes,
+    /// The whole attempt: connecting, sending and reading the kept part of the response.
+    pub timeout: Duration,
+}
+
+/// What an attempt produced. `error` is set exactly when `status` is not: a response whose
+/// body failed or timed out part way keeps its status and the part of the body that was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendOutcome {
+    /// The response status, `None` when no response arrived.
+    pub status: Option<u16>,
+    /// From the start of `send` to the end of reading the kept body.
+    pub duration: Duration,
+    /// `HTTP/1.1 503 Service Unavailable\r\nname: value…`, capped at `max_head_bytes`.
+    pub response_head: String,
+    /// The first `max_body_bytes` of the body, decoded as lossy UTF-8.
+    pub response_body: String,
+    /// The raw `Retry-After` header value, if any.
+    pub retry_after: Option<String>,
+    /// Why there was no response.
+    pub error: Option<SendError>,
+}
+
+impl SendOutcome {
+    /// Whether the receiver accepted the webhook: a 2xx status, nothing else.
+    pub fn is_success(&self) -> bool {
+        self.status
+            .is_some_and(|status| (200..300).contains(&status))
+    }
+
+    fn answered(captured: Captured, duration: Duration) -> Self {
+        Self {
+            status: Some(captured.status),
+            duration,
+            response_head: captured.head,
+            response_body: captured.body,
+            retry_after: captured.retry_after,
+            error: None,
+        }
+    }
+
+    fn failed(error: SendError, duration: Duration) -> Self {
+        Self {
+            status: None,
+            duration,
+            response_head: String::new(),
+            response_body: String::new(),
+            retry_after: None,
+            error: Some(error),
+        }
+    }
+}
+
+/// Why an attempt got no response. The message is the text for the attempt log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// The SSRF guard refused the address.
+    #[error("{0}")]
+    Refused(String),
+    #[error("invalid URL: {0}")]
+    InvalidUrl(String),
+    /// No connection (refused, unreachable, DNS failure, TLS failure, connect timeout).
+    #[error("connection failed: {0}")]
+    Connect(String),
+    /// No response within the attempt's timeout.
+    #[error("timed out waiting for a response")]
+    Timeout,
+    /// The request could not be built or the exchange failed (for example, a reset).
+    #[error("request failed: {0}")]
+    Request(String),
+}
+
+/// Sends webhook attempts over one shared, pooled HTTP client. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct WebhookSender {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: Client,
+    policy: AddressPolicy,
+    limits: Limits,
+}
+
+impl WebhookSender {
+    /// Builds the shared client from `config`.
+    pub fn new(config: HttpConfig) -> Result<Self, BuildError> {
+        let client = build_client(&config)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                policy: config.policy,
+                limits: Limits {
+                    head_bytes: config.max_head_bytes,
+                    body_bytes: config.max_body_bytes,
+                },
+            }),
+        })
+    }
+
+    /// POSTs one attempt and reports the outcome; never fails, the outcome says what went wrong.
+    pub async fn send(&self, request: OutgoingRequest) -> SendOutcome {
+        let started = Instant::now();
+        match self.exchange(request).await {
+            Ok(captured) => SendOutcome::answered(captured, started.elapsed()),
+            Err(error) => SendOutcome::failed(error, started.elapsed()),
+        }
+    }
+
+    async fn exchange(&self, request: OutgoingRequest) -> Result<Captured, SendError> {
+        let url = self.checked_url(&request.url)?;
+        let response = self
+            .inner
+            .client
+            .post(url)
+            .headers(header_map(&request.headers)?)
+            .timeout(request.timeout)
+            .body(request.body)
+            .send()
+            .await
+            .map_err(|error| classify(&error))?;
+        Ok(capture(response, self.inner.limits).await)
+    }
+
+    /// Parses the URL, and refuses it if its host is a forbidden IP literal.
+    fn checked_url(&self, raw: &str) -> Result<Url, SendError> {
+        let url =
+            Url::parse(raw).map_err(|error| SendError::InvalidUrl(format!("{raw}: {error}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(SendError::InvalidUrl(format!(
+                "{raw}: scheme {} is not http or https",
+                url.scheme()
+            )));
+        }
+        self.inner
+            .policy
+            .check_url_host(&url)
+            .map_err(|refused| SendError::Refused(refused.to_string()))?;
+        Ok(url)
+    }
+}
+
+fn build_client(config: &HttpConfig) -> Result<Client, BuildError> {
+    let builder = Client::builder()
+        .user_agent(config.user_agent.as_str())
+        .connect_timeout(config.connect_timeout)
+        .redirect(redirect::Policy::none())
+        .retry(retry::never());
+    let builder = match &config.egress_proxy {
+        // The proxy resolves target names, so the guarded resolver would only ever see the
+        // proxy's own (trusted, often private) name.
+        Some(url) => builder.proxy(Proxy::all(url).map_err(|source| BuildError::Proxy {
+            url: url.clone(),
+            source,
+        })?),
+        None => builder
+            .no_proxy()
+            .dns_resolver(GuardedResolver::new(config.policy.clone())),
+    };
+    builder.build().map_err(BuildError::Client)
+}
+
+fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, SendError> {
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let invalid = || SendError::Request(format!("invalid header {name:?}"));
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
+        let value = HeaderValue::from_bytes(value.as_bytes()).map_err(|_| invalid())?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+/// Turns a reqwest failure into the attempt log's error, recovering an SSRF refusal raised in
+/// the resolver from the error's source chain.
+fn classify(error: &reqwest::Error) -> SendError {
+    if let Some(refused) = refusal(error) {
+        return SendError::Refused(refused.to_string());
+    }
+    if error.is_connect() {
+        return SendError::Connect(causes(error));
+    }
+    if error.is_timeout() {
+        return SendError::Timeout;
+    }
+    SendError::Request(causes(error))
+}
+
+fn refusal(error: &reqwest::Error) -> Option<&Refused> {
+    let mut source = error.source();
+    while let Some(cause) = source {
+        if let Some(refused) = cause.downcast_ref::<Refused>() {
+            return Some(refused);
+        }
+        source = cause.source();
+    }
+    None
+}
+
+/// The error's causes joined with `: `, without reqwest's outer "error sending request for url
+/// (…)" (the log already has the URL). Causes whose text repeats the previous one are skipped.
+fn causes(error: &reqwest::Error) -> String {
+    let mut texts: Vec<String> = Vec::new();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !texts.last().is_some_and(|last| last.contains(&text)) {
+            texts.push(text);
+        }
+        source = cause.source();
+    }
+    if texts.is_empty() {
+        error.to_string()
+    } else {
+        texts.join(": ")
+    }
+}

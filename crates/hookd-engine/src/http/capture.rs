@@ -1,0 +1,96 @@
+//! What the attempt log keeps of a response: a capped head and a capped body prefix.
+//!
+//! Receivers are untrusted: a response may be endless, huge or trickled. The body is read chunk
+//! by chunk and reading stops once the cap is reached; the rest is never read, and dropping the
+//! response closes the connection.
+
+use reqwest::Response;
+use reqwest::header::RETRY_AFTER;
+
+/// The parts of a response kept for the attempt log and the scheduler.
+pub(super) struct Captured {
+    pub(super) status: u16,
+    pub(super) head: String,
+    pub(super) body: String,
+    pub(super) retry_after: Option<String>,
+}
+
+/// Byte caps on what is kept.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    pub(super) head_bytes: usize,
+    pub(super) body_bytes: usize,
+}
+
+/// Reads the status, headers and at most `limits.body_bytes` of the body. A body that fails or
+/// times out part way is kept as far as it was read: the status already answered the attempt.
+pub(super) async fn capture(mut response: Response, limits: Limits) -> Captured {
+    let head = truncate(format_head(&response), limits.head_bytes);
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
+    let status = response.status().as_u16();
+    let body = read_prefix(&mut response, limits.body_bytes).await;
+    Captured {
+        status,
+        head,
+        body: String::from_utf8_lossy(&body).into_owned(),
+        retry_after,
+    }
+}
+
+/// `HTTP/1.1 503 Service Unavailable\r\nname: value\r\n…`, header values decoded lossily.
+fn format_head(response: &Response) -> String {
+    let status = response.status();
+    let mut head = format!(
+        "{:?} {} {}",
+        response.version(),
+        status.as_str(),
+        status.canonical_reason().unwrap_or_default()
+    );
+    for (name, value) in response.headers() {
+        head.push_str("\r\n");
+        head.push_str(name.as_str());
+        head.push_str(": ");
+        head.push_str(&String::from_utf8_lossy(value.as_bytes()));
+    }
+    head
+}
+
+async fn read_prefix(response: &mut Response, cap: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < cap {
+        let Ok(Some(chunk)) = response.chunk().await else {
+            break;
+        };
+        let take = chunk.len().min(cap - body.len());
+        body.extend_from_slice(&chunk[..take]);
+    }
+    body
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncate;
+
+    #[test]
+    fn truncate_keeps_whole_characters() {
+        assert_eq!(truncate("abc".into(), 5), "abc");
+        assert_eq!(truncate("abcdef".into(), 3), "abc");
+        assert_eq!(truncate("aé".into(), 2), "a");
+        assert_eq!(truncate("aé".into(), 3), "aé");
+    }
+}

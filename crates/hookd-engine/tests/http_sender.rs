@@ -1,0 +1,557 @@
+//! The webhook sender against real receivers on loopback: axum servers that record what they
+//! got, raw TCP servers for receivers that misbehave (silent, trickling, endless), and a TLS
+//! server whose certificate is not trusted.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::to_bytes;
+use axum::extract::Request;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use hookd_engine::http::{HttpConfig, OutgoingRequest, SendError, SendOutcome, WebhookSender};
+use hookd_engine::ssrf::AddressPolicy;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::PrivatePkcs8KeyDer;
+
+/// What a recording receiver got.
+#[derive(Debug, Clone)]
+struct Hit {
+    method: String,
+    uri: String,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+/// An axum receiver on loopback that records every request and answers with `answer()`.
+struct Receiver {
+    addr: SocketAddr,
+    hits: Arc<Mutex<Vec<Hit>>>,
+}
+
+impl Receiver {
+    async fn start<F>(answer: F) -> Self
+    where
+        F: Fn() -> Response + Clone + Send + Sync + 'static,
+    {
+        let hits = Arc::new(Mutex::new(Vec::new()));
+        let recorded = Arc::clone(&hits);
+        let app = Router::new().fallback(move |request: Request| {
+            let recorded = Arc::clone(&recorded);
+            let answer = answer.clone();
+            async move {
+                let (parts, body) = request.into_parts();
+                let body = to_bytes(body, usize::MAX).await.unwrap();
+                recorded.lock().unwrap().push(Hit {
+                    method: parts.method.to_string(),
+                    uri: parts.uri.to_string(),
+                    headers: parts.headers,
+                    body,
+                });
+                answer()
+            }
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { addr, hits }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn hits(&self) -> Vec<Hit> {
+        self.hits.lock().unwrap().clone()
+    }
+}
+
+/// A raw TCP server on loopback for one connection: it reads the request, then `respond`
+/// writes what it likes. The handle yields what `respond` returns.
+async fn raw_server<F, Fut, T>(respond: F) -> (SocketAddr, JoinHandle<T>)
+where
+    F: FnOnce(TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = T> + Send,
+    T: Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handle = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        read_request(&mut stream).await;
+        respond(stream).await
+    });
+    (addr, handle)
+}
+
+/// Reads one request: the head, then `content-length` bytes of body.
+async fn read_request(stream: &mut TcpStream) {
+    let mut received = Vec::new();
+    let mut buffer = [0; 4096];
+    let head_end = loop {
+        let read = stream.read(&mut buffer).await.unwrap();
+        assert!(read > 0, "the client closed before sending a request");
+        received.extend_from_slice(&buffer[..read]);
+        if let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&received[..head_end]).to_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .map_or(0, |value| value.trim().parse().unwrap());
+    while received.len() < head_end + length {
+        let read = stream.read(&mut buffer).await.unwrap();
+        assert!(read > 0, "the client closed mid-body");
+        received.extend_from_slice(&buffer[..read]);
+    }
+}
+
+fn loopback_sender() -> WebhookSender {
+    WebhookSender::new(HttpConfig {
+        policy: AddressPolicy::default().allow("127.0.0.0/8".parse().unwrap()),
+        ..HttpConfig::default()
+    })
+    .unwrap()
+}
+
+fn post(url: impl Into<String>) -> OutgoingRequest {
+    OutgoingRequest {
+        url: url.into(),
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: Bytes::from_static(br#"{"type":"ping"}"#),
+        timeout: Duration::from_secs(10),
+    }
+}
+
+fn answer(
+    status: u16,
+    headers: &'static [(&'static str, &'static str)],
+    body: &'static str,
+) -> Response {
+    let mut response = (StatusCode::from_u16(status).unwrap(), body).into_response();
+    for &(name, value) in headers {
+        response.headers_mut().insert(name, value.parse().unwrap());
+    }
+    response
+}
+
+#[tokio::test]
+async fn a_2xx_succeeds_with_the_request_sent_byte_for_byte() {
+    let receiver = Receiver::start(|| answer(202, &[("x-receiver", "yes")], "thanks")).await;
+    let body = Bytes::from_static(b"{\"type\": \"order.shipped\",  \"data\":{\"id\":1}}\n\xff\x00");
+    let request = OutgoingRequest {
+        url: receiver.url("/hooks/in?tenant=acme&x=%20"),
+        headers: vec![
+            (
+                "webhook-id".into(),
+                "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W".into(),
+            ),
+            ("webhook-timestamp".into(), "1674087231".into()),
+            (
+                "webhook-signature".into(),
+                "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4= v1,x".into(),
+            ),
+            ("content-type".into(), "application/json".into()),
+            ("X-Custom-Header".into(), "Value  with\tspacing".into()),
+        ],
+        body: body.clone(),
+        timeout: Duration::from_secs(10),
+    };
+
+    let outcome = loopback_sender().send(request).await;
+
+    assert!(outcome.is_success(), "{outcome:?}");
+    assert_eq!(outcome.status, Some(202));
+    assert_eq!(outcome.error, None);
+    assert_eq!(outcome.response_body, "thanks");
+    assert!(
+        outcome
+            .response_head
+            .starts_with("HTTP/1.1 202 Accepted\r\n"),
+        "{}",
+        outcome.response_head
+    );
+    assert!(outcome.response_head.contains("\r\nx-receiver: yes"));
+    assert_eq!(outcome.retry_after, None);
+
+    let hits = receiver.hits();
+    assert_eq!(hits.len(), 1);
+    let hit = &hits[0];
+    assert_eq!(hit.method, "POST");
+    assert_eq!(hit.uri, "/hooks/in?tenant=acme&x=%20");
+    assert_eq!(hit.body, body);
+    let header = |name: &str| hit.headers.get(name).unwrap().as_bytes().to_vec();
+    assert_eq!(header("webhook-id"), b"msg_2KWPBgLlAfxdpx2AI54pPJ85f4W");
+    assert_eq!(header("webhook-timestamp"), b"1674087231");
+    assert_eq!(
+        header("webhook-signature"),
+        b"v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4= v1,x"
+    );
+    assert_eq!(header("content-type"), b"application/json");
+    assert_eq!(header("x-custom-header"), b"Value  with\tspacing");
+    assert_eq!(header("content-length"), body.len().to_string().as_bytes());
+    assert_eq!(
+        header("user-agent"),
+        HttpConfig::default().user_agent.as_bytes()
+    );
+    assert!(HttpConfig::default().user_agent.starts_with("hookd/"));
+}
+
+#[tokio::test]
+async fn a_500_fails_with_its_status_and_a_capped_body() {
+    let receiver = Receiver::start(|| {
+        (StatusCode::INTERNAL_SERVER_ERROR, "e".repeat(100 * 1024)).into_response()
+    })
+    .await;
+
+    let outcome = loopback_sender().send(post(receiver.url("/"))).await;
+
+    assert!(!outcome.is_success());
+    assert_eq!(outcome.status, Some(500));
+    assert_eq!(outcome.error, None);
+    assert_eq!(outcome.response_body, "e".repeat(64 * 1024));
+    assert!(
+        outcome
+            .response_head
+            .starts_with("HTTP/1.1 500 Internal Server Error")
+    );
+}
+
+#[tokio::test]
+async fn the_response_head_is_capped() {
+    let receiver = Receiver::start(|| {
+        let mut response = StatusCode::OK.into_response();
+        for n in 0..40 {
+            let name = format!("x-filler-{n}");
+            let value = "v".repeat(500);
+            response.headers_mut().insert(
+                axum::http::HeaderName::try_from(name).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        response
+    })
+    .await;
+
+    let outcome = loopback_sender().send(post(receiver.url("/"))).await;
+
+    assert!(outcome.is_success());
+    assert_eq!(outcome.response_head.len(), 8 * 1024);
+    assert!(outcome.response_head.starts_with("HTTP/1.1 200 OK\r\n"));
+}
+
+#[tokio::test]
+async fn redirects_are_not_followed() {
+    let target = Receiver::start(|| answer(200, &[], "")).await;
+    for status in [301, 302, 303, 307, 308] {
+        let location = target.url("/elsewhere");
+        let redirecting = Receiver::start(move || {
+            let mut response = answer(status, &[], "moved");
+            response
+                .headers_mut()
+                .insert("location", location.parse().unwrap());
+            response
+        })
+        .await;
+
+        let outcome = loopback_sender().send(post(redirecting.url("/"))).await;
+
+        assert_eq!(outcome.status, Some(status));
+        assert!(!outcome.is_success());
+        assert_eq!(redirecting.hits().len(), 1);
+    }
+    assert_eq!(target.hits().len(), 0, "a redirect was followed");
+}
+
+#[tokio::test]
+async fn retry_after_is_returned_raw() {
+    let receiver = Receiver::start(|| answer(429, &[("retry-after", "120")], "slow down")).await;
+
+    let outcome = loopback_sender().send(post(receiver.url("/"))).await;
+
+    assert_eq!(outcome.status, Some(429));
+    assert!(!outcome.is_success());
+    assert_eq!(outcome.retry_after.as_deref(), Some("120"));
+    assert_eq!(outcome.response_body, "slow down");
+}
+
+#[tokio::test]
+async fn a_receiver_that_never_answers_times_out() {
+    let (addr, _server) = raw_server(|stream| async move {
+        std::future::pending::<()>().await;
+        drop(stream);
+    })
+    .await;
+    let request = OutgoingRequest {
+        timeout: Duration::from_millis(500),
+        ..post(format!("http://{addr}/"))
+    };
+
+    let outcome = loopback_sender().send(request).await;
+
+    assert_eq!(outcome.status, None);
+    assert_eq!(outcome.error, Some(SendError::Timeout));
+    assert!(!outcome.is_success());
+}
+
+#[tokio::test]
+async fn a_trickled_2xx_body_succeeds_with_what_arrived_in_time() {
+    let (addr, _server) = raw_server(|mut stream| async move {
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n")
+            .await
+            .unwrap();
+        loop {
+            if stream.write_all(b"a").await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    let request = OutgoingRequest {
+        timeout: Duration::from_secs(2),
+        ..post(format!("http://{addr}/"))
+    };
+
+    let outcome = loopback_sender().send(request).await;
+
+    assert!(outcome.is_success(), "{outcome:?}");
+    assert_eq!(outcome.status, Some(200));
+    assert_eq!(outcome.error, None);
+    assert!(!outcome.response_body.is_empty());
+    assert!(outcome.response_body.len() < 1000);
+    assert!(outcome.response_body.bytes().all(|b| b == b'a'));
+}
+
+#[tokio::test]
+async fn a_1_gb_body_is_capped_and_not_read_further() {
+    const GIB: u64 = 1 << 30;
+    let (addr, server) = raw_server(|mut stream| async move {
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {GIB}\r\n\r\n");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let chunk = [b'z'; 16 * 1024];
+        let mut written: u64 = 0;
+        while written < GIB {
+            match stream.write(&chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => written += n as u64,
+            }
+        }
+        written
+    })
+    .await;
+    let request = OutgoingRequest {
+        timeout: Duration::from_secs(30),
+        ..post(format!("http://{addr}/"))
+    };
+
+    let outcome = loopback_sender().send(request).await;
+
+    assert!(outcome.is_success(), "{outcome:?}");
+    assert_eq!(outcome.response_body.len(), 64 * 1024);
+    // The sender dropped the connection, so the server's writes fail soon after: it must not
+    // have pushed much more than the socket buffers hold. (This timeout only keeps a broken
+    // sender from hanging the test.)
+    let written = tokio::time::timeout(Duration::from_secs(60), server)
+        .await
+        .expect("the connection was kept open: the server is still writing")
+        .unwrap();
+    assert!(written < 16 << 20, "the server wrote {written} bytes");
+}
+
+#[tokio::test]
+async fn a_closed_port_is_a_connect_error() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+
+    let outcome = loopback_sender()
+        .send(post(format!("http://{addr}/")))
+        .await;
+
+    assert_eq!(outcome.status, None);
+    assert!(
+        matches!(outcome.error, Some(SendError::Connect(_))),
+        "{outcome:?}"
+    );
+}
+
+/// An HTTPS server on loopback with a self-signed certificate for 127.0.0.1. The handle
+/// yields whether a TLS handshake completed.
+async fn self_signed_https_server() -> (SocketAddr, JoinHandle<bool>) {
+    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let key = PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![certified.cert.der().clone()], key.into())
+        .unwrap();
+    let acceptor = TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handle = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        acceptor.accept(stream).await.is_ok()
+    });
+    (addr, handle)
+}
+
+#[tokio::test]
+async fn an_untrusted_certificate_is_a_connect_error() {
+    let (addr, server) = self_signed_https_server().await;
+
+    let outcome = loopback_sender()
+        .send(post(format!("https://{addr}/")))
+        .await;
+
+    let Some(SendError::Connect(text)) = &outcome.error else {
+        panic!("expected a connect error: {outcome:?}");
+    };
+    assert!(text.contains("certificate"), "{text}");
+    assert!(!server.await.unwrap(), "the TLS handshake completed");
+}
+
+#[tokio::test]
+async fn bad_urls_and_headers_are_reported() {
+    let sender = loopback_sender();
+    for url in ["not a url", "ftp://example.com/", "http://"] {
+        let outcome = sender.send(post(url)).await;
+        assert!(
+            matches!(outcome.error, Some(SendError::InvalidUrl(_))),
+            "{url}: {outcome:?}"
+        );
+    }
+    let request = OutgoingRequest {
+        headers: vec![("bad header".into(), "x".into())],
+        ..post("http://127.0.0.1:9/")
+    };
+    let outcome = sender.send(request).await;
+    assert!(
+        matches!(outcome.error, Some(SendError::Request(_))),
+        "{outcome:?}"
+    );
+}
+
+fn assert_refused(outcome: &SendOutcome, url: &str) {
+    assert_eq!(outcome.status, None, "{url}");
+    let Some(SendError::Refused(text)) = &outcome.error else {
+        panic!("{url} was not refused: {outcome:?}");
+    };
+    assert!(text.starts_with("refused "), "{text}");
+    assert!(text.ends_with("allow it with --allow-subnet"), "{text}");
+}
+
+#[tokio::test]
+async fn the_default_policy_refuses_every_spelling_of_loopback() {
+    let receiver = Receiver::start(|| answer(200, &[], "")).await;
+    let port = receiver.addr.port();
+    let sender = WebhookSender::new(HttpConfig::default()).unwrap();
+    for host in [
+        "127.0.0.1",
+        "2130706433",
+        "0x7f.1",
+        "017700000001",
+        "[::ffff:127.0.0.1]",
+        "localhost",
+    ] {
+        let url = format!("http://{host}:{port}/");
+        let outcome = sender.send(post(&url)).await;
+        assert_refused(&outcome, &url);
+    }
+    assert_eq!(receiver.hits().len(), 0);
+}
+
+#[tokio::test]
+async fn a_name_resolving_to_a_forbidden_address_is_refused_by_the_resolver() {
+    let receiver = Receiver::start(|| answer(200, &[], "")).await;
+    let sender = WebhookSender::new(HttpConfig::default()).unwrap();
+    let url = format!("http://localhost:{}/", receiver.addr.port());
+
+    let outcome = sender.send(post(&url)).await;
+
+    assert_refused(&outcome, &url);
+    let Some(SendError::Refused(text)) = outcome.error else {
+        unreachable!()
+    };
+    assert!(
+        text.starts_with("refused localhost: it resolves to "),
+        "{text}"
+    );
+    assert_eq!(receiver.hits().len(), 0);
+}
+
+#[tokio::test]
+async fn an_allowed_name_connects_to_the_checked_address() {
+    let receiver = Receiver::start(|| answer(204, &[], "")).await;
+    let sender = WebhookSender::new(HttpConfig {
+        policy: AddressPolicy::default()
+            .allow("127.0.0.0/8".parse().unwrap())
+            .allow("::1/128".parse().unwrap()),
+        ..HttpConfig::default()
+    })
+    .unwrap();
+
+    let outcome = sender
+        .send(post(format!("http://localhost:{}/", receiver.addr.port())))
+        .await;
+
+    assert!(outcome.is_success(), "{outcome:?}");
+    assert_eq!(receiver.hits().len(), 1);
+}
+
+#[tokio::test]
+async fn a_disabled_policy_reaches_loopback() {
+    let receiver = Receiver::start(|| answer(200, &[], "ok")).await;
+    let sender = WebhookSender::new(HttpConfig {
+        policy: AddressPolicy::disabled(),
+        ..HttpConfig::default()
+    })
+    .unwrap();
+
+    let outcome = sender.send(post(receiver.url("/"))).await;
+
+    assert!(outcome.is_success(), "{outcome:?}");
+}
+
+#[tokio::test]
+async fn an_egress_proxy_carries_names_but_literals_are_still_checked() {
+    let proxy = Receiver::start(|| answer(200, &[], "via proxy")).await;
+    let sender = WebhookSender::new(HttpConfig {
+        egress_proxy: Some(proxy.url("")),
+        ..HttpConfig::default()
+    })
+    .unwrap();
+
+    let outcome = sender.send(post("http://hooks.example.test/in?x=1")).await;
+    assert!(outcome.is_success(), "{outcome:?}");
+    assert_eq!(outcome.response_body, "via proxy");
+    let hits = proxy.hits();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].uri, "http://hooks.example.test/in?x=1");
+
+    let outcome = sender.send(post("http://10.0.0.5/in")).await;
+    assert_refused(&outcome, "http://10.0.0.5/in");
+    assert_eq!(proxy.hits().len(), 1);
+}
+
+#[tokio::test]
+async fn an_invalid_egress_proxy_is_a_build_error() {
+    let built = WebhookSender::new(HttpConfig {
+        egress_proxy: Some("not a proxy url".into()),
+        ..HttpConfig::default()
+    });
+    assert!(built.is_err());
+}
