@@ -77,6 +77,17 @@ pub fn endpoint_url(field: &str, value: &str, allow_http: bool) -> Result<(), Ap
     Ok(())
 }
 
+/// An optional per-endpoint attempt timeout: 1 to 30 seconds (the delivery rules' ceiling).
+pub fn timeout_seconds(field: &str, value: Option<u16>) -> Result<(), ApiError> {
+    match value {
+        Some(1..=30) | None => Ok(()),
+        Some(_) => Err(ApiError::body_field(
+            field,
+            "must be between 1 and 30 seconds",
+        )),
+    }
+}
+
 /// Names hookd sets itself or that HTTP reserves for the connection.
 const RESERVED_HEADERS: &[&str] = &[
     "host",

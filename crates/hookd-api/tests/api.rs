@@ -643,3 +643,132 @@ async fn every_operation_in_the_openapi_document_is_routed() {
         }
     }
 }
+
+#[tokio::test]
+async fn endpoints_show_why_they_are_disabled_and_bound_their_timeout() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    let path = format!("/app/{app}/endpoint");
+    for timeout in [json!(0), json!(31), json!(-1), json!("ten")] {
+        let body = json!({"url": "http://example.com", "timeoutSeconds": timeout});
+        let (status, out) = api.call(Method::POST, &path, Some(body)).await;
+        assert_invalid_field(status, &out, "timeoutSeconds");
+    }
+    let created = api
+        .endpoint(
+            &app,
+            json!({"url": "http://example.com", "uid": "e", "disabled": true, "timeoutSeconds": 30}),
+        )
+        .await;
+    assert_eq!(created["disabledReason"], "disabled through the API");
+    let disabled_at = created["disabledAt"].as_str().unwrap();
+    hookd_core::Timestamp::parse_rfc3339(disabled_at).unwrap();
+    assert_eq!(created["timeoutSeconds"], 30);
+
+    let one = format!("{path}/e");
+    let (status, out) = api
+        .call(Method::PATCH, &one, Some(json!({"timeoutSeconds": 45})))
+        .await;
+    assert_invalid_field(status, &out, "timeoutSeconds");
+    let (_, enabled) = api
+        .call(
+            Method::PATCH,
+            &one,
+            Some(json!({"disabled": false, "timeoutSeconds": null})),
+        )
+        .await;
+    assert_eq!(
+        (
+            &enabled["disabled"],
+            &enabled["disabledReason"],
+            &enabled["disabledAt"],
+            &enabled["timeoutSeconds"]
+        ),
+        (&json!(false), &Value::Null, &Value::Null, &Value::Null)
+    );
+
+    // Disabled by hookd: the API shows hookd's reason, and keeps it when disabling again.
+    let id = hookd_core::EndpointId::from_stored(enabled["id"].as_str().unwrap().to_owned());
+    let at = hookd_core::Timestamp::from_millis(1_700_000_000_000);
+    api.store
+        .disable_endpoint(&id, "the endpoint answered 410 Gone", at)
+        .await
+        .unwrap();
+    let (_, fetched) = api.call(Method::GET, &one, None).await;
+    assert_eq!(fetched["disabled"], true);
+    assert_eq!(fetched["disabledReason"], "the endpoint answered 410 Gone");
+    assert_eq!(fetched["disabledAt"], at.to_rfc3339());
+    let (_, again) = api
+        .call(Method::PATCH, &one, Some(json!({"disabled": true})))
+        .await;
+    assert_eq!(again["disabledReason"], "the endpoint answered 410 Gone");
+    // PUT replaces: without `disabled`, the endpoint is enabled again.
+    let (status, put) = api
+        .call(
+            Method::PUT,
+            &one,
+            Some(json!({"url": "http://example.com", "timeoutSeconds": 5})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{put}");
+    assert_eq!(
+        (
+            &put["disabled"],
+            &put["disabledReason"],
+            &put["timeoutSeconds"]
+        ),
+        (&json!(false), &Value::Null, &json!(5))
+    );
+}
+
+#[tokio::test]
+async fn attempts_show_the_response_head() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    let ep = api
+        .endpoint(&app, json!({"url": "http://example.com", "uid": "e"}))
+        .await;
+    let (status, msg) = api
+        .call(
+            Method::POST,
+            &format!("/app/{app}/msg"),
+            Some(json!({"eventType": "order.shipped", "payload": {}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{msg}");
+    let now = hookd_core::Timestamp::from_millis(1_700_000_000_000);
+    let (message_id, endpoint_id) = (
+        hookd_core::MessageId::from_stored(msg["id"].as_str().unwrap().to_owned()),
+        hookd_core::EndpointId::from_stored(ep["id"].as_str().unwrap().to_owned()),
+    );
+    let attempt = hookd_core::model::Attempt {
+        id: hookd_core::AttemptId::new(now),
+        message_id: message_id.clone(),
+        endpoint_id: endpoint_id.clone(),
+        url: "http://example.com".into(),
+        response_status_code: 503,
+        response: "busy".into(),
+        response_head: "HTTP/1.1 503 Service Unavailable\r\nretry-after: 30\r\n".into(),
+        response_duration_ms: 12,
+        status: hookd_core::model::DeliveryStatus::Fail,
+        trigger_type: hookd_core::model::TriggerType::Scheduled,
+        created_at: now,
+    };
+    let next = hookd_core::model::Delivery {
+        message_id,
+        endpoint_id,
+        status: hookd_core::model::DeliveryStatus::Pending,
+        attempt_count: 1,
+        next_attempt_at: Some(now),
+        updated_at: now,
+    };
+    api.store.record_attempt(&attempt, &next).await.unwrap();
+    let (_, attempts) = api
+        .call(Method::GET, &format!("/app/{app}/attempt/endpoint/e"), None)
+        .await;
+    assert_eq!(
+        attempts["data"][0]["responseHead"],
+        "HTTP/1.1 503 Service Unavailable\r\nretry-after: 30\r\n"
+    );
+    assert_eq!(attempts["data"][0]["response"], "busy");
+}

@@ -35,8 +35,14 @@ pub struct Endpoint {
     /// Only messages on one of these channels are delivered; `None` means all.
     pub channels: Option<Vec<String>>,
     pub disabled: bool,
+    /// Why the endpoint was disabled (by hookd or through the API), while disabled.
+    pub disabled_reason: Option<String>,
+    /// When it was disabled, while disabled.
+    pub disabled_at: Option<Timestamp>,
     /// Deliveries per second to this endpoint, if limited.
     pub throttle_rate: Option<u16>,
+    /// This endpoint's attempt timeout in seconds (1..=30), if not the server's default.
+    pub timeout_secs: Option<u16>,
     pub metadata: Metadata,
     /// Extra headers sent with every delivery (never ones that collide with ours).
     pub headers: BTreeMap<String, String>,
@@ -179,8 +185,10 @@ pub struct Attempt {
     pub url: String,
     /// The HTTP status, or 0 when no response arrived.
     pub response_status_code: i16,
-    /// The response head and a capped body prefix, or the error that prevented a response.
+    /// A capped prefix of the response body, or the error that prevented a response.
     pub response: String,
+    /// The response's status line and headers, capped; empty when no response arrived.
+    pub response_head: String,
     pub response_duration_ms: i64,
     pub status: DeliveryStatus,
     pub trigger_type: TriggerType,
@@ -202,7 +210,10 @@ mod tests {
             event_types: event_types.map(owned),
             channels: channels.map(owned),
             disabled: false,
+            disabled_reason: None,
+            disabled_at: None,
             throttle_rate: None,
+            timeout_secs: None,
             metadata: Metadata::new(),
             headers: BTreeMap::new(),
             secret: "whsec_x".into(),

@@ -8,10 +8,11 @@
 pub const APP_COLUMNS: &str = "id, uid, name, metadata, throttle_rate, created_at, updated_at";
 
 pub const ENDPOINT_COLUMNS: &str = "e.id, e.app_id, e.uid, e.url, e.description, e.event_types, \
-    e.channels, e.disabled, e.throttle_rate, e.metadata, e.headers, e.secret, e.created_at, e.updated_at";
+    e.channels, e.disabled, e.throttle_rate, e.metadata, e.headers, e.secret, e.created_at, e.updated_at, \
+    e.disabled_reason, e.disabled_at, e.timeout_secs";
 
 /// How many columns [`ENDPOINT_COLUMNS`] has: where the next record starts in a join.
-pub const ENDPOINT_WIDTH: usize = 14;
+pub const ENDPOINT_WIDTH: usize = 17;
 
 pub const EVENT_TYPE_COLUMNS: &str =
     "name, description, schemas, archived, deprecated, feature_flag, created_at, updated_at";
@@ -25,8 +26,11 @@ pub const MESSAGE_WIDTH: usize = 7;
 pub const DELIVERY_COLUMNS: &str =
     "d.message_id, d.endpoint_id, d.status, d.attempt_count, d.next_attempt_at, d.updated_at";
 
+/// How many columns [`DELIVERY_COLUMNS`] has: where the next record starts in a join.
+pub const DELIVERY_WIDTH: usize = 6;
+
 pub const ATTEMPT_COLUMNS: &str = "a.id, a.message_id, a.endpoint_id, a.url, a.response_status_code, \
-    a.response, a.response_duration_ms, a.status, a.trigger_type, a.created_at";
+    a.response, a.response_duration_ms, a.status, a.trigger_type, a.created_at, a.response_head";
 
 pub const TOKEN_COLUMNS: &str = "id, token_hash, app_id, created_at, expires_at";
 
@@ -38,5 +42,6 @@ mod tests {
     fn widths_match_the_lists() {
         assert_eq!(ENDPOINT_COLUMNS.split(',').count(), ENDPOINT_WIDTH);
         assert_eq!(MESSAGE_COLUMNS.split(',').count(), MESSAGE_WIDTH);
+        assert_eq!(DELIVERY_COLUMNS.split(',').count(), DELIVERY_WIDTH);
     }
 }

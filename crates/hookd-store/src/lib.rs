@@ -7,6 +7,7 @@
 //!
 //! # Layout
 //! - [`store`]: the [`Store`] trait, its query and result types.
+//! - [`queue`]: [`DeliveryQueue`], the deliveries as the delivery engine's work queue.
 //! - [`error`]: [`StoreError`], the one error every storage call returns.
 //! - [`sqlite`]: the SQLite implementation: a single writer thread that group-commits many
 //!   callers' writes in one transaction, and a pool of reader connections.
@@ -23,12 +24,14 @@ pub mod error;
 mod json;
 mod keyset;
 pub mod postgres;
+pub mod queue;
 pub mod sqlite;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use error::StoreError;
+pub use queue::{ClaimRequest, ClaimedDelivery, DeliveryQueue};
 pub use store::*;
 
 use std::sync::Arc;

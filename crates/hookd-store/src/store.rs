@@ -10,7 +10,7 @@ use hookd_core::model::{
 };
 use hookd_core::{AppId, Timestamp};
 
-use crate::StoreError;
+use crate::{DeliveryQueue, StoreError};
 
 /// Where a page starts, relative to an item id (or event-type name) from a previous page.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,7 +86,7 @@ pub struct StoredResponse {
 /// hookd's durable state. Implemented by [`crate::sqlite::SqliteStore`] and
 /// [`crate::postgres::PgStore`]; both pass the same behavioural tests.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: DeliveryQueue + Send + Sync + 'static {
     // Applications.
     /// Inserts `app`; a taken uid is a [`StoreError::Conflict`].
     async fn create_app(&self, app: &Application) -> Result<(), StoreError>;
@@ -181,13 +181,6 @@ pub trait Store: Send + Sync + 'static {
         filter: &AttemptFilter,
         page: &PageRequest,
     ) -> Result<Page<Attempt>, StoreError>;
-    /// Records an attempt and moves its delivery to `delivery`'s status, count and due time,
-    /// in one transaction.
-    async fn record_attempt(
-        &self,
-        attempt: &Attempt,
-        delivery: &Delivery,
-    ) -> Result<(), StoreError>;
     /// One attempt of a message.
     async fn get_attempt(
         &self,

@@ -1,14 +1,16 @@
 //! PostgreSQL-specific guarantees the shared behavioural suite cannot express: concurrent
-//! migration, byte-order ids whatever the server's collation, and test-database cleanup.
+//! migration, concurrent claimers, byte-order ids whatever the server's collation, and
+//! test-database cleanup.
 //! Skipped like the suite's `postgres::` cases when `HOOKD_TEST_POSTGRES_URL` is unset.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
-use hookd_core::model::Application;
-use hookd_core::{AppId, Timestamp};
+use hookd_core::model::{Application, Endpoint, Message};
+use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 use hookd_store::postgres::PgStore;
 use hookd_store::testing::{POSTGRES_URL_VAR, fresh_postgres, fresh_postgres_with};
-use hookd_store::{Cursor, PageRequest, Store};
+use hookd_store::{ClaimRequest, Cursor, DeliveryQueue, PageRequest, Store};
 use sqlx::Connection;
 
 fn app(id: &str) -> Application {
@@ -132,4 +134,101 @@ async fn a_panicking_test_still_drops_its_database() {
         .await
         .unwrap();
     assert_eq!(left, 0, "{name} survived its guard");
+}
+
+#[tokio::test]
+async fn concurrent_claimers_never_get_the_same_delivery() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::concurrent_claims").await else {
+        return;
+    };
+    let setup = PgStore::connect(&url).await.unwrap();
+    let owner = app("app_claims");
+    setup.create_app(&owner).await.unwrap();
+    // 20 endpoints × 100 messages: 2,000 due deliveries.
+    for i in 0..20 {
+        let created = Timestamp::from_millis(i);
+        let endpoint = Endpoint {
+            id: EndpointId::new(created),
+            app_id: owner.id.clone(),
+            uid: None,
+            url: format!("https://example.com/hook/{i}"),
+            description: String::new(),
+            event_types: None,
+            channels: None,
+            disabled: false,
+            disabled_reason: None,
+            disabled_at: None,
+            throttle_rate: None,
+            timeout_secs: None,
+            metadata: BTreeMap::new(),
+            headers: BTreeMap::new(),
+            secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+            created_at: created,
+            updated_at: created,
+        };
+        setup.create_endpoint(&endpoint).await.unwrap();
+    }
+    for i in 0..100 {
+        let created = Timestamp::from_millis(i);
+        let message = Message {
+            id: MessageId::new(created),
+            app_id: owner.id.clone(),
+            event_type: "order.shipped".into(),
+            event_id: None,
+            channels: None,
+            payload: Some(b"{}".to_vec()),
+            created_at: created,
+        };
+        assert_eq!(setup.create_message(&message).await.unwrap().deliveries, 20);
+    }
+    // Four claimers with their own pools, as four processes would be.
+    let mut claimers = Vec::new();
+    for _ in 0..4 {
+        let store = PgStore::connect(&url).await.unwrap();
+        claimers.push(tokio::spawn(async move {
+            let request = ClaimRequest {
+                now: Timestamp::from_millis(1_000),
+                lease_until: Timestamp::from_millis(1_000_000),
+                limit: 25,
+                per_endpoint: 3,
+                skip_endpoints: Vec::new(),
+            };
+            let mut mine = Vec::new();
+            for _ in 0..10_000 {
+                let claimed = store.claim_due(&request).await.unwrap();
+                if claimed.is_empty() {
+                    // Empty either because everything is claimed, or because the others hold
+                    // every candidate right now.
+                    let pending: i64 =
+                        sqlx::query_scalar("SELECT count(*) FROM deliveries WHERE status = 1")
+                            .fetch_one(store.pool())
+                            .await
+                            .unwrap();
+                    if pending == 0 {
+                        return mine;
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                assert!(claimed.len() <= 25);
+                mine.extend(
+                    claimed
+                        .into_iter()
+                        .map(|c| (c.delivery.message_id, c.delivery.endpoint_id)),
+                );
+            }
+            panic!("the claimer never saw the queue empty");
+        }));
+    }
+    let mut all = Vec::new();
+    for claimer in claimers {
+        all.extend(claimer.await.unwrap());
+    }
+    let distinct: BTreeSet<_> = all.iter().cloned().collect();
+    assert_eq!(distinct.len(), all.len(), "a delivery was claimed twice");
+    assert_eq!(all.len(), 2_000);
+    let sending: i64 = sqlx::query_scalar("SELECT count(*) FROM deliveries WHERE status = 3")
+        .fetch_one(setup.pool())
+        .await
+        .unwrap();
+    assert_eq!(sending, 2_000);
 }

@@ -5,83 +5,12 @@
 
 mod harness;
 
-use std::collections::BTreeMap;
-
-use hookd_core::model::{
-    Application, Attempt, Delivery, DeliveryStatus, Endpoint, EventType, Message, TriggerType,
-};
-use hookd_core::{AppId, AttemptId, EndpointId, MessageId, Timestamp};
+use harness::fixtures::{app, at, endpoint, first_page, message};
+use hookd_core::AttemptId;
+use hookd_core::model::{Application, Attempt, Delivery, DeliveryStatus, EventType, TriggerType};
 use hookd_store::{
     ApiToken, AttemptFilter, Cursor, MessageFilter, PageRequest, Store, StoreError, StoredResponse,
 };
-
-const T0: i64 = 1_700_000_000_000;
-
-fn at(offset_ms: i64) -> Timestamp {
-    Timestamp::from_millis(T0 + offset_ms)
-}
-
-fn app(uid: Option<&str>, created: i64) -> Application {
-    Application {
-        id: AppId::new(at(created)),
-        uid: uid.map(str::to_owned),
-        name: format!("app {created}"),
-        metadata: BTreeMap::from([("tier".to_owned(), "gold".to_owned())]),
-        throttle_rate: None,
-        created_at: at(created),
-        updated_at: at(created),
-    }
-}
-
-fn endpoint(
-    app: &Application,
-    uid: Option<&str>,
-    event_types: Option<&[&str]>,
-    channels: Option<&[&str]>,
-) -> Endpoint {
-    let list = |items: &[&str]| items.iter().map(|s| s.to_string()).collect();
-    Endpoint {
-        id: EndpointId::new(at(1)),
-        app_id: app.id.clone(),
-        uid: uid.map(str::to_owned),
-        url: "https://example.com/hook".into(),
-        description: "orders".into(),
-        event_types: event_types.map(list),
-        channels: channels.map(list),
-        disabled: false,
-        throttle_rate: Some(10),
-        metadata: BTreeMap::new(),
-        headers: BTreeMap::from([("x-tenant".to_owned(), "42".to_owned())]),
-        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
-        created_at: at(1),
-        updated_at: at(1),
-    }
-}
-
-fn message(
-    app: &Application,
-    event_type: &str,
-    event_id: Option<&str>,
-    channels: Option<&[&str]>,
-    created: i64,
-) -> Message {
-    Message {
-        id: MessageId::new(at(created)),
-        app_id: app.id.clone(),
-        event_type: event_type.into(),
-        event_id: event_id.map(str::to_owned),
-        channels: channels.map(|c| c.iter().map(|s| s.to_string()).collect()),
-        payload: Some(format!(r#"{{"n": {created}, "text": "héllo"}}"#).into_bytes()),
-        created_at: at(created),
-    }
-}
-
-fn first_page(limit: usize) -> PageRequest {
-    PageRequest {
-        limit,
-        cursor: None,
-    }
-}
 
 async fn apps_round_trip_and_look_up_by_id_or_uid(store: &dyn Store) {
     let a = app(Some("customer-1"), 0);
@@ -192,6 +121,9 @@ async fn endpoints_round_trip_with_uids_scoped_to_their_app(store: &dyn Store) {
 
     let mut changed = ep.clone();
     changed.disabled = true;
+    changed.disabled_reason = Some("paused".into());
+    changed.disabled_at = Some(at(9));
+    changed.timeout_secs = None;
     changed.event_types = None;
     changed.headers.clear();
     changed.updated_at = at(9);
@@ -402,6 +334,7 @@ async fn attempts_are_recorded_and_listed(store: &dyn Store) {
         url: ep.url.clone(),
         response_status_code: code,
         response: format!("HTTP {code}"),
+        response_head: format!("HTTP/1.1 {code}\r\ncontent-type: text/plain\r\n"),
         response_duration_ms: 12,
         status,
         trigger_type: TriggerType::Scheduled,

@@ -36,6 +36,8 @@ struct AttemptOut {
     endpoint_id: String,
     url: String,
     response: String,
+    /// hookd addition: the response's status line and headers, capped; empty without one.
+    response_head: String,
     response_status_code: i16,
     response_duration_ms: i64,
     status: i16,
@@ -52,6 +54,7 @@ impl From<Attempt> for AttemptOut {
             endpoint_id: a.endpoint_id.to_string(),
             url: a.url,
             response: a.response,
+            response_head: a.response_head,
             response_status_code: a.response_status_code,
             response_duration_ms: a.response_duration_ms,
             status: a.status.code(),

@@ -8,8 +8,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
-use hookd_core::EndpointId;
 use hookd_core::model::{Application, Endpoint, Metadata};
+use hookd_core::{EndpointId, Timestamp};
 use serde::{Deserialize, Serialize};
 use webhook_signature::Secret;
 
@@ -49,6 +49,8 @@ struct EndpointIn {
     headers: Option<BTreeMap<String, String>>,
     #[serde(alias = "rateLimit")]
     throttle_rate: Option<u16>,
+    /// hookd addition: this endpoint's attempt timeout, 1..=30 seconds.
+    timeout_seconds: Option<u16>,
 }
 
 #[derive(Deserialize)]
@@ -66,6 +68,8 @@ struct EndpointPatch {
     metadata: Option<Metadata>,
     #[serde(default, alias = "rateLimit", deserialize_with = "patch_field")]
     throttle_rate: Option<Option<u16>>,
+    #[serde(default, deserialize_with = "patch_field")]
+    timeout_seconds: Option<Option<u16>>,
 }
 
 #[derive(Serialize)]
@@ -76,10 +80,16 @@ pub struct EndpointOut {
     url: String,
     description: String,
     disabled: bool,
+    /// Why the endpoint is disabled (by hookd, or through the API), while it is.
+    disabled_reason: Option<String>,
+    /// When it was disabled (RFC 3339), while it is.
+    disabled_at: Option<String>,
     event_types: Option<Vec<String>>,
     channels: Option<Vec<String>>,
     throttle_rate: Option<u16>,
     rate_limit: Option<u16>,
+    /// hookd addition: the attempt timeout in seconds, when not the server's default.
+    timeout_seconds: Option<u16>,
     metadata: Metadata,
     created_at: String,
     updated_at: String,
@@ -93,10 +103,13 @@ impl From<Endpoint> for EndpointOut {
             url: ep.url,
             description: ep.description,
             disabled: ep.disabled,
+            disabled_reason: ep.disabled_reason,
+            disabled_at: ep.disabled_at.map(|t| t.to_rfc3339()),
             event_types: ep.event_types,
             channels: ep.channels,
             throttle_rate: ep.throttle_rate,
             rate_limit: ep.throttle_rate,
+            timeout_seconds: ep.timeout_secs,
             metadata: ep.metadata,
             created_at: ep.created_at.to_rfc3339(),
             updated_at: ep.updated_at.to_rfc3339(),
@@ -113,6 +126,7 @@ impl EndpointIn {
         if let Some(headers) = &self.headers {
             validate::custom_headers("headers", headers)?;
         }
+        validate::timeout_seconds("timeoutSeconds", self.timeout_seconds)?;
         Ok(())
     }
 
@@ -129,7 +143,7 @@ impl EndpointIn {
     fn into_new(self, app: &Application, state: &ApiState) -> Result<Endpoint, ApiError> {
         let now = state.clock().now();
         let secret = self.secret()?;
-        Ok(Endpoint {
+        let mut ep = Endpoint {
             id: EndpointId::new(now),
             app_id: app.id.clone(),
             uid: self.uid,
@@ -137,29 +151,52 @@ impl EndpointIn {
             description: self.description,
             event_types: self.event_types,
             channels: self.channels,
-            disabled: self.disabled,
+            disabled: false,
+            disabled_reason: None,
+            disabled_at: None,
             throttle_rate: self.throttle_rate,
+            timeout_secs: self.timeout_seconds,
             metadata: self.metadata,
             headers: self.headers.unwrap_or_default(),
             secret,
             created_at: now,
             updated_at: now,
-        })
+        };
+        set_disabled(&mut ep, self.disabled, now);
+        Ok(ep)
     }
 
-    fn apply_to(self, ep: &mut Endpoint) {
+    fn apply_to(self, ep: &mut Endpoint, now: Timestamp) {
         ep.url = self.url;
         ep.description = self.description;
         ep.uid = self.uid;
-        ep.disabled = self.disabled;
+        set_disabled(ep, self.disabled, now);
         ep.event_types = self.event_types;
         ep.channels = self.channels;
         ep.metadata = self.metadata;
         ep.throttle_rate = self.throttle_rate;
+        ep.timeout_secs = self.timeout_seconds;
         if let Some(headers) = self.headers {
             ep.headers = headers;
         }
     }
+}
+
+/// Why an endpoint disabled through the API is disabled.
+const DISABLED_THROUGH_API: &str = "disabled through the API";
+
+/// Disables or enables `ep` as the API asks. Disabling an enabled endpoint notes why and when;
+/// an endpoint already disabled keeps its reason (hookd's, say "410 Gone"); enabling clears
+/// both.
+fn set_disabled(ep: &mut Endpoint, disabled: bool, now: Timestamp) {
+    if disabled && !ep.disabled {
+        ep.disabled_reason = Some(DISABLED_THROUGH_API.to_owned());
+        ep.disabled_at = Some(now);
+    } else if !disabled {
+        ep.disabled_reason = None;
+        ep.disabled_at = None;
+    }
+    ep.disabled = disabled;
 }
 
 /// The endpoint of an application visible to `principal`, by id or uid.
@@ -238,7 +275,7 @@ async fn upsert(
     input.validate(&state)?;
     match state.store().get_endpoint(&app.id, &endpoint_id).await? {
         Some(mut ep) => {
-            input.apply_to(&mut ep);
+            input.apply_to(&mut ep, state.clock().now());
             Ok(Json(save(&state, ep).await?).into_response())
         }
         None if EndpointId::looks_like(&endpoint_id) => Err(ApiError::NotFound("endpoint")),
@@ -271,7 +308,7 @@ async fn patch(
         ep.uid = uid;
     }
     if let Some(disabled) = input.disabled {
-        ep.disabled = disabled;
+        set_disabled(&mut ep, disabled, state.clock().now());
     }
     if let Some(event_types) = input.event_types {
         validate::event_types("eventTypes", event_types.as_deref())?;
@@ -286,6 +323,10 @@ async fn patch(
     }
     if let Some(rate) = input.throttle_rate {
         ep.throttle_rate = rate;
+    }
+    if let Some(timeout) = input.timeout_seconds {
+        validate::timeout_seconds("timeoutSeconds", timeout)?;
+        ep.timeout_secs = timeout;
     }
     Ok(Json(save(&state, ep).await?))
 }

@@ -26,6 +26,12 @@ CREATE TABLE endpoints (
     metadata      TEXT NOT NULL,
     headers       TEXT NOT NULL,
     secret        TEXT NOT NULL,
+    -- Why and when the endpoint was disabled, while it is.
+    disabled_reason TEXT,
+    disabled_at   BIGINT,
+    -- Internal: when the current streak of failed attempts began (NULL after a success).
+    failing_since BIGINT,
+    timeout_secs  BIGINT,
     created_at    BIGINT NOT NULL,
     updated_at    BIGINT NOT NULL,
     UNIQUE (app_id, uid)
@@ -64,10 +70,16 @@ CREATE TABLE deliveries (
     attempt_count   BIGINT NOT NULL,
     next_attempt_at BIGINT,
     updated_at      BIGINT NOT NULL,
+    -- Whether the next attempt was asked for by hand (resend).
+    manual          BOOLEAN NOT NULL DEFAULT false,
     PRIMARY KEY (message_id, endpoint_id)
 );
+-- The claim's scan, oldest due first. Finished deliveries (next_attempt_at NULL) are left out,
+-- so the index holds only the live queue.
 CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
 CREATE INDEX deliveries_by_endpoint ON deliveries (endpoint_id, message_id);
+-- recover (an endpoint's failed deliveries) and the endpoint's delivery log filtered by status.
+CREATE INDEX deliveries_by_endpoint_status ON deliveries (endpoint_id, status, message_id);
 
 CREATE TABLE attempts (
     id                   TEXT COLLATE "C" PRIMARY KEY,
@@ -76,6 +88,7 @@ CREATE TABLE attempts (
     url                  TEXT NOT NULL,
     response_status_code BIGINT NOT NULL,
     response             TEXT NOT NULL,
+    response_head        TEXT NOT NULL,
     response_duration_ms BIGINT NOT NULL,
     status               BIGINT NOT NULL,
     trigger_type         BIGINT NOT NULL,

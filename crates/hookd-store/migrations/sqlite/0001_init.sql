@@ -22,6 +22,12 @@ CREATE TABLE endpoints (
     metadata      TEXT NOT NULL,
     headers       TEXT NOT NULL,
     secret        TEXT NOT NULL,
+    -- Why and when the endpoint was disabled, while it is.
+    disabled_reason TEXT,
+    disabled_at   INTEGER,
+    -- Internal: when the current streak of failed attempts began (NULL after a success).
+    failing_since INTEGER,
+    timeout_secs  INTEGER,
     created_at    INTEGER NOT NULL,
     updated_at    INTEGER NOT NULL,
     UNIQUE (app_id, uid)
@@ -60,10 +66,17 @@ CREATE TABLE deliveries (
     attempt_count   INTEGER NOT NULL,
     next_attempt_at INTEGER,
     updated_at      INTEGER NOT NULL,
+    -- Whether the next attempt was asked for by hand (resend).
+    manual          INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (message_id, endpoint_id)
 );
-CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
+-- The claim's scan, oldest due first. Finished deliveries (next_attempt_at NULL) are left out,
+-- so the index holds only the live queue.
+-- Covering, so the claim's candidate scan reads no table rows.
+CREATE INDEX deliveries_due ON deliveries (next_attempt_at, endpoint_id, message_id) WHERE next_attempt_at IS NOT NULL;
 CREATE INDEX deliveries_by_endpoint ON deliveries (endpoint_id, message_id);
+-- recover (an endpoint's failed deliveries) and the endpoint's delivery log filtered by status.
+CREATE INDEX deliveries_by_endpoint_status ON deliveries (endpoint_id, status, message_id);
 
 CREATE TABLE attempts (
     id                   TEXT PRIMARY KEY,
@@ -72,6 +85,7 @@ CREATE TABLE attempts (
     url                  TEXT NOT NULL,
     response_status_code INTEGER NOT NULL,
     response             TEXT NOT NULL,
+    response_head        TEXT NOT NULL,
     response_duration_ms INTEGER NOT NULL,
     status               INTEGER NOT NULL,
     trigger_type         INTEGER NOT NULL,

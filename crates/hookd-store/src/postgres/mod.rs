@@ -13,6 +13,7 @@
 //! Queries are prepared at run time (`sqlx::query`), never checked against a database at build
 //! time, so building hookd needs no PostgreSQL.
 
+mod queue;
 mod rows;
 
 use std::str::FromStr;
@@ -95,12 +96,44 @@ fn sql(text: String) -> Query<'static, Postgres, PgArguments> {
     sqlx::query(AssertSqlSafe(text))
 }
 
-/// Maps a unique-key violation (SQLSTATE 23505) to a conflict described by `what`; any other
-/// failure is the database's.
-fn conflict(what: String) -> impl FnOnce(sqlx::Error) -> StoreError {
+/// Maps a unique-key violation (SQLSTATE 23505) to a conflict described by `what`, and a
+/// foreign-key violation (23503: the parent row does not exist) to `parent` not found; any
+/// other failure is the database's.
+fn refused(what: String, parent: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError {
     move |error| match error.as_database_error() {
         Some(db) if db.is_unique_violation() => StoreError::Conflict(what),
+        Some(db) if db.is_foreign_key_violation() => {
+            StoreError::NotFound(db.constraint().map_or(parent, fk_parent))
+        }
         _ => error.into(),
+    }
+}
+
+/// Maps a unique-key violation to a conflict described by `what` (for writes without parents).
+fn conflict(what: String) -> impl FnOnce(sqlx::Error) -> StoreError {
+    refused(what, "referenced record")
+}
+
+/// Maps a foreign-key violation to its parent not found (for writes without unique keys).
+fn missing(parent: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError {
+    move |error| match error.as_database_error() {
+        Some(db) if db.is_foreign_key_violation() => {
+            StoreError::NotFound(db.constraint().map_or(parent, fk_parent))
+        }
+        _ => error.into(),
+    }
+}
+
+/// The record a foreign key (named `<table>_<column>_fkey`, PostgreSQL's default) refers to.
+fn fk_parent(constraint: &str) -> &'static str {
+    if constraint.ends_with("_message_id_fkey") {
+        "message"
+    } else if constraint.ends_with("_endpoint_id_fkey") {
+        "endpoint"
+    } else if constraint.ends_with("_app_id_fkey") {
+        "application"
+    } else {
+        "referenced record"
     }
 }
 
@@ -259,8 +292,9 @@ impl Store for PgStore {
     async fn create_endpoint(&self, ep: &Endpoint) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO endpoints (id, app_id, uid, url, description, event_types, channels,
-             disabled, throttle_rate, metadata, headers, secret, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+             disabled, throttle_rate, metadata, headers, secret, created_at, updated_at,
+             disabled_reason, disabled_at, timeout_secs)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
         )
         .bind(ep.id.as_str())
         .bind(ep.app_id.as_str())
@@ -276,9 +310,15 @@ impl Store for PgStore {
         .bind(&ep.secret)
         .bind(ep.created_at.as_millis())
         .bind(ep.updated_at.as_millis())
+        .bind(ep.disabled_reason.as_deref())
+        .bind(ep.disabled_at.map(Timestamp::as_millis))
+        .bind(ep.timeout_secs.map(i64::from))
         .execute(&self.pool)
         .await
-        .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
+        .map_err(refused(
+            taken::endpoint_uid(ep.uid.as_deref()),
+            "application",
+        ))?;
         Ok(())
     }
 
@@ -308,10 +348,15 @@ impl Store for PgStore {
     }
 
     async fn update_endpoint(&self, ep: &Endpoint) -> Result<(), StoreError> {
+        // Enabling a disabled endpoint starts its failure streak afresh (SET expressions read
+        // the row as it was).
         let done = sqlx::query(
             "UPDATE endpoints SET uid = $2, url = $3, description = $4, event_types = $5,
              channels = $6, disabled = $7, throttle_rate = $8, metadata = $9, headers = $10,
-             secret = $11, updated_at = $12 WHERE id = $1",
+             secret = $11, updated_at = $12, disabled_reason = $13, disabled_at = $14,
+             timeout_secs = $15,
+             failing_since = CASE WHEN disabled AND NOT $7 THEN NULL ELSE failing_since END
+             WHERE id = $1",
         )
         .bind(ep.id.as_str())
         .bind(ep.uid.as_deref())
@@ -325,6 +370,9 @@ impl Store for PgStore {
         .bind(encode(&ep.headers))
         .bind(&ep.secret)
         .bind(ep.updated_at.as_millis())
+        .bind(ep.disabled_reason.as_deref())
+        .bind(ep.disabled_at.map(Timestamp::as_millis))
+        .bind(ep.timeout_secs.map(i64::from))
         .execute(&self.pool)
         .await
         .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
@@ -419,7 +467,10 @@ impl Store for PgStore {
         .execute(&mut *tx)
         .await
         // Dropping `tx` on this early return rolls it back: nothing is written.
-        .map_err(conflict(taken::event_id(message.event_id.as_deref())))?;
+        .map_err(refused(
+            taken::event_id(message.event_id.as_deref()),
+            "application",
+        ))?;
         let endpoints = sql(format!(
             "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = $1 AND NOT e.disabled"
         ))
@@ -566,43 +617,6 @@ impl Store for PgStore {
         attempt_page(&self.pool, query, filter, page).await
     }
 
-    async fn record_attempt(&self, a: &Attempt, d: &Delivery) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code, response,
-             response_duration_ms, status, trigger_type, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        )
-        .bind(a.id.as_str())
-        .bind(a.message_id.as_str())
-        .bind(a.endpoint_id.as_str())
-        .bind(&a.url)
-        .bind(i64::from(a.response_status_code))
-        .bind(&a.response)
-        .bind(a.response_duration_ms)
-        .bind(i64::from(a.status.code()))
-        .bind(i64::from(a.trigger_type.code()))
-        .bind(a.created_at.as_millis())
-        .execute(&mut *tx)
-        .await?;
-        let done = sqlx::query(
-            "UPDATE deliveries SET status = $3, attempt_count = $4, next_attempt_at = $5,
-             updated_at = $6 WHERE message_id = $1 AND endpoint_id = $2",
-        )
-        .bind(d.message_id.as_str())
-        .bind(d.endpoint_id.as_str())
-        .bind(i64::from(d.status.code()))
-        .bind(i64::from(d.attempt_count))
-        .bind(d.next_attempt_at.map(Timestamp::as_millis))
-        .bind(d.updated_at.as_millis())
-        .execute(&mut *tx)
-        .await?;
-        // A missing delivery drops `tx` uncommitted, so the attempt is not kept either.
-        touched(done.rows_affected(), "delivery")?;
-        tx.commit().await?;
-        Ok(())
-    }
-
     async fn get_attempt(
         &self,
         message: &Message,
@@ -628,7 +642,7 @@ impl Store for PgStore {
         .bind(token.expires_at.map(Timestamp::as_millis))
         .execute(&self.pool)
         .await
-        .map_err(conflict(taken::token()))?;
+        .map_err(refused(taken::token(), "application"))?;
         Ok(())
     }
 

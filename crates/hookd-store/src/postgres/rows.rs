@@ -11,8 +11,9 @@ use hookd_core::{AppId, AttemptId, EndpointId, MessageId, Timestamp};
 use sqlx::postgres::PgRow;
 use sqlx::{Decode, Postgres, Row, Type};
 
+use crate::columns::{DELIVERY_WIDTH, MESSAGE_WIDTH};
 use crate::json::{decode, decode_opt};
-use crate::{ApiToken, StoreError, StoredResponse};
+use crate::{ApiToken, ClaimedDelivery, StoreError, StoredResponse};
 
 /// A decoded record, or why the row did not decode.
 pub type Decoded<T> = Result<T, StoreError>;
@@ -63,21 +64,30 @@ pub fn app(row: &PgRow) -> Decoded<Application> {
 }
 
 pub fn endpoint(row: &PgRow) -> Decoded<Endpoint> {
+    endpoint_at(row, 0)
+}
+
+/// An endpoint whose columns start at `offset` (after other records', in a join).
+pub fn endpoint_at(row: &PgRow, offset: usize) -> Decoded<Endpoint> {
+    let at = |i: usize| offset + i;
     Ok(Endpoint {
-        id: EndpointId::from_stored(get(row, 0)?),
-        app_id: AppId::from_stored(get(row, 1)?),
-        uid: get(row, 2)?,
-        url: get(row, 3)?,
-        description: get(row, 4)?,
-        event_types: decode_opt(get(row, 5)?)?,
-        channels: decode_opt(get(row, 6)?)?,
-        disabled: get(row, 7)?,
-        throttle_rate: opt_int(row, 8)?,
-        metadata: decode(get(row, 9)?)?,
-        headers: decode(get(row, 10)?)?,
-        secret: get(row, 11)?,
-        created_at: time(row, 12)?,
-        updated_at: time(row, 13)?,
+        id: EndpointId::from_stored(get(row, at(0))?),
+        app_id: AppId::from_stored(get(row, at(1))?),
+        uid: get(row, at(2))?,
+        url: get(row, at(3))?,
+        description: get(row, at(4))?,
+        event_types: decode_opt(get(row, at(5))?)?,
+        channels: decode_opt(get(row, at(6))?)?,
+        disabled: get(row, at(7))?,
+        throttle_rate: opt_int(row, at(8))?,
+        metadata: decode(get(row, at(9))?)?,
+        headers: decode(get(row, at(10))?)?,
+        secret: get(row, at(11))?,
+        created_at: time(row, at(12))?,
+        updated_at: time(row, at(13))?,
+        disabled_reason: get(row, at(14))?,
+        disabled_at: opt_time(row, at(15))?,
+        timeout_secs: opt_int(row, at(16))?,
     })
 }
 
@@ -95,14 +105,20 @@ pub fn event_type(row: &PgRow) -> Decoded<EventType> {
 }
 
 pub fn message(row: &PgRow) -> Decoded<Message> {
+    message_at(row, 0)
+}
+
+/// A message whose columns start at `offset` (after other records', in a join).
+pub fn message_at(row: &PgRow, offset: usize) -> Decoded<Message> {
+    let at = |i: usize| offset + i;
     Ok(Message {
-        id: MessageId::from_stored(get(row, 0)?),
-        app_id: AppId::from_stored(get(row, 1)?),
-        event_type: get(row, 2)?,
-        event_id: get(row, 3)?,
-        channels: decode_opt(get(row, 4)?)?,
-        payload: get(row, 5)?,
-        created_at: time(row, 6)?,
+        id: MessageId::from_stored(get(row, at(0))?),
+        app_id: AppId::from_stored(get(row, at(1))?),
+        event_type: get(row, at(2))?,
+        event_id: get(row, at(3))?,
+        channels: decode_opt(get(row, at(4))?)?,
+        payload: get(row, at(5))?,
+        created_at: time(row, at(6))?,
     })
 }
 
@@ -130,6 +146,17 @@ pub fn attempt(row: &PgRow) -> Decoded<Attempt> {
         status: DeliveryStatus::from_code(get(row, 7)?),
         trigger_type: TriggerType::from_code(get(row, 8)?),
         created_at: time(row, 9)?,
+        response_head: get(row, 10)?,
+    })
+}
+
+/// A row of `{DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}, {ENDPOINT_COLUMNS}`.
+pub fn claimed(row: &PgRow) -> Decoded<ClaimedDelivery> {
+    Ok(ClaimedDelivery {
+        delivery: delivery_at(row, 0)?,
+        manual: get(row, DELIVERY_WIDTH)?,
+        message: message_at(row, DELIVERY_WIDTH + 1)?,
+        endpoint: endpoint_at(row, DELIVERY_WIDTH + 1 + MESSAGE_WIDTH)?,
     })
 }
 

@@ -5,6 +5,7 @@
 //! [`crate::postgres`]; the behavioural tests hold both to one contract.
 
 mod db;
+mod queue;
 mod rows;
 
 use std::path::Path;
@@ -15,7 +16,7 @@ use hookd_core::model::{
 };
 use hookd_core::{AppId, Timestamp};
 use rusqlite::types::Value;
-use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use rusqlite::{Connection, OptionalExtension, ffi, params, params_from_iter};
 
 use crate::error::{taken, touched};
 use crate::json::{encode, encode_opt};
@@ -47,10 +48,41 @@ impl SqliteStore {
     }
 }
 
-/// Maps a unique-constraint violation to a conflict described by `what`.
+/// The kinds of constraint violation the store tells apart.
+enum Violation {
+    /// A UNIQUE or PRIMARY KEY constraint: the key is taken.
+    Taken,
+    /// A FOREIGN KEY constraint: the parent row does not exist.
+    MissingParent,
+}
+
+fn violation(error: &rusqlite::Error) -> Option<Violation> {
+    match error.sqlite_error()?.extended_code {
+        ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => Some(Violation::Taken),
+        ffi::SQLITE_CONSTRAINT_FOREIGNKEY => Some(Violation::MissingParent),
+        _ => None,
+    }
+}
+
+/// Maps a taken unique key to a conflict described by `what`, and a missing parent row (a
+/// FOREIGN KEY violation) to `parent` not found; any other failure is the database's.
+fn refused(what: String, parent: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    move |error| match violation(&error) {
+        Some(Violation::Taken) => StoreError::Conflict(what),
+        Some(Violation::MissingParent) => StoreError::NotFound(parent),
+        None => error.into(),
+    }
+}
+
+/// Maps a taken unique key to a conflict described by `what` (for writes without parents).
 fn conflict(what: String) -> impl FnOnce(rusqlite::Error) -> StoreError {
-    move |error| match error.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::ConstraintViolation) => StoreError::Conflict(what),
+    refused(what, "referenced record")
+}
+
+/// Maps a missing parent row to `parent` not found (for writes without unique keys).
+fn missing(parent: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    move |error| match violation(&error) {
+        Some(Violation::MissingParent) => StoreError::NotFound(parent),
         _ => error.into(),
     }
 }
@@ -127,7 +159,10 @@ fn insert_message(conn: &Connection, message: &Message) -> Result<CreatedMessage
             message.payload,
             message.created_at.as_millis(),
         ]);
-    inserted.map_err(conflict(taken::event_id(message.event_id.as_deref())))?;
+    inserted.map_err(refused(
+        taken::event_id(message.event_id.as_deref()),
+        "application",
+    ))?;
     let endpoints = collect(
         conn,
         &format!(
@@ -244,8 +279,9 @@ impl Store for SqliteStore {
             .write(move |conn| {
                 conn.prepare_cached(
                     "INSERT INTO endpoints (id, app_id, uid, url, description, event_types, channels,
-                     disabled, throttle_rate, metadata, headers, secret, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                     disabled, throttle_rate, metadata, headers, secret, created_at, updated_at,
+                     disabled_reason, disabled_at, timeout_secs)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                 )?
                 .execute(params![
                     ep.id.as_str(),
@@ -262,8 +298,11 @@ impl Store for SqliteStore {
                     ep.secret,
                     ep.created_at.as_millis(),
                     ep.updated_at.as_millis(),
+                    ep.disabled_reason,
+                    ep.disabled_at.map(Timestamp::as_millis),
+                    ep.timeout_secs,
                 ])
-                .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
+                .map_err(refused(taken::endpoint_uid(ep.uid.as_deref()), "application"))?;
                 Ok(())
             })
             .await
@@ -312,9 +351,14 @@ impl Store for SqliteStore {
             .write(move |conn| {
                 let rows = conn
                     .prepare_cached(
+                        // Enabling a disabled endpoint starts its failure streak afresh (SET
+                        // expressions read the row as it was).
                         "UPDATE endpoints SET uid = ?2, url = ?3, description = ?4, event_types = ?5,
                          channels = ?6, disabled = ?7, throttle_rate = ?8, metadata = ?9, headers = ?10,
-                         secret = ?11, updated_at = ?12 WHERE id = ?1",
+                         secret = ?11, updated_at = ?12, disabled_reason = ?13, disabled_at = ?14,
+                         timeout_secs = ?15,
+                         failing_since = CASE WHEN disabled AND NOT ?7 THEN NULL ELSE failing_since END
+                         WHERE id = ?1",
                     )?
                     .execute(params![
                         ep.id.as_str(),
@@ -329,6 +373,9 @@ impl Store for SqliteStore {
                         encode(&ep.headers),
                         ep.secret,
                         ep.updated_at.as_millis(),
+                        ep.disabled_reason,
+                        ep.disabled_at.map(Timestamp::as_millis),
+                        ep.timeout_secs,
                     ])
                     .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
                 touched(rows as u64, "endpoint")
@@ -577,49 +624,6 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn record_attempt(
-        &self,
-        attempt: &Attempt,
-        delivery: &Delivery,
-    ) -> Result<(), StoreError> {
-        let (a, d) = (attempt.clone(), delivery.clone());
-        self.db
-            .write(move |conn| {
-                conn.prepare_cached(
-                    "INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code, response,
-                     response_duration_ms, status, trigger_type, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                )?
-                .execute(params![
-                    a.id.as_str(),
-                    a.message_id.as_str(),
-                    a.endpoint_id.as_str(),
-                    a.url,
-                    a.response_status_code,
-                    a.response,
-                    a.response_duration_ms,
-                    a.status.code(),
-                    a.trigger_type.code(),
-                    a.created_at.as_millis(),
-                ])?;
-                let rows = conn
-                    .prepare_cached(
-                        "UPDATE deliveries SET status = ?3, attempt_count = ?4, next_attempt_at = ?5,
-                         updated_at = ?6 WHERE message_id = ?1 AND endpoint_id = ?2",
-                    )?
-                    .execute(params![
-                        d.message_id.as_str(),
-                        d.endpoint_id.as_str(),
-                        d.status.code(),
-                        d.attempt_count,
-                        d.next_attempt_at.map(Timestamp::as_millis),
-                        d.updated_at.as_millis(),
-                    ])?;
-                touched(rows as u64, "delivery")
-            })
-            .await
-    }
-
     async fn get_attempt(
         &self,
         message: &Message,
@@ -656,7 +660,7 @@ impl Store for SqliteStore {
                         token.expires_at.map(Timestamp::as_millis),
                     ],
                 )
-                .map_err(conflict(taken::token()))?;
+                .map_err(refused(taken::token(), "application"))?;
                 Ok(())
             })
             .await

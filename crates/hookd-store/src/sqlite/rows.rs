@@ -7,12 +7,12 @@ use hookd_core::model::{
 use hookd_core::{AppId, AttemptId, EndpointId, MessageId, Timestamp};
 use rusqlite::Row;
 
-use crate::StoreError;
 pub use crate::columns::{
-    APP_COLUMNS, ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, ENDPOINT_WIDTH,
-    EVENT_TYPE_COLUMNS, MESSAGE_COLUMNS, MESSAGE_WIDTH, TOKEN_COLUMNS,
+    APP_COLUMNS, ATTEMPT_COLUMNS, DELIVERY_COLUMNS, DELIVERY_WIDTH, ENDPOINT_COLUMNS,
+    ENDPOINT_WIDTH, EVENT_TYPE_COLUMNS, MESSAGE_COLUMNS, MESSAGE_WIDTH, TOKEN_COLUMNS,
 };
 use crate::json::{decode, decode_opt};
+use crate::{ClaimedDelivery, StoreError};
 
 /// A decoded record, or why the row did not decode.
 pub type Decoded<T> = Result<T, StoreError>;
@@ -31,25 +31,36 @@ pub fn app(row: &Row<'_>) -> Decoded<Application> {
 }
 
 pub fn endpoint(row: &Row<'_>) -> Decoded<Endpoint> {
-    let event_types: Option<String> = row.get(5)?;
-    let channels: Option<String> = row.get(6)?;
-    let metadata: String = row.get(9)?;
-    let headers: String = row.get(10)?;
+    endpoint_at(row, 0)
+}
+
+/// An endpoint whose columns start at `offset` (after other records', in a join).
+pub fn endpoint_at(row: &Row<'_>, offset: usize) -> Decoded<Endpoint> {
+    let at = |i: usize| offset + i;
+    let event_types: Option<String> = row.get(at(5))?;
+    let channels: Option<String> = row.get(at(6))?;
+    let metadata: String = row.get(at(9))?;
+    let headers: String = row.get(at(10))?;
     Ok(Endpoint {
-        id: EndpointId::from_stored(row.get(0)?),
-        app_id: AppId::from_stored(row.get(1)?),
-        uid: row.get(2)?,
-        url: row.get(3)?,
-        description: row.get(4)?,
+        id: EndpointId::from_stored(row.get(at(0))?),
+        app_id: AppId::from_stored(row.get(at(1))?),
+        uid: row.get(at(2))?,
+        url: row.get(at(3))?,
+        description: row.get(at(4))?,
         event_types: decode_opt(event_types)?,
         channels: decode_opt(channels)?,
-        disabled: row.get(7)?,
-        throttle_rate: row.get(8)?,
+        disabled: row.get(at(7))?,
+        throttle_rate: row.get(at(8))?,
         metadata: decode(&metadata)?,
         headers: decode(&headers)?,
-        secret: row.get(11)?,
-        created_at: Timestamp::from_millis(row.get(12)?),
-        updated_at: Timestamp::from_millis(row.get(13)?),
+        secret: row.get(at(11))?,
+        created_at: Timestamp::from_millis(row.get(at(12))?),
+        updated_at: Timestamp::from_millis(row.get(at(13))?),
+        disabled_reason: row.get(at(14))?,
+        disabled_at: row
+            .get::<_, Option<i64>>(at(15))?
+            .map(Timestamp::from_millis),
+        timeout_secs: row.get(at(16))?,
     })
 }
 
@@ -111,6 +122,17 @@ pub fn attempt(row: &Row<'_>) -> Decoded<Attempt> {
         status: DeliveryStatus::from_code(row.get(7)?),
         trigger_type: TriggerType::from_code(row.get(8)?),
         created_at: Timestamp::from_millis(row.get(9)?),
+        response_head: row.get(10)?,
+    })
+}
+
+/// A row of `{DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}, {ENDPOINT_COLUMNS}`.
+pub fn claimed(row: &Row<'_>) -> Decoded<ClaimedDelivery> {
+    Ok(ClaimedDelivery {
+        delivery: delivery_at(row, 0)?,
+        manual: row.get(DELIVERY_WIDTH)?,
+        message: message_at(row, DELIVERY_WIDTH + 1)?,
+        endpoint: endpoint_at(row, DELIVERY_WIDTH + 1 + MESSAGE_WIDTH)?,
     })
 }
 

@@ -1,5 +1,9 @@
 //! Fresh stores for the behavioural suite: a SQLite file in a temporary directory, and a
 //! PostgreSQL database made for one test and dropped after it (see `hookd_store::testing`).
+//! Each test binary uses part of this module.
+#![allow(dead_code)]
+
+pub mod fixtures;
 
 use hookd_store::postgres::PgStore;
 use hookd_store::sqlite::SqliteStore;

@@ -1,0 +1,203 @@
+//! [`DeliveryQueue`] on PostgreSQL, where several processes claim from one table at once.
+//!
+//! A claim locks its candidate rows with `FOR UPDATE SKIP LOCKED`: a row another claimer holds
+//! is skipped rather than waited for, and a row another claimer has already marked `sending`
+//! fails the due-time check when re-read after its lock is released. So concurrent claimers
+//! never get the same delivery, and never block one another.
+
+use async_trait::async_trait;
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus};
+use hookd_core::{EndpointId, MessageId, Timestamp};
+
+use super::{PgStore, missing, rows, sql};
+use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
+use crate::error::touched;
+use crate::queue::candidate_limit;
+use crate::{ClaimRequest, ClaimedDelivery, DeliveryQueue, StoreError};
+
+#[async_trait]
+impl DeliveryQueue for PgStore {
+    async fn claim_due(&self, request: &ClaimRequest) -> Result<Vec<ClaimedDelivery>, StoreError> {
+        if request.limit == 0 || request.per_endpoint == 0 {
+            return Ok(Vec::new());
+        }
+        let skip: Vec<&str> = request
+            .skip_endpoints
+            .iter()
+            .map(EndpointId::as_str)
+            .collect();
+        // Locking and ranking are separate steps: PostgreSQL allows no window function beside
+        // FOR UPDATE in one SELECT. `candidates` is MATERIALIZED so it runs (and locks) once.
+        // The claimed rows' messages and endpoints come back from the same statement.
+        let rows = sql(format!(
+            "WITH candidates AS MATERIALIZED (
+                 SELECT d.message_id, d.endpoint_id, d.next_attempt_at
+                 FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
+                 WHERE d.next_attempt_at <= $1 AND NOT e.disabled
+                   AND d.endpoint_id <> ALL ($2::text[])
+                 ORDER BY d.next_attempt_at
+                 LIMIT $3
+                 FOR UPDATE OF d SKIP LOCKED
+             ), ranked AS (
+                 SELECT message_id, endpoint_id, next_attempt_at, ROW_NUMBER() OVER (
+                     PARTITION BY endpoint_id ORDER BY next_attempt_at, message_id
+                 ) AS endpoint_rank
+                 FROM candidates
+             ), chosen AS (
+                 SELECT message_id, endpoint_id, next_attempt_at AS due FROM ranked
+                 WHERE endpoint_rank <= $4
+                 ORDER BY next_attempt_at, message_id
+                 LIMIT $5
+             ), claimed AS (
+                 UPDATE deliveries d SET status = $6, next_attempt_at = $7, updated_at = $1
+                 FROM chosen c WHERE d.message_id = c.message_id AND d.endpoint_id = c.endpoint_id
+                 RETURNING {DELIVERY_COLUMNS}, d.manual, c.due
+             )
+             SELECT {DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}, {ENDPOINT_COLUMNS}
+             FROM claimed d
+             JOIN messages m ON m.id = d.message_id
+             JOIN endpoints e ON e.id = d.endpoint_id
+             ORDER BY d.due, d.message_id, d.endpoint_id"
+        ))
+        .bind(request.now.as_millis())
+        .bind(&skip)
+        .bind(sql_count(candidate_limit(request.limit)))
+        .bind(sql_count(request.per_endpoint))
+        .bind(sql_count(request.limit))
+        .bind(i64::from(DeliveryStatus::Sending.code()))
+        .bind(request.lease_until.as_millis())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::claimed).collect()
+    }
+
+    async fn record_attempt(
+        &self,
+        a: &Attempt,
+        d: &Delivery,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // The endpoint row first, as deleting an endpoint locks it before its deliveries: the
+        // same order cannot deadlock. A success ends the failure streak; a failure starts one
+        // unless started. Any early return drops `tx` uncommitted: nothing is kept.
+        let streak: Option<Option<i64>> = sqlx::query_scalar(
+            "UPDATE endpoints SET failing_since =
+                 CASE WHEN $2 THEN NULL ELSE COALESCE(failing_since, $3) END
+             WHERE id = $1 RETURNING failing_since",
+        )
+        .bind(a.endpoint_id.as_str())
+        .bind(a.status == DeliveryStatus::Success)
+        .bind(a.created_at.as_millis())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let streak = streak.ok_or(StoreError::NotFound("endpoint"))?;
+        let done = sqlx::query(
+            "UPDATE deliveries SET status = $3, attempt_count = $4, next_attempt_at = $5,
+             updated_at = $6, manual = false WHERE message_id = $1 AND endpoint_id = $2",
+        )
+        .bind(d.message_id.as_str())
+        .bind(d.endpoint_id.as_str())
+        .bind(i64::from(d.status.code()))
+        .bind(i64::from(d.attempt_count))
+        .bind(d.next_attempt_at.map(Timestamp::as_millis))
+        .bind(d.updated_at.as_millis())
+        .execute(&mut *tx)
+        .await?;
+        touched(done.rows_affected(), "delivery")?;
+        sqlx::query(
+            "INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code, response,
+             response_head, response_duration_ms, status, trigger_type, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(a.id.as_str())
+        .bind(a.message_id.as_str())
+        .bind(a.endpoint_id.as_str())
+        .bind(&a.url)
+        .bind(i64::from(a.response_status_code))
+        .bind(&a.response)
+        .bind(&a.response_head)
+        .bind(a.response_duration_ms)
+        .bind(i64::from(a.status.code()))
+        .bind(i64::from(a.trigger_type.code()))
+        .bind(a.created_at.as_millis())
+        .execute(&mut *tx)
+        .await
+        .map_err(missing("delivery"))?;
+        tx.commit().await?;
+        Ok(streak.map(Timestamp::from_millis))
+    }
+
+    async fn disable_endpoint(
+        &self,
+        endpoint: &EndpointId,
+        reason: &str,
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE endpoints SET disabled = true, disabled_reason = $2, disabled_at = $3,
+             updated_at = $3 WHERE id = $1",
+        )
+        .bind(endpoint.as_str())
+        .bind(reason)
+        .bind(at.as_millis())
+        .execute(&self.pool)
+        .await?;
+        touched(done.rows_affected(), "endpoint")
+    }
+
+    async fn resend(
+        &self,
+        message: &MessageId,
+        endpoint: &EndpointId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        // A delivery in flight (`sending`) is left alone: the update's WHERE fails. A missing
+        // message or endpoint is named by the violated foreign key.
+        let done = sqlx::query(
+            "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
+             next_attempt_at, updated_at, manual) VALUES ($1, $2, $3, 0, $4, $4, true)
+             ON CONFLICT (message_id, endpoint_id) DO UPDATE SET status = $3,
+             next_attempt_at = $4, updated_at = $4, manual = true
+             WHERE deliveries.status <> $5",
+        )
+        .bind(message.as_str())
+        .bind(endpoint.as_str())
+        .bind(i64::from(DeliveryStatus::Pending.code()))
+        .bind(now.as_millis())
+        .bind(i64::from(DeliveryStatus::Sending.code()))
+        .execute(&self.pool)
+        .await
+        .map_err(missing("message"))?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn recover(
+        &self,
+        endpoint: &EndpointId,
+        since: Timestamp,
+        until: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE deliveries d SET status = $2, attempt_count = 0, next_attempt_at = $5,
+             updated_at = $5, manual = false
+             FROM messages m
+             WHERE m.id = d.message_id AND d.endpoint_id = $1 AND d.status = $6
+               AND m.created_at >= $3 AND ($4::bigint IS NULL OR m.created_at < $4)",
+        )
+        .bind(endpoint.as_str())
+        .bind(i64::from(DeliveryStatus::Pending.code()))
+        .bind(since.as_millis())
+        .bind(until.map(Timestamp::as_millis))
+        .bind(now.as_millis())
+        .bind(i64::from(DeliveryStatus::Fail.code()))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+/// A count as PostgreSQL binds it.
+fn sql_count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}

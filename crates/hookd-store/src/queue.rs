@@ -1,0 +1,94 @@
+//! [`DeliveryQueue`]: the deliveries table seen as the delivery engine's work queue.
+//!
+//! A pending delivery is due when its `next_attempt_at` has passed. Claiming one marks it
+//! `sending` and pushes `next_attempt_at` to the end of a lease: a process that dies mid-attempt
+//! simply lets the lease run out, and the delivery becomes due again for whoever claims next.
+//! Recording the attempt ends the lease, either finished (success, or failed for good) or with
+//! the next retry's due time.
+
+use async_trait::async_trait;
+use hookd_core::model::{Attempt, Delivery, Endpoint, Message};
+use hookd_core::{EndpointId, MessageId, Timestamp};
+
+use crate::StoreError;
+
+/// What to claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimRequest {
+    /// Deliveries due at or before this time are claimable.
+    pub now: Timestamp,
+    /// Claimed deliveries become due again at this time unless an attempt is recorded first.
+    pub lease_until: Timestamp,
+    /// At most this many deliveries in all.
+    pub limit: usize,
+    /// At most this many deliveries of any one endpoint, oldest due first, so one endpoint's
+    /// backlog cannot fill a claim.
+    pub per_endpoint: usize,
+    /// Endpoints to leave alone this time (at their concurrency or rate limit).
+    pub skip_endpoints: Vec<EndpointId>,
+}
+
+/// A delivery claimed for one attempt, with everything the attempt needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimedDelivery {
+    /// The delivery as claimed (status `sending`, `next_attempt_at` the lease's end).
+    pub delivery: Delivery,
+    pub message: Message,
+    pub endpoint: Endpoint,
+    /// Whether this attempt was asked for by hand (resend), rather than scheduled.
+    pub manual: bool,
+}
+
+/// The queue operations of the delivery engine and of the API's resend and recover.
+#[async_trait]
+pub trait DeliveryQueue: Send + Sync {
+    /// Claims due deliveries of enabled endpoints, oldest due first, within the request's
+    /// limits. Deliveries of disabled endpoints stay pending (nothing is lost) until the
+    /// endpoint is enabled again. On PostgreSQL, concurrent claimers never get the same row.
+    async fn claim_due(&self, request: &ClaimRequest) -> Result<Vec<ClaimedDelivery>, StoreError>;
+
+    /// Records an attempt and moves its delivery to `next` (status, attempt count, due time;
+    /// the manual flag is cleared), and keeps the endpoint's failure streak: a success clears
+    /// it, a failure starts it if not started. Returns when the endpoint's current streak of
+    /// failures began (`None` after a success). One transaction.
+    async fn record_attempt(
+        &self,
+        attempt: &Attempt,
+        next: &Delivery,
+    ) -> Result<Option<Timestamp>, StoreError>;
+
+    /// Disables an endpoint, noting why and when; its pending deliveries wait.
+    async fn disable_endpoint(
+        &self,
+        endpoint: &EndpointId,
+        reason: &str,
+        at: Timestamp,
+    ) -> Result<(), StoreError>;
+
+    /// Queues one manual attempt of `message` to `endpoint`, due at `now`, creating the delivery
+    /// if the message was never routed there. A delivery in flight is left alone (it is being
+    /// sent already). Returns whether an attempt was queued.
+    async fn resend(
+        &self,
+        message: &MessageId,
+        endpoint: &EndpointId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
+
+    /// Re-queues an endpoint's failed deliveries of messages created in `[since, until)`, due at
+    /// `now` with a fresh retry schedule. Returns how many.
+    async fn recover(
+        &self,
+        endpoint: &EndpointId,
+        since: Timestamp,
+        until: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<u64, StoreError>;
+}
+
+/// How many of the oldest due deliveries a claim of `limit` looks at before applying the
+/// per-endpoint cap: enough that one endpoint's backlog rarely crowds out the others, few
+/// enough that the scan (and, on PostgreSQL, the row locks) stay cheap.
+pub(crate) fn candidate_limit(limit: usize) -> usize {
+    limit.saturating_mul(4).clamp(256, 4096).max(limit)
+}

@@ -1,0 +1,261 @@
+//! [`DeliveryQueue`] on SQLite.
+//!
+//! Every queue write runs in one [`super::Db::write`] closure. The single writer thread makes a
+//! claim atomic without row locks: no other write can run between choosing the due rows and
+//! marking them `sending`, so two claimers never get the same delivery.
+
+use async_trait::async_trait;
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus};
+use hookd_core::{EndpointId, MessageId, Timestamp};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{SqliteStore, missing, rows};
+use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
+use crate::error::touched;
+use crate::json::encode;
+use crate::queue::candidate_limit;
+use crate::{ClaimRequest, ClaimedDelivery, DeliveryQueue, StoreError};
+
+#[async_trait]
+impl DeliveryQueue for SqliteStore {
+    async fn claim_due(&self, request: &ClaimRequest) -> Result<Vec<ClaimedDelivery>, StoreError> {
+        if request.limit == 0 || request.per_endpoint == 0 {
+            return Ok(Vec::new());
+        }
+        let request = request.clone();
+        self.db.write(move |conn| claim(conn, &request)).await
+    }
+
+    async fn record_attempt(
+        &self,
+        attempt: &Attempt,
+        next: &Delivery,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        let (a, d) = (attempt.clone(), next.clone());
+        self.db.write(move |conn| record(conn, &a, &d)).await
+    }
+
+    async fn disable_endpoint(
+        &self,
+        endpoint: &EndpointId,
+        reason: &str,
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        let (endpoint, reason) = (endpoint.clone(), reason.to_owned());
+        self.db
+            .write(move |conn| {
+                let rows = conn
+                    .prepare_cached(
+                        "UPDATE endpoints SET disabled = 1, disabled_reason = ?2, disabled_at = ?3,
+                         updated_at = ?3 WHERE id = ?1",
+                    )?
+                    .execute(params![endpoint.as_str(), reason, at.as_millis()])?;
+                touched(rows as u64, "endpoint")
+            })
+            .await
+    }
+
+    async fn resend(
+        &self,
+        message: &MessageId,
+        endpoint: &EndpointId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let (message, endpoint) = (message.clone(), endpoint.clone());
+        self.db
+            .write(move |conn| {
+                // A delivery in flight (`sending`) is left alone: the update's WHERE fails.
+                let queued = conn
+                    .prepare_cached(
+                        "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
+                         next_attempt_at, updated_at, manual) VALUES (?1, ?2, ?3, 0, ?4, ?4, 1)
+                         ON CONFLICT (message_id, endpoint_id) DO UPDATE SET status = ?3,
+                         next_attempt_at = ?4, updated_at = ?4, manual = 1
+                         WHERE deliveries.status <> ?5",
+                    )?
+                    .execute(params![
+                        message.as_str(),
+                        endpoint.as_str(),
+                        DeliveryStatus::Pending.code(),
+                        now.as_millis(),
+                        DeliveryStatus::Sending.code(),
+                    ]);
+                match queued {
+                    Ok(rows) => Ok(rows > 0),
+                    // SQLite does not say which parent is missing: look.
+                    Err(error) => Err(match missing("message")(error) {
+                        StoreError::NotFound(_) => missing_parent(conn, &message)?,
+                        other => other,
+                    }),
+                }
+            })
+            .await
+    }
+
+    async fn recover(
+        &self,
+        endpoint: &EndpointId,
+        since: Timestamp,
+        until: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        let endpoint = endpoint.clone();
+        self.db
+            .write(move |conn| {
+                let rows = conn
+                    .prepare_cached(
+                        "UPDATE deliveries SET status = ?2, attempt_count = 0, next_attempt_at = ?5,
+                         updated_at = ?5, manual = 0
+                         WHERE endpoint_id = ?1 AND status = ?6 AND EXISTS (
+                             SELECT 1 FROM messages m WHERE m.id = deliveries.message_id
+                             AND m.created_at >= ?3 AND (?4 IS NULL OR m.created_at < ?4))",
+                    )?
+                    .execute(params![
+                        endpoint.as_str(),
+                        DeliveryStatus::Pending.code(),
+                        since.as_millis(),
+                        until.map(Timestamp::as_millis),
+                        now.as_millis(),
+                        DeliveryStatus::Fail.code(),
+                    ])?;
+                Ok(rows as u64)
+            })
+            .await
+    }
+}
+
+/// Marks the chosen due deliveries `sending` until the lease ends, then loads what their
+/// attempts need. Runs on the writer thread, so nothing else writes in between.
+fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDelivery>, StoreError> {
+    // Candidates: the oldest due deliveries of enabled, not skipped endpoints (a bounded scan of
+    // deliveries_due). Of those, at most `per_endpoint` per endpoint, at most `limit` in all.
+    let skip: Vec<&str> = request
+        .skip_endpoints
+        .iter()
+        .map(EndpointId::as_str)
+        .collect();
+    let claimed: Vec<(String, String)> = conn
+        .prepare_cached(
+            "WITH candidates AS (
+                 SELECT d.message_id, d.endpoint_id, d.next_attempt_at
+                 FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
+                 WHERE d.next_attempt_at IS NOT NULL AND d.next_attempt_at <= ?1
+                   AND e.disabled = 0
+                   AND d.endpoint_id NOT IN (SELECT value FROM json_each(?2))
+                 ORDER BY d.next_attempt_at
+                 LIMIT ?3
+             ), ranked AS (
+                 SELECT message_id, endpoint_id, next_attempt_at, ROW_NUMBER() OVER (
+                     PARTITION BY endpoint_id ORDER BY next_attempt_at, message_id
+                 ) AS endpoint_rank
+                 FROM candidates
+             )
+             UPDATE deliveries SET status = ?6, next_attempt_at = ?7, updated_at = ?1
+             WHERE (message_id, endpoint_id) IN (
+                 SELECT message_id, endpoint_id FROM ranked WHERE endpoint_rank <= ?4
+                 ORDER BY next_attempt_at, message_id LIMIT ?5
+             )
+             RETURNING message_id, endpoint_id",
+        )?
+        .query_map(
+            params![
+                request.now.as_millis(),
+                encode(&skip),
+                sql_count(candidate_limit(request.limit)),
+                sql_count(request.per_endpoint),
+                sql_count(request.limit),
+                DeliveryStatus::Sending.code(),
+                request.lease_until.as_millis(),
+            ],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?
+        .collect::<Result<_, _>>()?;
+    if claimed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT {DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}, {ENDPOINT_COLUMNS}
+         FROM json_each(?1) c
+         JOIN deliveries d ON d.message_id = c.value ->> 0 AND d.endpoint_id = c.value ->> 1
+         JOIN messages m ON m.id = d.message_id
+         JOIN endpoints e ON e.id = d.endpoint_id
+         ORDER BY d.message_id, d.endpoint_id"
+    );
+    rows::collect(conn, &sql, [encode(&claimed)], rows::claimed)
+}
+
+/// Records one attempt; see [`DeliveryQueue::record_attempt`].
+fn record(conn: &Connection, a: &Attempt, d: &Delivery) -> Result<Option<Timestamp>, StoreError> {
+    // The delivery first: if it is gone (its message or endpoint deleted meanwhile), so is
+    // everything the attempt would refer to.
+    let rows = conn
+        .prepare_cached(
+            "UPDATE deliveries SET status = ?3, attempt_count = ?4, next_attempt_at = ?5,
+             updated_at = ?6, manual = 0 WHERE message_id = ?1 AND endpoint_id = ?2",
+        )?
+        .execute(params![
+            d.message_id.as_str(),
+            d.endpoint_id.as_str(),
+            d.status.code(),
+            d.attempt_count,
+            d.next_attempt_at.map(Timestamp::as_millis),
+            d.updated_at.as_millis(),
+        ])?;
+    touched(rows as u64, "delivery")?;
+    conn.prepare_cached(
+        "INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code, response,
+         response_head, response_duration_ms, status, trigger_type, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?
+    .execute(params![
+        a.id.as_str(),
+        a.message_id.as_str(),
+        a.endpoint_id.as_str(),
+        a.url,
+        a.response_status_code,
+        a.response,
+        a.response_head,
+        a.response_duration_ms,
+        a.status.code(),
+        a.trigger_type.code(),
+        a.created_at.as_millis(),
+    ])
+    .map_err(missing("delivery"))?;
+    // A success ends the endpoint's failure streak; a failure starts one unless started.
+    let streak: Option<Option<i64>> = conn
+        .prepare_cached(
+            "UPDATE endpoints SET failing_since =
+                 CASE WHEN ?2 THEN NULL ELSE COALESCE(failing_since, ?3) END
+             WHERE id = ?1 RETURNING failing_since",
+        )?
+        .query_row(
+            params![
+                a.endpoint_id.as_str(),
+                a.status == DeliveryStatus::Success,
+                a.created_at.as_millis(),
+            ],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let streak = streak.ok_or(StoreError::NotFound("endpoint"))?;
+    Ok(streak.map(Timestamp::from_millis))
+}
+
+/// Which parent of a delivery is missing, after a FOREIGN KEY violation.
+fn missing_parent(conn: &Connection, message: &MessageId) -> Result<StoreError, StoreError> {
+    let message_exists: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM messages WHERE id = ?1)",
+        [message.as_str()],
+        |row| row.get(0),
+    )?;
+    Ok(StoreError::NotFound(if message_exists {
+        "endpoint"
+    } else {
+        "message"
+    }))
+}
+
+/// A count as SQLite binds it.
+fn sql_count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
