@@ -6,13 +6,17 @@
 //! PostgreSQL (for several hookd processes sharing one database).
 //!
 //! # Layout
-//! - [`store`]: the [`Store`] trait, its query and result types.
+//! - [`store`]: the [`Store`] trait, which gathers one trait per resource
+//!   ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`], [`MessageStore`],
+//!   [`AuthStore`]) with their query and result types.
 //! - [`queue`]: [`DeliveryQueue`], the deliveries as the delivery engine's work queue.
+//! - [`prelude`]: every store trait, for calling their methods on a concrete store.
 //! - [`error`]: [`StoreError`], the one error every storage call returns.
 //! - [`sqlite`]: the SQLite implementation: a single writer thread that group-commits many
-//!   callers' writes in one transaction, and a pool of reader connections.
+//!   callers' writes in one transaction, and a pool of reader connections. One file per
+//!   resource trait.
 //! - [`postgres`]: the PostgreSQL implementation on `sqlx`, in a `hookd` schema, for several
-//!   hookd processes sharing one database.
+//!   hookd processes sharing one database. One file per resource trait.
 //! - `columns`, `keyset`, `json`: what both implementations share (the column lists their row
 //!   decoders read, keyset pagination, the JSON text columns' encoding).
 //! - `testing` (cargo feature `testing`): throwaway SQLite files and PostgreSQL databases for
@@ -33,6 +37,16 @@ pub mod testing;
 pub use error::StoreError;
 pub use queue::{ClaimRequest, ClaimedDelivery, DeliveryQueue};
 pub use store::*;
+
+/// Every store trait: `use hookd_store::prelude::*;` to call store methods on a concrete store
+/// (`SqliteStore`, `PgStore`). Methods of the resource traits are callable on `dyn Store`
+/// without it.
+pub mod prelude {
+    pub use crate::queue::DeliveryQueue;
+    pub use crate::store::{
+        ApplicationStore, AuthStore, EndpointStore, EventTypeStore, MessageStore, Store,
+    };
+}
 
 use std::sync::Arc;
 

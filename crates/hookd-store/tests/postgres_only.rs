@@ -9,8 +9,9 @@ use std::time::Duration;
 use hookd_core::model::{Application, Endpoint, Message};
 use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 use hookd_store::postgres::PgStore;
+use hookd_store::prelude::*;
 use hookd_store::testing::{POSTGRES_URL_VAR, fresh_postgres, fresh_postgres_with};
-use hookd_store::{ClaimRequest, Cursor, DeliveryQueue, PageRequest, Store};
+use hookd_store::{ClaimRequest, Cursor, PageRequest};
 use sqlx::Connection;
 
 fn app(id: &str) -> Application {

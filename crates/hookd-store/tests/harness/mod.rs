@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod fixtures;
+pub mod queue;
 
 use hookd_store::postgres::PgStore;
 use hookd_store::sqlite::SqliteStore;

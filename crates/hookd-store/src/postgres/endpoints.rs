@@ -1,0 +1,113 @@
+//! [`EndpointStore`] on PostgreSQL: endpoints.
+
+use async_trait::async_trait;
+use hookd_core::model::Endpoint;
+use hookd_core::{AppId, Timestamp};
+
+use super::rows;
+use super::{ListQuery, PgStore, conflict, fetch_one_of, refused, sql, text};
+use crate::columns::ENDPOINT_COLUMNS;
+use crate::error::{taken, touched};
+use crate::json::{encode, encode_opt};
+use crate::{EndpointStore, Page, PageRequest, StoreError};
+
+#[async_trait]
+impl EndpointStore for PgStore {
+    async fn create_endpoint(&self, ep: &Endpoint) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO endpoints (id, app_id, uid, url, description, event_types, channels,
+             disabled, throttle_rate, metadata, headers, secret, created_at, updated_at,
+             disabled_reason, disabled_at, timeout_secs)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+        )
+        .bind(ep.id.as_str())
+        .bind(ep.app_id.as_str())
+        .bind(ep.uid.as_deref())
+        .bind(&ep.url)
+        .bind(&ep.description)
+        .bind(encode_opt(ep.event_types.as_ref()))
+        .bind(encode_opt(ep.channels.as_ref()))
+        .bind(ep.disabled)
+        .bind(ep.throttle_rate.map(i64::from))
+        .bind(encode(&ep.metadata))
+        .bind(encode(&ep.headers))
+        .bind(&ep.secret)
+        .bind(ep.created_at.as_millis())
+        .bind(ep.updated_at.as_millis())
+        .bind(ep.disabled_reason.as_deref())
+        .bind(ep.disabled_at.map(Timestamp::as_millis))
+        .bind(ep.timeout_secs.map(i64::from))
+        .execute(&self.pool)
+        .await
+        .map_err(refused(
+            taken::endpoint_uid(ep.uid.as_deref()),
+            "application",
+        ))?;
+        Ok(())
+    }
+
+    async fn get_endpoint(
+        &self,
+        app: &AppId,
+        id_or_uid: &str,
+    ) -> Result<Option<Endpoint>, StoreError> {
+        let query = sql(format!(
+            "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = $1 AND (e.id = $2 OR e.uid = $2)
+             ORDER BY e.id = $2 DESC LIMIT 1"
+        ))
+        .bind(app.as_str())
+        .bind(id_or_uid);
+        fetch_one_of(query, &self.pool, rows::endpoint).await
+    }
+
+    async fn list_endpoints(
+        &self,
+        app: &AppId,
+        page: &PageRequest,
+    ) -> Result<Page<Endpoint>, StoreError> {
+        let select = format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = $1");
+        ListQuery::new(&select, vec![text(app.as_str())])
+            .page(&self.pool, "e.id", false, page, rows::endpoint)
+            .await
+    }
+
+    async fn update_endpoint(&self, ep: &Endpoint) -> Result<(), StoreError> {
+        // Enabling a disabled endpoint starts its failure streak afresh (SET expressions read
+        // the row as it was).
+        let done = sqlx::query(
+            "UPDATE endpoints SET uid = $2, url = $3, description = $4, event_types = $5,
+             channels = $6, disabled = $7, throttle_rate = $8, metadata = $9, headers = $10,
+             secret = $11, updated_at = $12, disabled_reason = $13, disabled_at = $14,
+             timeout_secs = $15,
+             failing_since = CASE WHEN disabled AND NOT $7 THEN NULL ELSE failing_since END
+             WHERE id = $1",
+        )
+        .bind(ep.id.as_str())
+        .bind(ep.uid.as_deref())
+        .bind(&ep.url)
+        .bind(&ep.description)
+        .bind(encode_opt(ep.event_types.as_ref()))
+        .bind(encode_opt(ep.channels.as_ref()))
+        .bind(ep.disabled)
+        .bind(ep.throttle_rate.map(i64::from))
+        .bind(encode(&ep.metadata))
+        .bind(encode(&ep.headers))
+        .bind(&ep.secret)
+        .bind(ep.updated_at.as_millis())
+        .bind(ep.disabled_reason.as_deref())
+        .bind(ep.disabled_at.map(Timestamp::as_millis))
+        .bind(ep.timeout_secs.map(i64::from))
+        .execute(&self.pool)
+        .await
+        .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
+        touched(done.rows_affected(), "endpoint")
+    }
+
+    async fn delete_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
+        let done = sqlx::query("DELETE FROM endpoints WHERE id = $1")
+            .bind(endpoint.id.as_str())
+            .execute(&self.pool)
+            .await?;
+        touched(done.rows_affected(), "endpoint")
+    }
+}

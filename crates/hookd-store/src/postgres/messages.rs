@@ -1,0 +1,215 @@
+//! [`MessageStore`] on PostgreSQL: messages and the delivery log.
+
+use async_trait::async_trait;
+use hookd_core::AppId;
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
+use sqlx::postgres::PgPool;
+
+use super::rows;
+use super::{ListQuery, Param, PgStore, fetch_one_of, refused, sql, text};
+use crate::columns::{
+    ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, ENDPOINT_WIDTH, MESSAGE_COLUMNS,
+    MESSAGE_WIDTH,
+};
+use crate::error::taken;
+use crate::json::encode_opt;
+use crate::{
+    AttemptFilter, CreatedMessage, MessageFilter, MessageStore, Page, PageRequest, StoreError,
+};
+
+#[async_trait]
+impl MessageStore for PgStore {
+    async fn create_message(&self, message: &Message) -> Result<CreatedMessage, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(message.id.as_str())
+        .bind(message.app_id.as_str())
+        .bind(&message.event_type)
+        .bind(message.event_id.as_deref())
+        .bind(encode_opt(message.channels.as_ref()))
+        .bind(message.payload.as_deref())
+        .bind(message.created_at.as_millis())
+        .execute(&mut *tx)
+        .await
+        // Dropping `tx` on this early return rolls it back: nothing is written.
+        .map_err(refused(
+            taken::event_id(message.event_id.as_deref()),
+            "application",
+        ))?;
+        let endpoints = sql(format!(
+            "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = $1 AND NOT e.disabled"
+        ))
+        .bind(message.app_id.as_str())
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(rows::endpoint)
+        .collect::<Result<Vec<_>, _>>()?;
+        let routed: Vec<&str> = endpoints
+            .iter()
+            .filter(|e| e.subscribes_to(&message.event_type, message.channels.as_deref()))
+            .map(|e| e.id.as_str())
+            .collect();
+        if !routed.is_empty() {
+            // One statement for every delivery, however many endpoints subscribe.
+            sqlx::query(
+                "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at)
+                 SELECT $1, endpoint_id, $2, 0, $3, $3 FROM UNNEST($4::text[]) AS routed(endpoint_id)",
+            )
+            .bind(message.id.as_str())
+            .bind(i64::from(DeliveryStatus::Pending.code()))
+            .bind(message.created_at.as_millis())
+            .bind(&routed)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(CreatedMessage {
+            message: message.clone(),
+            deliveries: routed.len(),
+        })
+    }
+
+    async fn get_message(
+        &self,
+        app: &AppId,
+        id_or_event_id: &str,
+    ) -> Result<Option<Message>, StoreError> {
+        let query = sql(format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.app_id = $1 AND (m.id = $2 OR m.event_id = $2)
+             ORDER BY m.id = $2 DESC LIMIT 1"
+        ))
+        .bind(app.as_str())
+        .bind(id_or_event_id);
+        fetch_one_of(query, &self.pool, rows::message).await
+    }
+
+    async fn list_messages(
+        &self,
+        app: &AppId,
+        filter: &MessageFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Message>, StoreError> {
+        let select = format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.app_id = $1");
+        let mut query = ListQuery::new(&select, vec![text(app.as_str())]);
+        if let Some(types) = &filter.event_types {
+            query.and("m.event_type = ANY(?)", Param::Texts(types.clone()));
+        }
+        if let Some(channel) = &filter.channel {
+            // channels is JSON text (a list of strings) or NULL, which matches nothing.
+            query.and(
+                "? = ANY(SELECT json_array_elements_text(m.channels::json))",
+                text(channel),
+            );
+        }
+        query.and_time("m.created_at < ?", filter.before);
+        query.and_time("m.created_at > ?", filter.after);
+        query
+            .page(&self.pool, "m.id", true, page, rows::message)
+            .await
+    }
+
+    async fn list_message_deliveries(
+        &self,
+        app: &AppId,
+        message: &Message,
+    ) -> Result<Vec<(Endpoint, Delivery)>, StoreError> {
+        let rows = sql(format!(
+            "SELECT {ENDPOINT_COLUMNS}, {DELIVERY_COLUMNS} FROM deliveries d
+             JOIN endpoints e ON e.id = d.endpoint_id
+             WHERE d.message_id = $1 AND e.app_id = $2 ORDER BY e.id"
+        ))
+        .bind(message.id.as_str())
+        .bind(app.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    rows::endpoint(row)?,
+                    rows::delivery_at(row, ENDPOINT_WIDTH)?,
+                ))
+            })
+            .collect()
+    }
+
+    async fn list_endpoint_deliveries(
+        &self,
+        endpoint: &Endpoint,
+        filter: &AttemptFilter,
+        page: &PageRequest,
+    ) -> Result<Page<(Message, Delivery)>, StoreError> {
+        let select = format!(
+            "SELECT {MESSAGE_COLUMNS}, {DELIVERY_COLUMNS} FROM deliveries d
+             JOIN messages m ON m.id = d.message_id WHERE d.endpoint_id = $1"
+        );
+        let mut query = ListQuery::new(&select, vec![text(endpoint.id.as_str())]);
+        if let Some(status) = filter.status {
+            query.and("d.status = ?", Param::Int(status.code().into()));
+        }
+        query.and_time("m.created_at < ?", filter.before);
+        query.and_time("m.created_at > ?", filter.after);
+        query
+            .page(&self.pool, "d.message_id", true, page, |row| {
+                Ok((rows::message(row)?, rows::delivery_at(row, MESSAGE_WIDTH)?))
+            })
+            .await
+    }
+
+    async fn list_attempts_by_message(
+        &self,
+        app: &AppId,
+        message: &Message,
+        filter: &AttemptFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Attempt>, StoreError> {
+        let select = format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM attempts a JOIN messages m ON m.id = a.message_id
+             WHERE a.message_id = $1 AND m.app_id = $2"
+        );
+        let query = ListQuery::new(&select, vec![text(message.id.as_str()), text(app.as_str())]);
+        attempt_page(&self.pool, query, filter, page).await
+    }
+
+    async fn list_attempts_by_endpoint(
+        &self,
+        endpoint: &Endpoint,
+        filter: &AttemptFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Attempt>, StoreError> {
+        let select = format!("SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.endpoint_id = $1");
+        let query = ListQuery::new(&select, vec![text(endpoint.id.as_str())]);
+        attempt_page(&self.pool, query, filter, page).await
+    }
+
+    async fn get_attempt(
+        &self,
+        message: &Message,
+        attempt_id: &str,
+    ) -> Result<Option<Attempt>, StoreError> {
+        let query = sql(format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.message_id = $1 AND a.id = $2"
+        ))
+        .bind(message.id.as_str())
+        .bind(attempt_id);
+        fetch_one_of(query, &self.pool, rows::attempt).await
+    }
+}
+
+/// Adds the attempt filters to `query` and runs it newest first.
+async fn attempt_page(
+    pool: &PgPool,
+    mut query: ListQuery,
+    filter: &AttemptFilter,
+    page: &PageRequest,
+) -> Result<Page<Attempt>, StoreError> {
+    if let Some(status) = filter.status {
+        query.and("a.status = ?", Param::Int(status.code().into()));
+    }
+    query.and_time("a.created_at < ?", filter.before);
+    query.and_time("a.created_at > ?", filter.after);
+    query.page(pool, "a.id", true, page, rows::attempt).await
+}

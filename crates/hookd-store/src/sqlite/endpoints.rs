@@ -1,0 +1,135 @@
+//! [`EndpointStore`] on SQLite: endpoints.
+
+use async_trait::async_trait;
+use hookd_core::model::Endpoint;
+use hookd_core::{AppId, Timestamp};
+use rusqlite::params;
+
+use super::rows::{self, ENDPOINT_COLUMNS, collect};
+use super::{ListQuery, SqliteStore, conflict, refused, text};
+use crate::error::{taken, touched};
+use crate::json::{encode, encode_opt};
+use crate::{EndpointStore, Page, PageRequest, StoreError};
+
+#[async_trait]
+impl EndpointStore for SqliteStore {
+    async fn create_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
+        let ep = endpoint.clone();
+        self.db
+            .write(move |conn| {
+                conn.prepare_cached(
+                    "INSERT INTO endpoints (id, app_id, uid, url, description, event_types, channels,
+                     disabled, throttle_rate, metadata, headers, secret, created_at, updated_at,
+                     disabled_reason, disabled_at, timeout_secs)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                )?
+                .execute(params![
+                    ep.id.as_str(),
+                    ep.app_id.as_str(),
+                    ep.uid,
+                    ep.url,
+                    ep.description,
+                    encode_opt(ep.event_types.as_ref()),
+                    encode_opt(ep.channels.as_ref()),
+                    ep.disabled,
+                    ep.throttle_rate,
+                    encode(&ep.metadata),
+                    encode(&ep.headers),
+                    ep.secret,
+                    ep.created_at.as_millis(),
+                    ep.updated_at.as_millis(),
+                    ep.disabled_reason,
+                    ep.disabled_at.map(Timestamp::as_millis),
+                    ep.timeout_secs,
+                ])
+                .map_err(refused(taken::endpoint_uid(ep.uid.as_deref()), "application"))?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn get_endpoint(
+        &self,
+        app: &AppId,
+        id_or_uid: &str,
+    ) -> Result<Option<Endpoint>, StoreError> {
+        let (app, key) = (app.clone(), id_or_uid.to_owned());
+        self.db
+            .read(move |conn| {
+                let sql = format!(
+                    "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = ?1 AND (e.id = ?2 OR e.uid = ?2)"
+                );
+                Ok(collect(conn, &sql, [app.as_str(), &key], rows::endpoint)?.pop())
+            })
+            .await
+    }
+
+    async fn list_endpoints(
+        &self,
+        app: &AppId,
+        page: &PageRequest,
+    ) -> Result<Page<Endpoint>, StoreError> {
+        let (app, page) = (app.clone(), page.clone());
+        self.db
+            .read(move |conn| {
+                let select =
+                    format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = ?1");
+                ListQuery::new(&select, vec![text(app.as_str())]).page(
+                    conn,
+                    "e.id",
+                    false,
+                    &page,
+                    rows::endpoint,
+                )
+            })
+            .await
+    }
+
+    async fn update_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
+        let ep = endpoint.clone();
+        self.db
+            .write(move |conn| {
+                let rows = conn
+                    .prepare_cached(
+                        // Enabling a disabled endpoint starts its failure streak afresh (SET
+                        // expressions read the row as it was).
+                        "UPDATE endpoints SET uid = ?2, url = ?3, description = ?4, event_types = ?5,
+                         channels = ?6, disabled = ?7, throttle_rate = ?8, metadata = ?9, headers = ?10,
+                         secret = ?11, updated_at = ?12, disabled_reason = ?13, disabled_at = ?14,
+                         timeout_secs = ?15,
+                         failing_since = CASE WHEN disabled AND NOT ?7 THEN NULL ELSE failing_since END
+                         WHERE id = ?1",
+                    )?
+                    .execute(params![
+                        ep.id.as_str(),
+                        ep.uid,
+                        ep.url,
+                        ep.description,
+                        encode_opt(ep.event_types.as_ref()),
+                        encode_opt(ep.channels.as_ref()),
+                        ep.disabled,
+                        ep.throttle_rate,
+                        encode(&ep.metadata),
+                        encode(&ep.headers),
+                        ep.secret,
+                        ep.updated_at.as_millis(),
+                        ep.disabled_reason,
+                        ep.disabled_at.map(Timestamp::as_millis),
+                        ep.timeout_secs,
+                    ])
+                    .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
+                touched(rows as u64, "endpoint")
+            })
+            .await
+    }
+
+    async fn delete_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
+        let id = endpoint.id.clone();
+        self.db
+            .write(move |conn| {
+                let rows = conn.execute("DELETE FROM endpoints WHERE id = ?1", [id.as_str()])?;
+                touched(rows as u64, "endpoint")
+            })
+            .await
+    }
+}

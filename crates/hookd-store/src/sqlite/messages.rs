@@ -1,0 +1,250 @@
+//! [`MessageStore`] on SQLite: messages and the delivery log.
+
+use async_trait::async_trait;
+use hookd_core::AppId;
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
+use rusqlite::types::Value;
+use rusqlite::{Connection, params};
+
+use super::rows::{
+    self, ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, ENDPOINT_WIDTH, MESSAGE_COLUMNS,
+    MESSAGE_WIDTH, collect,
+};
+use super::{ListQuery, SqliteStore, refused, text};
+use crate::error::taken;
+use crate::json::{encode, encode_opt};
+use crate::{
+    AttemptFilter, CreatedMessage, MessageFilter, MessageStore, Page, PageRequest, StoreError,
+};
+
+#[async_trait]
+impl MessageStore for SqliteStore {
+    async fn create_message(&self, message: &Message) -> Result<CreatedMessage, StoreError> {
+        let message = message.clone();
+        self.db
+            .write(move |conn| insert_message(conn, &message))
+            .await
+    }
+
+    async fn get_message(
+        &self,
+        app: &AppId,
+        id_or_event_id: &str,
+    ) -> Result<Option<Message>, StoreError> {
+        let (app, key) = (app.clone(), id_or_event_id.to_owned());
+        self.db
+            .read(move |conn| {
+                let sql = format!(
+                    "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.app_id = ?1 AND (m.id = ?2 OR m.event_id = ?2)"
+                );
+                Ok(collect(conn, &sql, [app.as_str(), &key], rows::message)?.pop())
+            })
+            .await
+    }
+
+    async fn list_messages(
+        &self,
+        app: &AppId,
+        filter: &MessageFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Message>, StoreError> {
+        let (app, filter, page) = (app.clone(), filter.clone(), page.clone());
+        self.db
+            .read(move |conn| {
+                let select =
+                    format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.app_id = ?1");
+                let mut query = ListQuery::new(&select, vec![text(app.as_str())]);
+                if let Some(types) = &filter.event_types {
+                    query.and(
+                        "m.event_type IN (SELECT value FROM json_each(?))",
+                        text(&encode(types)),
+                    );
+                }
+                if let Some(channel) = &filter.channel {
+                    query.and(
+                        "EXISTS (SELECT 1 FROM json_each(m.channels) WHERE value = ?)",
+                        text(channel),
+                    );
+                }
+                query.and_time("m.created_at < ?", filter.before);
+                query.and_time("m.created_at > ?", filter.after);
+                query.page(conn, "m.id", true, &page, rows::message)
+            })
+            .await
+    }
+
+    async fn list_message_deliveries(
+        &self,
+        app: &AppId,
+        message: &Message,
+    ) -> Result<Vec<(Endpoint, Delivery)>, StoreError> {
+        let (app, message_id) = (app.clone(), message.id.clone());
+        self.db
+            .read(move |conn| {
+                let sql = format!(
+                    "SELECT {ENDPOINT_COLUMNS}, {DELIVERY_COLUMNS} FROM deliveries d
+                     JOIN endpoints e ON e.id = d.endpoint_id
+                     WHERE d.message_id = ?1 AND e.app_id = ?2 ORDER BY e.id"
+                );
+                collect(conn, &sql, [message_id.as_str(), app.as_str()], |row| {
+                    Ok((
+                        rows::endpoint(row)?,
+                        rows::delivery_at(row, ENDPOINT_WIDTH)?,
+                    ))
+                })
+            })
+            .await
+    }
+
+    async fn list_endpoint_deliveries(
+        &self,
+        endpoint: &Endpoint,
+        filter: &AttemptFilter,
+        page: &PageRequest,
+    ) -> Result<Page<(Message, Delivery)>, StoreError> {
+        let (endpoint_id, filter, page) = (endpoint.id.clone(), filter.clone(), page.clone());
+        self.db
+            .read(move |conn| {
+                let select = format!(
+                    "SELECT {MESSAGE_COLUMNS}, {DELIVERY_COLUMNS} FROM deliveries d
+                     JOIN messages m ON m.id = d.message_id WHERE d.endpoint_id = ?1"
+                );
+                let mut query = ListQuery::new(&select, vec![text(endpoint_id.as_str())]);
+                if let Some(status) = filter.status {
+                    query.and("d.status = ?", Value::Integer(status.code().into()));
+                }
+                query.and_time("m.created_at < ?", filter.before);
+                query.and_time("m.created_at > ?", filter.after);
+                query.page(conn, "d.message_id", true, &page, |row| {
+                    Ok((rows::message(row)?, rows::delivery_at(row, MESSAGE_WIDTH)?))
+                })
+            })
+            .await
+    }
+
+    async fn list_attempts_by_message(
+        &self,
+        app: &AppId,
+        message: &Message,
+        filter: &AttemptFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Attempt>, StoreError> {
+        let (app, message_id) = (app.clone(), message.id.clone());
+        let (filter, page) = (filter.clone(), page.clone());
+        self.db
+            .read(move |conn| {
+                let select = format!(
+                    "SELECT {ATTEMPT_COLUMNS} FROM attempts a JOIN messages m ON m.id = a.message_id
+                     WHERE a.message_id = ?1 AND m.app_id = ?2"
+                );
+                let query =
+                    ListQuery::new(&select, vec![text(message_id.as_str()), text(app.as_str())]);
+                attempt_page(conn, query, &filter, &page)
+            })
+            .await
+    }
+
+    async fn list_attempts_by_endpoint(
+        &self,
+        endpoint: &Endpoint,
+        filter: &AttemptFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Attempt>, StoreError> {
+        let (endpoint_id, filter, page) = (endpoint.id.clone(), filter.clone(), page.clone());
+        self.db
+            .read(move |conn| {
+                let select =
+                    format!("SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.endpoint_id = ?1");
+                let query = ListQuery::new(&select, vec![text(endpoint_id.as_str())]);
+                attempt_page(conn, query, &filter, &page)
+            })
+            .await
+    }
+
+    async fn get_attempt(
+        &self,
+        message: &Message,
+        attempt_id: &str,
+    ) -> Result<Option<Attempt>, StoreError> {
+        let (message_id, attempt_id) = (message.id.clone(), attempt_id.to_owned());
+        self.db
+            .read(move |conn| {
+                let sql = format!(
+                    "SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.message_id = ?1 AND a.id = ?2"
+                );
+                Ok(collect(
+                    conn,
+                    &sql,
+                    [message_id.as_str(), &attempt_id],
+                    rows::attempt,
+                )?
+                .pop())
+            })
+            .await
+    }
+}
+
+fn insert_message(conn: &Connection, message: &Message) -> Result<CreatedMessage, StoreError> {
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![
+            message.id.as_str(),
+            message.app_id.as_str(),
+            message.event_type,
+            message.event_id,
+            encode_opt(message.channels.as_ref()),
+            message.payload,
+            message.created_at.as_millis(),
+        ]);
+    inserted.map_err(refused(
+        taken::event_id(message.event_id.as_deref()),
+        "application",
+    ))?;
+    let endpoints = collect(
+        conn,
+        &format!(
+            "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = ?1 AND e.disabled = 0"
+        ),
+        [message.app_id.as_str()],
+        rows::endpoint,
+    )?;
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at)
+         VALUES (?1, ?2, ?3, 0, ?4, ?4)",
+    )?;
+    let mut deliveries = 0;
+    for endpoint in endpoints
+        .iter()
+        .filter(|e| e.subscribes_to(&message.event_type, message.channels.as_deref()))
+    {
+        insert.execute(params![
+            message.id.as_str(),
+            endpoint.id.as_str(),
+            DeliveryStatus::Pending.code(),
+            message.created_at.as_millis(),
+        ])?;
+        deliveries += 1;
+    }
+    Ok(CreatedMessage {
+        message: message.clone(),
+        deliveries,
+    })
+}
+
+/// Adds the attempt filters to `query` and runs it newest first.
+fn attempt_page(
+    conn: &Connection,
+    mut query: ListQuery,
+    filter: &AttemptFilter,
+    page: &PageRequest,
+) -> Result<Page<Attempt>, StoreError> {
+    if let Some(status) = filter.status {
+        query.and("a.status = ?", Value::Integer(status.code().into()));
+    }
+    query.and_time("a.created_at < ?", filter.before);
+    query.and_time("a.created_at > ?", filter.after);
+    query.page(conn, "a.id", true, page, rows::attempt)
+}

@@ -1,0 +1,52 @@
+//! [`AuthStore`]: API tokens and `Idempotency-Key` replays.
+
+use async_trait::async_trait;
+use hookd_core::{AppId, Timestamp};
+
+use crate::StoreError;
+
+/// An API token as stored: only a hash of the secret text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiToken {
+    pub id: String,
+    /// Lowercase hex SHA-256 of the token text.
+    pub token_hash: String,
+    /// `None` for an admin token; the one application an app-scoped token may touch.
+    pub app_id: Option<AppId>,
+    pub created_at: Timestamp,
+    pub expires_at: Option<Timestamp>,
+}
+
+/// A response kept for `Idempotency-Key` replays.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredResponse {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// API tokens and kept responses for `Idempotency-Key` replays.
+#[async_trait]
+pub trait AuthStore: Send + Sync {
+    // API tokens.
+    async fn create_token(&self, token: &ApiToken) -> Result<(), StoreError>;
+    /// The token whose hash is `token_hash`, expired or not.
+    async fn find_token(&self, token_hash: &str) -> Result<Option<ApiToken>, StoreError>;
+    /// Whether any admin token is stored (first start creates one when none is).
+    async fn has_admin_token(&self) -> Result<bool, StoreError>;
+
+    // Idempotency-Key replays.
+    /// The response kept under `key`, unless it expired before `now`.
+    async fn get_idempotent_response(
+        &self,
+        key: &str,
+        now: Timestamp,
+    ) -> Result<Option<StoredResponse>, StoreError>;
+    /// Keeps `response` under `key` until `expires_at`; a response still live at `now` wins.
+    async fn put_idempotent_response(
+        &self,
+        key: &str,
+        response: &StoredResponse,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError>;
+}

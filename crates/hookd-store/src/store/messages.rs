@@ -1,0 +1,95 @@
+//! [`MessageStore`]: published messages, and the delivery log (where each message went, and
+//! every attempt).
+
+use async_trait::async_trait;
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
+use hookd_core::{AppId, Timestamp};
+
+use crate::{Page, PageRequest, StoreError};
+
+/// Filters for message lists.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MessageFilter {
+    pub event_types: Option<Vec<String>>,
+    pub channel: Option<String>,
+    /// Only messages created strictly before this time.
+    pub before: Option<Timestamp>,
+    /// Only messages created strictly after this time.
+    pub after: Option<Timestamp>,
+}
+
+/// Filters for attempt lists.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AttemptFilter {
+    pub status: Option<DeliveryStatus>,
+    pub before: Option<Timestamp>,
+    pub after: Option<Timestamp>,
+}
+
+/// A message accepted by [`MessageStore::create_message`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreatedMessage {
+    pub message: Message,
+    /// Delivery rows written with it: one per subscribed, enabled endpoint.
+    pub deliveries: usize,
+}
+
+/// Messages and the delivery log. Deliveries change through [`crate::DeliveryQueue`].
+#[async_trait]
+pub trait MessageStore: Send + Sync {
+    // Messages.
+    /// Writes a message and one pending delivery per subscribed, enabled endpoint of its
+    /// application, due at once, in one transaction: when this returns `Ok` both are durable.
+    /// A second message with the same `event_id` in the application is a conflict and writes
+    /// nothing.
+    async fn create_message(&self, message: &Message) -> Result<CreatedMessage, StoreError>;
+    /// The message of `app` whose id or `eventId` is `id_or_event_id`.
+    async fn get_message(
+        &self,
+        app: &AppId,
+        id_or_event_id: &str,
+    ) -> Result<Option<Message>, StoreError>;
+    /// An application's messages, newest first.
+    async fn list_messages(
+        &self,
+        app: &AppId,
+        filter: &MessageFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Message>, StoreError>;
+
+    // Deliveries and attempts (the delivery log).
+    /// Every endpoint a message was routed to, with where its delivery stands.
+    async fn list_message_deliveries(
+        &self,
+        app: &AppId,
+        message: &Message,
+    ) -> Result<Vec<(Endpoint, Delivery)>, StoreError>;
+    /// The messages routed to an endpoint with where each stands, newest first.
+    async fn list_endpoint_deliveries(
+        &self,
+        endpoint: &Endpoint,
+        filter: &AttemptFilter,
+        page: &PageRequest,
+    ) -> Result<Page<(Message, Delivery)>, StoreError>;
+    /// Attempts for one message, newest first.
+    async fn list_attempts_by_message(
+        &self,
+        app: &AppId,
+        message: &Message,
+        filter: &AttemptFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Attempt>, StoreError>;
+    /// Attempts to one endpoint, newest first.
+    async fn list_attempts_by_endpoint(
+        &self,
+        endpoint: &Endpoint,
+        filter: &AttemptFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Attempt>, StoreError>;
+    /// One attempt of a message.
+    async fn get_attempt(
+        &self,
+        message: &Message,
+        attempt_id: &str,
+    ) -> Result<Option<Attempt>, StoreError>;
+}
