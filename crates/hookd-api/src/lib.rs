@@ -7,7 +7,7 @@
 //!
 //! # Layout
 //! - [`routes`]: one module per resource (application, endpoint, event_type, message,
-//!   attempt, health).
+//!   attempt, redelivery, health).
 //! - [`auth`]: bearer tokens → [`Principal`] (admin or one application).
 //! - `idempotency`: `Idempotency-Key` replays.
 //! - `extract`: JSON body and query extractors whose errors name the field.
@@ -45,6 +45,7 @@ pub fn router(state: ApiState) -> Router {
         .merge(routes::event_type::routes())
         .merge(routes::message::routes())
         .merge(routes::attempt::routes())
+        .merge(routes::redelivery::routes())
         .layer(from_fn_with_state(state.clone(), idempotency::replay))
         .layer(from_fn_with_state(state.clone(), auth::authenticate));
     let body_limit = state.config().max_payload_bytes + ENVELOPE_ALLOWANCE;

@@ -92,6 +92,11 @@ typed_id!(
     AttemptId,
     "atmpt"
 );
+typed_id!(
+    /// A background task (Svix's shape for recover), reported as finished when answered.
+    TaskId,
+    "qtask"
+);
 
 #[cfg(test)]
 mod tests {

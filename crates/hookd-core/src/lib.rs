@@ -14,5 +14,5 @@ pub mod model;
 pub mod time;
 pub mod validate;
 
-pub use id::{AppId, AttemptId, EndpointId, MessageId};
+pub use id::{AppId, AttemptId, EndpointId, MessageId, TaskId};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};

@@ -1,2 +1,28 @@
+//! hookd's delivery engine: turns stored deliveries into signed HTTP POSTs, retried on a
+//! schedule that spans days, fair across endpoints, and safe against hostile URLs.
+//!
+//! The engine shares nothing with the API but the store and a wake-up handle: the API writes
+//! messages and their deliveries and notifies; the engine claims due deliveries (with a lease,
+//! so a crash loses nothing), sends, records every attempt, and schedules the next.
+//!
+//! # Layout
+//! - [`dispatcher`]: [`Engine`], the claim → send → record loop and its [`EngineConfig`].
+//! - `limits`: per-endpoint concurrency and rate limits (fairness).
+//! - `attempt`: the signed request for a delivery, and what its outcome means.
+//! - [`schedule`]: [`RetrySchedule`] and `Retry-After`.
+//! - [`http`]: [`http::WebhookSender`], the one shared HTTP client: timeouts, no redirects,
+//!   capped response reads.
+//! - [`ssrf`]: [`ssrf::AddressPolicy`], which addresses deliveries may reach.
+//! - `testing` (cargo feature `testing`): a recording HTTP receiver for tests.
+
+mod attempt;
+pub mod dispatcher;
 pub mod http;
+mod limits;
+pub mod schedule;
 pub mod ssrf;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use dispatcher::{Engine, EngineConfig};
+pub use schedule::RetrySchedule;

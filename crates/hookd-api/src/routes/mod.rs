@@ -6,3 +6,4 @@ pub mod endpoint;
 pub mod event_type;
 pub mod health;
 pub mod message;
+pub mod redelivery;

@@ -1,6 +1,7 @@
 //! Command-line interface: argument definitions and dispatch to one module per subcommand.
 
 mod database;
+mod delivery;
 mod keygen;
 mod migrate;
 mod serve;

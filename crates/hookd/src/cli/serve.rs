@@ -1,5 +1,5 @@
 //! `hookd serve`: the server. Opens (and migrates) the database, makes sure an admin token
-//! exists, and serves the API until SIGINT or SIGTERM.
+//! exists, and runs the API and the delivery engine until SIGINT or SIGTERM.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -7,10 +7,13 @@ use std::sync::Arc;
 
 use hookd_api::{ApiConfig, ApiState};
 use hookd_core::{Clock, SystemClock};
+use hookd_engine::Engine;
+use hookd_engine::http::WebhookSender;
 use hookd_store::Store;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 use super::database::{Database, runtime};
+use super::delivery::DeliveryOptions;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -19,6 +22,8 @@ pub struct Args {
     listen: SocketAddr,
     #[command(flatten)]
     database: Database,
+    #[command(flatten)]
+    delivery: DeliveryOptions,
     /// Admin token (its hash is compared; the token itself is never stored). Without one,
     /// the first start creates a token, stores its hash and prints it once.
     #[arg(long, env = "HOOKD_ADMIN_TOKEN", hide_env_values = true)]
@@ -63,6 +68,8 @@ fn init_logging(json: bool) {
 }
 
 async fn serve(args: Args) -> anyhow::Result<()> {
+    let engine_config = args.delivery.engine()?;
+    let sender = WebhookSender::new(args.delivery.http())?;
     let store = args.database.open().await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let config = ApiConfig {
@@ -78,16 +85,30 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     if config.configured_admin_token_hashes.is_empty() {
         ensure_admin_token(store.as_ref(), clock.as_ref()).await?;
     }
-    let state = ApiState::new(store, clock, config, Arc::new(Notify::new()));
+    let new_work = Arc::new(Notify::new());
+    let engine = Engine::new(
+        store.clone(),
+        clock.clone(),
+        sender,
+        engine_config,
+        new_work.clone(),
+    );
+    let state = ApiState::new(store, clock, config, new_work);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
     let address = listener.local_addr()?;
     tracing::info!(%address, database = %args.database.display(), "hookd is serving");
     println!("hookd listening on http://{address}");
+    let (stop, stopped) = watch::channel(false);
+    let engine = tokio::spawn(engine.run(until(stopped.clone())));
     axum::serve(listener, hookd_api::router(state))
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            let _ = stop.send(true);
+        })
         .await?;
+    engine.await?;
     tracing::info!("hookd stopped");
     Ok(())
 }
@@ -101,6 +122,11 @@ async fn ensure_admin_token(store: &dyn Store, clock: &dyn Clock) -> anyhow::Res
     let token = hookd_api::create_admin_token(store, clock.now()).await?;
     println!("Created the admin token (shown once; only its hash is stored):\n  {token}");
     Ok(())
+}
+
+/// Completes once `stopped` turns true.
+async fn until(mut stopped: watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
 }
 
 async fn shutdown_signal() {

@@ -42,6 +42,84 @@ impl Hookd {
     }
 }
 
+impl Hookd {
+    /// `kill -9`: the process gets no chance to finish anything.
+    pub fn kill_hard(&mut self) {
+        self.child.kill().expect("SIGKILL hookd");
+        self.child.wait().expect("reap hookd");
+    }
+}
+
+/// A minimal client of hookd's API for end-to-end tests (the Svix SDK tests use the real SDK).
+#[derive(Clone)]
+pub struct Api {
+    base: String,
+    token: String,
+    client: reqwest::Client,
+}
+
+impl Api {
+    pub fn new(hookd: &Hookd, token: &str) -> Self {
+        Self {
+            base: format!("{}/api/v1", hookd.base_url),
+            token: token.into(),
+            client: reqwest::Client::new(),
+        }
+    }
+
+    /// POSTs `body` to `path`; the status and JSON answer, or the transport error.
+    pub async fn post(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+    ) -> Result<(u16, serde_json::Value), reqwest::Error> {
+        let response = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await?;
+        let status = response.status().as_u16();
+        Ok((
+            status,
+            response.json().await.unwrap_or(serde_json::Value::Null),
+        ))
+    }
+
+    /// GETs `path` and returns the JSON answer, asserting a 200.
+    pub async fn get(&self, path: &str) -> serde_json::Value {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "GET {path}");
+        response.json().await.unwrap()
+    }
+
+    /// Creates an application with one endpoint at `url`; returns the application's id.
+    pub async fn app_with_endpoint(&self, url: &str) -> String {
+        let (status, app) = self
+            .post("/app", serde_json::json!({"name": "e2e"}))
+            .await
+            .unwrap();
+        assert_eq!(status, 201, "{app}");
+        let app_id = app["id"].as_str().unwrap().to_owned();
+        let (status, ep) = self
+            .post(
+                &format!("/app/{app_id}/endpoint"),
+                serde_json::json!({"url": url}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(status, 201, "{ep}");
+        app_id
+    }
+}
+
 impl Drop for Hookd {
     fn drop(&mut self) {
         let _ = self.child.kill();

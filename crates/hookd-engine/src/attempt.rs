@@ -1,0 +1,382 @@
+//! One attempt, from a claimed delivery to the rows that record it: the signed request, and
+//! what the outcome means for the delivery (done, retry when, or failed for good) and for the
+//! endpoint (disable on `410 Gone`).
+//!
+//! Everything here is a pure function of its inputs (the clock reading and the jitter are
+//! passed in), so the rules are tested without a network or a database.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
+use hookd_core::{AttemptId, Timestamp};
+use hookd_store::ClaimedDelivery;
+use webhook_signature::{Secret, Signer, SigningKey};
+
+use crate::http::{OutgoingRequest, SendOutcome};
+use crate::schedule::{RetrySchedule, parse_retry_after};
+
+/// The signed POST for a claimed delivery, stamped `now`, allowed `timeout` (clamped to the
+/// 1..=30 s hookd accepts). The body is the stored bytes.
+pub fn request(
+    claimed: &ClaimedDelivery,
+    now: Timestamp,
+    timeout: Duration,
+    svix_headers: bool,
+) -> Result<OutgoingRequest, String> {
+    let message = &claimed.message;
+    let endpoint = &claimed.endpoint;
+    let body = message.payload.clone().ok_or("the payload was expunged")?;
+    let secret = Secret::parse(&endpoint.secret)
+        .map_err(|e| format!("the endpoint's secret is unusable: {e}"))?;
+    let timestamp = now.as_secs().max(0) as u64;
+    let signature = Signer::new([SigningKey::Hmac(secret)])
+        .signature(message.id.as_str(), timestamp, &body)
+        .map_err(|e| format!("cannot sign: {e}"))?;
+    let mut headers = vec![
+        ("webhook-id".to_owned(), message.id.to_string()),
+        ("webhook-timestamp".to_owned(), timestamp.to_string()),
+        ("webhook-signature".to_owned(), signature.clone()),
+        ("content-type".to_owned(), "application/json".to_owned()),
+    ];
+    if svix_headers {
+        headers.push(("svix-id".to_owned(), message.id.to_string()));
+        headers.push(("svix-timestamp".to_owned(), timestamp.to_string()));
+        headers.push(("svix-signature".to_owned(), signature));
+    }
+    headers.extend(endpoint.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let timeout = timeout.clamp(Duration::from_secs(1), Duration::from_secs(30));
+    Ok(OutgoingRequest {
+        url: endpoint.url.clone(),
+        headers,
+        body: Bytes::from(body),
+        timeout,
+    })
+}
+
+/// What an attempt's outcome means.
+#[derive(Debug, PartialEq)]
+pub struct Verdict {
+    /// The row for the delivery log.
+    pub attempt: Attempt,
+    /// The delivery after this attempt.
+    pub next: Delivery,
+    /// The endpoint must be disabled, for this reason.
+    pub disable: Option<String>,
+}
+
+/// What happened: the outcome, or an error that stopped the request from being made.
+pub enum Happened<'a> {
+    Sent(&'a SendOutcome),
+    NotSent(&'a str),
+}
+
+/// Turns an attempt's result into the attempt row, the delivery's next state and whether the
+/// endpoint is gone. `jitter` in `[0, 1)` spreads the retry.
+pub fn judge(
+    claimed: &ClaimedDelivery,
+    happened: Happened<'_>,
+    finished: Timestamp,
+    schedule: &RetrySchedule,
+    jitter: f64,
+) -> Verdict {
+    let (status_code, response, response_head, duration, retry_after) = match happened {
+        Happened::Sent(outcome) => (
+            outcome.status,
+            match &outcome.error {
+                Some(error) if outcome.status.is_none() => error.to_string(),
+                _ => outcome.response_body.clone(),
+            },
+            outcome.response_head.clone(),
+            outcome.duration,
+            outcome
+                .retry_after
+                .as_deref()
+                .and_then(|v| parse_retry_after(v, finished)),
+        ),
+        Happened::NotSent(error) => (None, error.to_owned(), String::new(), Duration::ZERO, None),
+    };
+    let succeeded = status_code.is_some_and(|s| (200..300).contains(&s));
+    let attempts_made = claimed.delivery.attempt_count + 1;
+    let gone = status_code == Some(410);
+    // Retry-After only means "slow down" on 429 and 503.
+    let retry_after = retry_after.filter(|_| matches!(status_code, Some(429 | 503)));
+    let (status, next_attempt_at) = if succeeded {
+        (DeliveryStatus::Success, None)
+    } else if gone {
+        (DeliveryStatus::Fail, None)
+    } else {
+        match schedule.next_delay(attempts_made, jitter, retry_after) {
+            Some(delay) => (DeliveryStatus::Pending, Some(finished.plus(delay))),
+            None => (DeliveryStatus::Fail, None),
+        }
+    };
+    let attempt = Attempt {
+        id: AttemptId::new(finished),
+        message_id: claimed.message.id.clone(),
+        endpoint_id: claimed.endpoint.id.clone(),
+        url: claimed.endpoint.url.clone(),
+        response_status_code: status_code.map_or(0, |s| s as i16),
+        response,
+        response_head,
+        response_duration_ms: duration.as_millis() as i64,
+        status: if succeeded {
+            DeliveryStatus::Success
+        } else {
+            DeliveryStatus::Fail
+        },
+        trigger_type: if claimed.manual {
+            TriggerType::Manual
+        } else {
+            TriggerType::Scheduled
+        },
+        created_at: finished,
+    };
+    let next = Delivery {
+        status,
+        attempt_count: attempts_made,
+        next_attempt_at,
+        updated_at: finished,
+        ..claimed.delivery.clone()
+    };
+    let disable = gone.then(|| "the endpoint answered 410 Gone".to_owned());
+    Verdict {
+        attempt,
+        next,
+        disable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use hookd_core::model::{Endpoint, Message};
+    use hookd_core::{AppId, EndpointId, MessageId};
+    use webhook_signature::Verifier;
+
+    use super::*;
+
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    fn claimed(attempt_count: u32) -> ClaimedDelivery {
+        let at = Timestamp::from_millis(1_700_000_000_000);
+        let message = Message {
+            id: MessageId::new(at),
+            app_id: AppId::from_stored("app_1".into()),
+            event_type: "order.shipped".into(),
+            event_id: None,
+            channels: None,
+            payload: Some(br#"{"orderId": 1003}"#.to_vec()),
+            created_at: at,
+        };
+        let endpoint = Endpoint {
+            id: EndpointId::new(at),
+            app_id: message.app_id.clone(),
+            uid: None,
+            url: "https://example.com/hook".into(),
+            description: String::new(),
+            event_types: None,
+            channels: None,
+            disabled: false,
+            disabled_reason: None,
+            disabled_at: None,
+            throttle_rate: None,
+            timeout_secs: None,
+            metadata: BTreeMap::new(),
+            headers: BTreeMap::from([("X-Tenant".into(), "42".into())]),
+            secret: SECRET.into(),
+            created_at: at,
+            updated_at: at,
+        };
+        let delivery = Delivery {
+            message_id: message.id.clone(),
+            endpoint_id: endpoint.id.clone(),
+            status: DeliveryStatus::Sending,
+            attempt_count,
+            next_attempt_at: Some(at),
+            updated_at: at,
+        };
+        ClaimedDelivery {
+            delivery,
+            message,
+            endpoint,
+            manual: false,
+        }
+    }
+
+    fn outcome(status: Option<u16>, retry_after: Option<&str>) -> SendOutcome {
+        SendOutcome {
+            status,
+            duration: Duration::from_millis(12),
+            response_head: String::new(),
+            response_body: "body".into(),
+            retry_after: retry_after.map(str::to_owned),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_request_is_signed_over_the_stored_bytes() {
+        let claimed = claimed(0);
+        let now = Timestamp::from_millis(1_700_000_123_000);
+        let request = request(&claimed, now, Duration::from_secs(99), false).unwrap();
+        assert_eq!(&request.body[..], br#"{"orderId": 1003}"#);
+        let header = |name: &str| {
+            request
+                .headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(
+            header("webhook-id").as_deref(),
+            Some(claimed.message.id.as_str())
+        );
+        assert_eq!(header("webhook-timestamp").as_deref(), Some("1700000123"));
+        assert_eq!(header("X-Tenant").as_deref(), Some("42"));
+        assert_eq!(header("svix-id"), None);
+        assert_eq!(
+            request.timeout,
+            Duration::from_secs(30),
+            "timeouts are clamped to 30 s"
+        );
+        let verifier = Verifier::new(Secret::parse(SECRET).unwrap()).now(1_700_000_123);
+        let pairs: Vec<_> = request
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        verifier
+            .verify(&request.body, pairs)
+            .expect("the signature verifies");
+    }
+
+    #[test]
+    fn svix_headers_repeat_the_webhook_headers() {
+        let request = request(
+            &claimed(0),
+            Timestamp::from_millis(0),
+            Duration::from_secs(15),
+            true,
+        )
+        .unwrap();
+        let names: Vec<_> = request.headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(names.contains(&"svix-id") && names.contains(&"svix-signature"));
+    }
+
+    #[test]
+    fn success_finishes_the_delivery() {
+        let finished = Timestamp::from_millis(1_700_000_001_000);
+        let verdict = judge(
+            &claimed(0),
+            Happened::Sent(&outcome(Some(204), None)),
+            finished,
+            &RetrySchedule::default(),
+            0.0,
+        );
+        assert_eq!(verdict.next.status, DeliveryStatus::Success);
+        assert_eq!(
+            (verdict.next.attempt_count, verdict.next.next_attempt_at),
+            (1, None)
+        );
+        assert_eq!(verdict.attempt.status, DeliveryStatus::Success);
+        assert_eq!(verdict.attempt.response_status_code, 204);
+        assert_eq!(verdict.disable, None);
+    }
+
+    #[test]
+    fn failures_follow_the_schedule_until_it_runs_out() {
+        let finished = Timestamp::from_millis(1_700_000_001_000);
+        let schedule = RetrySchedule::default();
+        let first = judge(
+            &claimed(0),
+            Happened::Sent(&outcome(Some(500), None)),
+            finished,
+            &schedule,
+            0.0,
+        );
+        assert_eq!(first.next.status, DeliveryStatus::Pending);
+        assert_eq!(
+            first.next.next_attempt_at,
+            Some(finished.plus(Duration::from_secs(5)))
+        );
+        let redirect = judge(
+            &claimed(1),
+            Happened::Sent(&outcome(Some(301), None)),
+            finished,
+            &schedule,
+            0.0,
+        );
+        assert_eq!(
+            redirect.next.next_attempt_at,
+            Some(finished.plus(Duration::from_secs(300)))
+        );
+        let last = judge(
+            &claimed(9),
+            Happened::Sent(&outcome(Some(500), None)),
+            finished,
+            &schedule,
+            0.0,
+        );
+        assert_eq!(
+            (last.next.status, last.next.next_attempt_at),
+            (DeliveryStatus::Fail, None)
+        );
+    }
+
+    #[test]
+    fn retry_after_is_honoured_on_429_and_503_only() {
+        let finished = Timestamp::from_millis(1_700_000_001_000);
+        let schedule = RetrySchedule::default();
+        let slow_down = judge(
+            &claimed(0),
+            Happened::Sent(&outcome(Some(429), Some("120"))),
+            finished,
+            &schedule,
+            0.0,
+        );
+        assert_eq!(
+            slow_down.next.next_attempt_at,
+            Some(finished.plus(Duration::from_secs(120)))
+        );
+        let ignored = judge(
+            &claimed(0),
+            Happened::Sent(&outcome(Some(500), Some("120"))),
+            finished,
+            &schedule,
+            0.0,
+        );
+        assert_eq!(
+            ignored.next.next_attempt_at,
+            Some(finished.plus(Duration::from_secs(5)))
+        );
+    }
+
+    #[test]
+    fn gone_fails_the_delivery_and_disables_the_endpoint() {
+        let verdict = judge(
+            &claimed(0),
+            Happened::Sent(&outcome(Some(410), None)),
+            Timestamp::from_millis(0),
+            &RetrySchedule::default(),
+            0.0,
+        );
+        assert_eq!(verdict.next.status, DeliveryStatus::Fail);
+        assert!(verdict.disable.unwrap().contains("410"));
+    }
+
+    #[test]
+    fn an_unsent_attempt_is_a_failure_with_its_reason() {
+        let verdict = judge(
+            &claimed(0),
+            Happened::NotSent("the payload was expunged"),
+            Timestamp::from_millis(0),
+            &RetrySchedule::default(),
+            0.0,
+        );
+        assert_eq!(verdict.attempt.response_status_code, 0);
+        assert_eq!(verdict.attempt.response, "the payload was expunged");
+        assert_eq!(verdict.next.status, DeliveryStatus::Pending);
+    }
+}

@@ -1,0 +1,243 @@
+//! The engine's loop: claim due deliveries, run each attempt under the limits, record it.
+//!
+//! One task claims; each claimed delivery gets a task of its own that waits for its endpoint's
+//! in-flight slot and rate limit, sends, and records. The loop claims again as soon as it is
+//! woken: by the API ("new messages"), by a finished attempt (capacity freed), or by the poll
+//! interval (retries coming due). Claims are leases, so a process that dies mid-attempt loses
+//! nothing: its deliveries become due again when their lease ends.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookd_core::Clock;
+use hookd_store::{ClaimRequest, ClaimedDelivery, Store};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+use crate::attempt::{self, Happened, Verdict};
+use crate::http::WebhookSender;
+use crate::limits::{Claim, EndpointLimits};
+use crate::schedule::RetrySchedule;
+
+/// How the engine behaves.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Attempts in flight across all endpoints.
+    pub workers: usize,
+    /// Attempts in flight to any one endpoint.
+    pub per_endpoint_concurrency: usize,
+    /// Attempt timeout for endpoints that do not set their own (the spec asks 15..30 s).
+    pub attempt_timeout: Duration,
+    /// How long a claim lasts before another claimer may take the delivery again. Attempt
+    /// timeouts are capped at half of it, so an attempt always ends well inside its lease.
+    pub lease: Duration,
+    /// How often to look for retries coming due when nothing wakes the engine.
+    pub poll_interval: Duration,
+    pub schedule: RetrySchedule,
+    /// An endpoint failing without a single success for this long is disabled.
+    pub disable_after: Duration,
+    /// Also send `svix-id`, `svix-timestamp` and `svix-signature`.
+    pub svix_headers: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            workers: 64,
+            per_endpoint_concurrency: 4,
+            attempt_timeout: Duration::from_secs(15),
+            lease: Duration::from_secs(60),
+            poll_interval: Duration::from_secs(1),
+            schedule: RetrySchedule::default(),
+            disable_after: Duration::from_secs(5 * 24 * 3600),
+            svix_headers: false,
+        }
+    }
+}
+
+/// The delivery engine. Start it with [`Engine::run`]; wake it through [`Engine::waker`].
+pub struct Engine {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    sender: WebhookSender,
+    config: EngineConfig,
+    wake: Arc<Notify>,
+    limits: Arc<EndpointLimits>,
+    workers: Arc<Semaphore>,
+}
+
+impl Engine {
+    /// An engine over `store`, woken through `wake` (the handle the API notifies).
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        sender: WebhookSender,
+        config: EngineConfig,
+        wake: Arc<Notify>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            limits: EndpointLimits::new(config.per_endpoint_concurrency),
+            workers: Arc::new(Semaphore::new(config.workers.max(1))),
+            store,
+            clock,
+            sender,
+            config,
+            wake,
+        })
+    }
+
+    /// The handle that wakes the engine when new work is written.
+    pub fn waker(&self) -> Arc<Notify> {
+        self.wake.clone()
+    }
+
+    /// Claims and dispatches until `shutdown` completes; attempts in flight then finish on
+    /// their own tasks (or, if the process exits, their leases run out).
+    pub async fn run(self: Arc<Self>, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            let claimed_all = self.clone().dispatch_due().await;
+            if claimed_all {
+                continue;
+            }
+            tokio::select! {
+                () = &mut shutdown => break,
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(self.config.poll_interval) => {}
+            }
+        }
+    }
+
+    /// Claims as much due work as there are free workers and starts it. Returns whether the
+    /// claim was full, i.e. more work may be waiting.
+    async fn dispatch_due(self: Arc<Self>) -> bool {
+        let free = self.workers.available_permits();
+        if free == 0 {
+            return false;
+        }
+        let now = self.clock.now();
+        let request = ClaimRequest {
+            now,
+            lease_until: now.plus(self.config.lease),
+            limit: free,
+            per_endpoint: self.config.per_endpoint_concurrency,
+            skip_endpoints: self.limits.full(),
+        };
+        let claimed = match self.store.claim_due(&request).await {
+            Ok(claimed) => claimed,
+            Err(error) => {
+                tracing::warn!(%error, "cannot claim deliveries; retrying after the poll interval");
+                return false;
+            }
+        };
+        let full = claimed.len() == free;
+        for delivery in claimed {
+            let worker = self
+                .workers
+                .clone()
+                .try_acquire_owned()
+                .expect("claims never exceed free workers");
+            let claim = self.limits.claim(&delivery.endpoint.id);
+            tokio::spawn(self.clone().attempt(delivery, claim, worker));
+        }
+        full
+    }
+
+    async fn attempt(
+        self: Arc<Self>,
+        claimed: ClaimedDelivery,
+        claim: Claim,
+        worker: OwnedSemaphorePermit,
+    ) {
+        let slot = claim.ready(claimed.endpoint.throttle_rate).await;
+        let verdict = self.send(&claimed).await;
+        drop(slot);
+        self.record(&claimed, verdict).await;
+        drop((claim, worker));
+        self.wake.notify_one();
+    }
+
+    async fn send(&self, claimed: &ClaimedDelivery) -> Verdict {
+        let started = self.clock.now();
+        let jitter = random_fraction();
+        let schedule = &self.config.schedule;
+        let timeout = claimed
+            .endpoint
+            .timeout_secs
+            .map_or(self.config.attempt_timeout, |s| {
+                Duration::from_secs(u64::from(s))
+            })
+            .min(self.config.lease / 2);
+        match attempt::request(claimed, started, timeout, self.config.svix_headers) {
+            Ok(request) => {
+                let outcome = self.sender.send(request).await;
+                attempt::judge(
+                    claimed,
+                    Happened::Sent(&outcome),
+                    self.clock.now(),
+                    schedule,
+                    jitter,
+                )
+            }
+            Err(error) => attempt::judge(
+                claimed,
+                Happened::NotSent(&error),
+                started,
+                schedule,
+                jitter,
+            ),
+        }
+    }
+
+    async fn record(&self, claimed: &ClaimedDelivery, verdict: Verdict) {
+        let endpoint = &claimed.endpoint.id;
+        let message = &claimed.message.id;
+        let failing_since = match self
+            .store
+            .record_attempt(&verdict.attempt, &verdict.next)
+            .await
+        {
+            Ok(since) => since,
+            Err(error) => {
+                // The lease runs out and the delivery is attempted again: at least once.
+                tracing::warn!(%error, message_id = %message, endpoint_id = %endpoint, "cannot record an attempt");
+                return;
+            }
+        };
+        tracing::debug!(message_id = %message, endpoint_id = %endpoint, status = verdict.attempt.response_status_code, "attempt recorded");
+        if verdict.next.status == hookd_core::model::DeliveryStatus::Fail
+            && verdict.disable.is_none()
+        {
+            tracing::warn!(message_id = %message, endpoint_id = %endpoint, attempts = verdict.next.attempt_count, "delivery failed for good after its last attempt");
+        }
+        let dead_for_days = failing_since.is_some_and(|since| {
+            verdict.attempt.created_at >= since.plus(self.config.disable_after)
+        });
+        let reason = verdict.disable.or_else(|| {
+            dead_for_days.then(|| {
+                format!(
+                    "no successful delivery for {} days",
+                    self.config.disable_after.as_secs() / 86_400
+                )
+            })
+        });
+        if let Some(reason) = reason {
+            match self
+                .store
+                .disable_endpoint(endpoint, &reason, verdict.attempt.created_at)
+                .await
+            {
+                Ok(()) => tracing::warn!(endpoint_id = %endpoint, %reason, "endpoint disabled"),
+                Err(error) => {
+                    tracing::warn!(%error, endpoint_id = %endpoint, "cannot disable an endpoint")
+                }
+            }
+        }
+    }
+}
+
+/// A random number in `[0, 1)` for jitter.
+fn random_fraction() -> f64 {
+    let mut bytes = [0u8; 4];
+    getrandom::fill(&mut bytes).expect("the OS random number generator failed");
+    f64::from(u32::from_le_bytes(bytes)) / (f64::from(u32::MAX) + 1.0)
+}

@@ -1,0 +1,169 @@
+//! Per-endpoint fairness: a concurrency cap and a rate limit for each endpoint, kept in memory.
+//!
+//! The global worker budget bounds hookd as a whole; these bound what one endpoint may take of
+//! it, so a slow or dead endpoint holds at most its cap of workers while every other endpoint
+//! keeps its normal latency. The dispatcher asks which endpoints are full before claiming, so
+//! their backlog stays in the database instead of in memory.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hookd_core::EndpointId;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+/// The limits of every endpoint with work claimed.
+pub struct EndpointLimits {
+    concurrency: usize,
+    slots: Mutex<HashMap<EndpointId, Slot>>,
+}
+
+struct Slot {
+    /// Deliveries claimed and not yet recorded.
+    claimed: usize,
+    /// At most `concurrency` of them in flight.
+    in_flight: Arc<Semaphore>,
+    /// The earliest time the next attempt may start under the endpoint's rate limit.
+    next_start: Instant,
+}
+
+/// A claimed delivery's hold on its endpoint's limits; released when dropped.
+pub struct Claim {
+    limits: Arc<EndpointLimits>,
+    endpoint: EndpointId,
+    semaphore: Arc<Semaphore>,
+}
+
+impl EndpointLimits {
+    /// Limits allowing `concurrency` attempts in flight per endpoint.
+    pub fn new(concurrency: usize) -> Arc<Self> {
+        Arc::new(Self {
+            concurrency: concurrency.max(1),
+            slots: Mutex::default(),
+        })
+    }
+
+    /// Endpoints that already have as much claimed work as they may run at once.
+    pub fn full(&self) -> Vec<EndpointId> {
+        let slots = self.slots.lock().expect("limits poisoned");
+        slots
+            .iter()
+            .filter(|(_, slot)| slot.claimed >= self.concurrency)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Notes one more claimed delivery for `endpoint`.
+    pub fn claim(self: &Arc<Self>, endpoint: &EndpointId) -> Claim {
+        let mut slots = self.slots.lock().expect("limits poisoned");
+        let slot = slots.entry(endpoint.clone()).or_insert_with(|| Slot {
+            claimed: 0,
+            in_flight: Arc::new(Semaphore::new(self.concurrency)),
+            next_start: Instant::now(),
+        });
+        slot.claimed += 1;
+        Claim {
+            limits: self.clone(),
+            endpoint: endpoint.clone(),
+            semaphore: slot.in_flight.clone(),
+        }
+    }
+
+    /// The time an attempt may start at a rate of `per_second` (none: now), reserving it.
+    fn reserve_start(&self, endpoint: &EndpointId, per_second: Option<u16>) -> Instant {
+        let now = Instant::now();
+        let Some(rate) = per_second.filter(|r| *r > 0) else {
+            return now;
+        };
+        let mut slots = self.slots.lock().expect("limits poisoned");
+        let Some(slot) = slots.get_mut(endpoint) else {
+            return now;
+        };
+        let start = slot.next_start.max(now);
+        slot.next_start = start + Duration::from_secs(1) / u32::from(rate);
+        start
+    }
+
+    fn release(&self, endpoint: &EndpointId) {
+        let mut slots = self.slots.lock().expect("limits poisoned");
+        if let Some(slot) = slots.get_mut(endpoint) {
+            slot.claimed -= 1;
+            if slot.claimed == 0 && slot.next_start <= Instant::now() {
+                slots.remove(endpoint);
+            }
+        }
+    }
+}
+
+impl Claim {
+    /// Waits for a free in-flight slot and for the rate limit, then returns the slot.
+    pub async fn ready(&self, per_second: Option<u16>) -> OwnedSemaphorePermit {
+        let permit = self
+            .semaphore
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("limits never close");
+        tokio::time::sleep_until(self.limits.reserve_start(&self.endpoint, per_second)).await;
+        permit
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.limits.release(&self.endpoint);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(n: u8) -> EndpointId {
+        EndpointId::from_stored(format!("ep_{n}"))
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_is_full_at_its_concurrency_and_frees_on_release() {
+        let limits = EndpointLimits::new(2);
+        let first = limits.claim(&endpoint(1));
+        let _second = limits.claim(&endpoint(1));
+        let _other = limits.claim(&endpoint(2));
+        assert_eq!(limits.full(), vec![endpoint(1)]);
+        drop(first);
+        assert!(limits.full().is_empty());
+    }
+
+    #[tokio::test]
+    async fn no_more_than_the_cap_run_at_once() {
+        let limits = EndpointLimits::new(1);
+        let first = limits.claim(&endpoint(1));
+        let second = limits.claim(&endpoint(1));
+        let running = first.ready(None).await;
+        let waiting = tokio::time::timeout(Duration::from_millis(20), second.ready(None)).await;
+        assert!(
+            waiting.is_err(),
+            "the second attempt must wait for the first"
+        );
+        drop(running);
+        let _running = tokio::time::timeout(Duration::from_secs(5), second.ready(None))
+            .await
+            .expect("runs after the first");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_rate_limit_spaces_attempts_out() {
+        let limits = EndpointLimits::new(10);
+        let claims: Vec<_> = (0..3).map(|_| limits.claim(&endpoint(1))).collect();
+        let start = Instant::now();
+        for claim in &claims {
+            drop(claim.ready(Some(2)).await);
+        }
+        assert_eq!(
+            Instant::now() - start,
+            Duration::from_secs(1),
+            "3 attempts at 2/s take 1 s"
+        );
+    }
+}

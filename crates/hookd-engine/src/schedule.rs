@@ -1,0 +1,208 @@
+//! The retry schedule: when the next attempt of a failed delivery is due.
+//!
+//! The default is the Standard Webhooks example: immediately, then 5 s, 5 min, 30 min, 2 h,
+//! 5 h, 10 h, 14 h, 20 h and 24 h — ten attempts spanning about three days. Every wait gets up
+//! to +10 % of jitter so that a receiver coming back from an outage is not hit by every retry at
+//! once, and a receiver's `Retry-After` wins when it asks for longer (up to a cap).
+
+use std::time::{Duration, SystemTime};
+
+use hookd_core::Timestamp;
+
+/// When attempts are made, counted from the previous attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetrySchedule {
+    /// `delays[0]` is the wait before the first attempt (normally zero), `delays[n]` the wait
+    /// after the `n`-th attempt failed. Its length is the number of attempts.
+    delays: Vec<Duration>,
+    /// The longest `Retry-After` honoured.
+    max_retry_after: Duration,
+}
+
+/// A schedule that cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ScheduleError {
+    #[error("the retry schedule needs at least one attempt")]
+    Empty,
+    #[error("{0:?} is not a duration (use e.g. 0, 30s, 5m, 2h, 1d)")]
+    BadDuration(String),
+}
+
+impl Default for RetrySchedule {
+    fn default() -> Self {
+        let minutes = |m: u64| Duration::from_secs(m * 60);
+        let hours = |h: u64| minutes(h * 60);
+        Self {
+            delays: vec![
+                Duration::ZERO,
+                Duration::from_secs(5),
+                minutes(5),
+                minutes(30),
+                hours(2),
+                hours(5),
+                hours(10),
+                hours(14),
+                hours(20),
+                hours(24),
+            ],
+            max_retry_after: hours(24),
+        }
+    }
+}
+
+impl RetrySchedule {
+    /// A schedule from a comma-separated list such as `0,5s,5m,30m,2h`.
+    pub fn parse(text: &str) -> Result<Self, ScheduleError> {
+        let delays = text
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(parse_duration)
+            .collect::<Result<Vec<_>, _>>()?;
+        if delays.is_empty() {
+            return Err(ScheduleError::Empty);
+        }
+        Ok(Self {
+            delays,
+            ..Self::default()
+        })
+    }
+
+    /// How many attempts a delivery gets.
+    pub fn attempts(&self) -> u32 {
+        self.delays.len() as u32
+    }
+
+    /// The wait after the `attempts_made`-th attempt failed, or `None` when that was the last.
+    /// `jitter` in `[0, 1)` stretches the wait by up to 10 %; `retry_after` (the receiver's
+    /// request) replaces the wait when longer, up to the cap.
+    pub fn next_delay(
+        &self,
+        attempts_made: u32,
+        jitter: f64,
+        retry_after: Option<Duration>,
+    ) -> Option<Duration> {
+        let scheduled = *self.delays.get(attempts_made as usize)?;
+        let jittered = scheduled.mul_f64(1.0 + 0.1 * jitter.clamp(0.0, 1.0));
+        let asked = retry_after
+            .map(|d| d.min(self.max_retry_after))
+            .unwrap_or_default();
+        Some(jittered.max(asked))
+    }
+}
+
+/// A duration such as `0`, `30s`, `5m`, `2h` or `5d`.
+pub fn parse_duration(text: &str) -> Result<Duration, ScheduleError> {
+    let bad = || ScheduleError::BadDuration(text.to_owned());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().map_err(|_| bad())?;
+    let seconds = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    Ok(Duration::from_secs(
+        number.checked_mul(seconds).ok_or_else(bad)?,
+    ))
+}
+
+/// A `Retry-After` value (delay seconds or an HTTP date) as a wait from `now`.
+pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let now = SystemTime::UNIX_EPOCH + Duration::from_millis(now.as_millis().max(0) as u64);
+    Some(at.duration_since(now).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_schedule_is_ten_attempts_over_about_three_days() {
+        let schedule = RetrySchedule::default();
+        assert_eq!(schedule.attempts(), 10);
+        let total: Duration = (1..10)
+            .map(|n| schedule.next_delay(n, 0.0, None).unwrap())
+            .sum();
+        assert_eq!(total, Duration::from_secs(75 * 3600 + 35 * 60 + 5));
+        assert_eq!(schedule.next_delay(10, 0.0, None), None);
+    }
+
+    #[test]
+    fn jitter_stretches_by_at_most_ten_percent() {
+        let schedule = RetrySchedule::default();
+        assert_eq!(
+            schedule.next_delay(2, 0.0, None),
+            Some(Duration::from_secs(300))
+        );
+        assert_eq!(
+            schedule.next_delay(2, 0.999_999, None).unwrap().as_secs(),
+            329
+        );
+        assert_eq!(
+            schedule.next_delay(1, 0.5, None),
+            Some(Duration::from_millis(5_250))
+        );
+    }
+
+    #[test]
+    fn retry_after_wins_when_longer_and_is_capped() {
+        let schedule = RetrySchedule::default();
+        let asked = Some(Duration::from_secs(120));
+        assert_eq!(
+            schedule.next_delay(1, 0.0, asked),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(
+            schedule.next_delay(3, 0.0, asked),
+            Some(Duration::from_secs(1_800))
+        );
+        let absurd = Some(Duration::from_secs(30 * 86_400));
+        assert_eq!(
+            schedule.next_delay(1, 0.0, absurd),
+            Some(Duration::from_secs(86_400))
+        );
+    }
+
+    #[test]
+    fn schedules_parse_from_text() {
+        let schedule = RetrySchedule::parse("0, 5s, 5m, 2h, 1d").unwrap();
+        assert_eq!(schedule.attempts(), 5);
+        assert_eq!(
+            schedule.next_delay(4, 0.0, None),
+            Some(Duration::from_secs(86_400))
+        );
+        assert_eq!(RetrySchedule::parse(""), Err(ScheduleError::Empty));
+        assert!(matches!(
+            RetrySchedule::parse("5x"),
+            Err(ScheduleError::BadDuration(_))
+        ));
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        let now = Timestamp::from_millis(1_445_412_480_000); // Wed, 21 Oct 2015 07:28:00 GMT
+        assert_eq!(
+            parse_retry_after("120", now),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:30:00 GMT", now),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
+    }
+}

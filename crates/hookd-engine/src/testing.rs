@@ -1,0 +1,96 @@
+//! Test support for hookd's own tests (cargo feature `testing`): a real HTTP receiver on
+//! loopback that records what it gets and answers as the test decides.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use tokio::sync::Notify;
+
+/// One request a receiver got.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    }
+}
+
+/// A loopback HTTP receiver whose answer to the n-th request (from 0) `respond` decides.
+pub struct Receiver {
+    pub url: String,
+    pub received: Arc<Mutex<Vec<Received>>>,
+    pub arrived: Arc<Notify>,
+}
+
+impl Receiver {
+    /// Starts a receiver at `http://127.0.0.1:<port>/hook`.
+    pub async fn start<F, Fut>(respond: F) -> Self
+    where
+        F: Fn(usize) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = StatusCode> + Send,
+    {
+        let received: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let arrived = Arc::new(Notify::new());
+        let (log, bell) = (received.clone(), arrived.clone());
+        let handler = move |headers: HeaderMap, body: Bytes| {
+            let (log, bell, respond) = (log.clone(), bell.clone(), respond.clone());
+            async move {
+                let n = {
+                    let mut log = log.lock().unwrap();
+                    log.push(Received { headers, body });
+                    log.len() - 1
+                };
+                bell.notify_waiters();
+                respond(n).await.into_response()
+            }
+        };
+        let app = axum::Router::new().route("/hook", axum::routing::post(handler));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self {
+            url,
+            received,
+            arrived,
+        }
+    }
+
+    /// A receiver that always answers `status`.
+    pub async fn always(status: StatusCode) -> Self {
+        Self::start(move |_| async move { status }).await
+    }
+
+    pub fn count(&self) -> usize {
+        self.received.lock().unwrap().len()
+    }
+
+    pub fn requests(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// Waits (bounded, so a broken engine fails instead of hanging) for `n` requests.
+    pub async fn wait_for(&self, n: usize) {
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while self.count() < n {
+                let bell = self.arrived.notified();
+                if self.count() >= n {
+                    break;
+                }
+                let _ = tokio::time::timeout(Duration::from_millis(50), bell).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("expected {n} requests, got {}", self.count()));
+    }
+}

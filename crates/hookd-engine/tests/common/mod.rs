@@ -1,0 +1,220 @@
+//! A real engine over a real SQLite file, delivering to real receivers on loopback, with a
+//! clock the test moves by hand.
+
+#![allow(dead_code)] // Each test binary uses a different part of this module.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookd_core::model::{Application, DeliveryStatus, Endpoint, Message};
+use hookd_core::{AppId, Clock, EndpointId, ManualClock, MessageId, Timestamp};
+use hookd_engine::http::{HttpConfig, WebhookSender};
+use hookd_engine::ssrf::AddressPolicy;
+use hookd_engine::{Engine, EngineConfig};
+use hookd_store::Store;
+use tokio::sync::Notify;
+
+pub use hookd_engine::testing::Receiver;
+
+pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub const START: i64 = 1_700_000_000_000;
+
+/// A store, an engine running on it with a manual clock, and helpers to set up work.
+pub struct Harness {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<ManualClock>,
+    pub wake: Arc<Notify>,
+    pub app: Application,
+    _dir: tempfile::TempDir,
+}
+
+impl Harness {
+    /// Starts an engine with `config` (loopback allowed, fast polling unless set).
+    pub async fn start(config: EngineConfig) -> Self {
+        Self::start_with_policy(
+            config,
+            AddressPolicy::default().allow("127.0.0.0/8".parse().unwrap()),
+        )
+        .await
+    }
+
+    pub async fn start_with_policy(config: EngineConfig, policy: AddressPolicy) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(
+            hookd_store::sqlite::SqliteStore::open(dir.path().join("hookd.db"))
+                .await
+                .unwrap(),
+        );
+        let clock = Arc::new(ManualClock::new(Timestamp::from_millis(START)));
+        let wake = Arc::new(Notify::new());
+        let sender = WebhookSender::new(HttpConfig {
+            policy,
+            ..HttpConfig::default()
+        })
+        .unwrap();
+        let engine = Engine::new(store.clone(), clock.clone(), sender, config, wake.clone());
+        tokio::spawn(engine.run(std::future::pending()));
+        let app = Application {
+            id: AppId::new(Timestamp::from_millis(START)),
+            uid: None,
+            name: "Acme".into(),
+            metadata: BTreeMap::new(),
+            throttle_rate: None,
+            created_at: Timestamp::from_millis(START),
+            updated_at: Timestamp::from_millis(START),
+        };
+        store.create_app(&app).await.unwrap();
+        Self {
+            store,
+            clock,
+            wake,
+            app,
+            _dir: dir,
+        }
+    }
+
+    /// A config that polls often, so tests that move the clock do not wait a second.
+    pub fn config() -> EngineConfig {
+        EngineConfig {
+            poll_interval: Duration::from_millis(20),
+            ..EngineConfig::default()
+        }
+    }
+
+    pub async fn endpoint(&self, url: &str) -> Endpoint {
+        let now = self.clock.now();
+        let endpoint = Endpoint {
+            id: EndpointId::new(now),
+            app_id: self.app.id.clone(),
+            uid: None,
+            url: url.into(),
+            description: String::new(),
+            event_types: None,
+            channels: None,
+            disabled: false,
+            disabled_reason: None,
+            disabled_at: None,
+            throttle_rate: None,
+            timeout_secs: None,
+            metadata: BTreeMap::new(),
+            headers: BTreeMap::new(),
+            secret: SECRET.into(),
+            created_at: now,
+            updated_at: now,
+        };
+        self.store.create_endpoint(&endpoint).await.unwrap();
+        endpoint
+    }
+
+    /// Publishes a message with `payload` and wakes the engine, as the API does.
+    pub async fn publish(&self, payload: &str) -> Message {
+        self.publish_typed("order.shipped", payload).await
+    }
+
+    /// Publishes a message of `event_type`.
+    pub async fn publish_typed(&self, event_type: &str, payload: &str) -> Message {
+        let now = self.clock.now();
+        let message = Message {
+            id: MessageId::new(now),
+            app_id: self.app.id.clone(),
+            event_type: event_type.into(),
+            event_id: None,
+            channels: None,
+            payload: Some(payload.as_bytes().to_vec()),
+            created_at: now,
+        };
+        self.store.create_message(&message).await.unwrap();
+        self.wake.notify_one();
+        message
+    }
+
+    /// Moves the clock and wakes the engine so due retries go out now.
+    pub fn advance(&self, by: Duration) {
+        self.clock.advance(by);
+        self.wake.notify_one();
+    }
+
+    /// Where the message stands with the endpoint.
+    pub async fn status(&self, message: &Message, endpoint: &Endpoint) -> DeliveryStatus {
+        let deliveries = self
+            .store
+            .list_message_deliveries(&self.app.id, message)
+            .await
+            .unwrap();
+        deliveries
+            .into_iter()
+            .find(|(e, _)| e.id == endpoint.id)
+            .map(|(_, d)| d.status)
+            .unwrap()
+    }
+
+    /// Waits (bounded) until `n` attempts of the delivery are recorded and it is not in flight.
+    pub async fn wait_for_attempts(
+        &self,
+        message: &Message,
+        endpoint: &Endpoint,
+        n: u32,
+    ) -> DeliveryStatus {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let deliveries = self
+                .store
+                .list_message_deliveries(&self.app.id, message)
+                .await
+                .unwrap();
+            let (_, delivery) = deliveries
+                .into_iter()
+                .find(|(e, _)| e.id == endpoint.id)
+                .unwrap();
+            if delivery.attempt_count >= n && delivery.status != DeliveryStatus::Sending {
+                return delivery.status;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{n} attempts were never recorded"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Waits (bounded) until the delivery reaches `status`.
+    pub async fn wait_for_status(
+        &self,
+        message: &Message,
+        endpoint: &Endpoint,
+        status: DeliveryStatus,
+    ) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while self.status(message, endpoint).await != status {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "delivery never reached {status:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+impl Harness {
+    /// Waits (bounded) until hookd has disabled the endpoint, and returns it.
+    pub async fn wait_until_disabled(&self, endpoint: &Endpoint) -> Endpoint {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let stored = self
+                .store
+                .get_endpoint(&self.app.id, endpoint.id.as_str())
+                .await
+                .unwrap()
+                .unwrap();
+            if stored.disabled {
+                return stored;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the endpoint was never disabled"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! The delivery engine end to end: a real SQLite store, real HTTP receivers on loopback, and a
+//! clock the test moves, so schedules spanning days run in moments.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use common::{Harness, Receiver, SECRET};
+use hookd_core::Clock;
+use hookd_core::model::DeliveryStatus;
+use hookd_engine::EngineConfig;
+use hookd_engine::ssrf::AddressPolicy;
+use hookd_store::{AttemptFilter, PageRequest};
+use webhook_signature::{Secret, Verifier};
+
+fn all() -> PageRequest {
+    PageRequest {
+        limit: 100,
+        cursor: None,
+    }
+}
+
+#[tokio::test]
+async fn a_receiver_failing_twice_gets_three_requests_with_one_id_on_the_schedule() {
+    let receiver = Receiver::start(|n| async move {
+        if n < 2 {
+            StatusCode::INTERNAL_SERVER_ERROR
+        } else {
+            StatusCode::NO_CONTENT
+        }
+    })
+    .await;
+    let h = Harness::start(Harness::config()).await;
+    let endpoint = h.endpoint(&receiver.url).await;
+    let message = h.publish(r#"{"orderId": 1003}"#).await;
+
+    let status = h.wait_for_attempts(&message, &endpoint, 1).await;
+    assert_eq!(status, DeliveryStatus::Pending);
+    h.advance(Duration::from_millis(5_500)); // 5 s + at most 10 % jitter
+    let status = h.wait_for_attempts(&message, &endpoint, 2).await;
+    assert_eq!(status, DeliveryStatus::Pending);
+    h.advance(Duration::from_secs(330)); // 5 min + at most 10 % jitter
+    receiver.wait_for(3).await;
+    h.wait_for_status(&message, &endpoint, DeliveryStatus::Success)
+        .await;
+
+    let requests = receiver.requests();
+    assert_eq!(requests.len(), 3);
+    let ids: Vec<_> = requests
+        .iter()
+        .map(|r| r.header("webhook-id").to_owned())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![message.id.to_string(); 3],
+        "one webhook-id on every attempt"
+    );
+    let times: Vec<i64> = requests
+        .iter()
+        .map(|r| r.header("webhook-timestamp").parse().unwrap())
+        .collect();
+    assert!(
+        (5..=6).contains(&(times[1] - times[0])),
+        "first retry after about 5 s: {times:?}"
+    );
+    assert!(
+        (300..=330).contains(&(times[2] - times[1])),
+        "second retry after about 5 min: {times:?}"
+    );
+    for (request, time) in requests.iter().zip(&times) {
+        assert_eq!(
+            &request.body[..],
+            br#"{"orderId": 1003}"#,
+            "the stored bytes, unchanged"
+        );
+        let verifier = Verifier::new(Secret::parse(SECRET).unwrap()).now(*time as u64);
+        let headers = [
+            ("webhook-id", request.header("webhook-id")),
+            ("webhook-timestamp", request.header("webhook-timestamp")),
+            ("webhook-signature", request.header("webhook-signature")),
+        ];
+        verifier
+            .verify(&request.body, headers)
+            .expect("every attempt is signed");
+    }
+    let attempts = h
+        .store
+        .list_attempts_by_message(&h.app.id, &message, &AttemptFilter::default(), &all())
+        .await
+        .unwrap();
+    let codes: Vec<_> = attempts
+        .items
+        .iter()
+        .map(|a| a.response_status_code)
+        .collect();
+    assert_eq!(
+        codes,
+        vec![204, 500, 500],
+        "every attempt is recorded, newest first"
+    );
+}
+
+#[tokio::test]
+async fn a_slow_endpoint_does_not_delay_another() {
+    let answered_slowly = Arc::new(AtomicUsize::new(0));
+    let counter = answered_slowly.clone();
+    let slow = Receiver::start(move |_| {
+        let counter = counter.clone();
+        async move {
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            counter.fetch_add(1, Ordering::SeqCst);
+            StatusCode::OK
+        }
+    })
+    .await;
+    let fast = Receiver::always(StatusCode::OK).await;
+    let h = Harness::start(EngineConfig {
+        workers: 16,
+        ..Harness::config()
+    })
+    .await;
+    let mut slow_endpoint = h.endpoint(&slow.url).await;
+    slow_endpoint.event_types = Some(vec!["slow".into()]);
+    slow_endpoint.timeout_secs = Some(30);
+    h.store.update_endpoint(&slow_endpoint).await.unwrap();
+    let mut fast_endpoint = h.endpoint(&fast.url).await;
+    fast_endpoint.event_types = Some(vec!["fast".into()]);
+    h.store.update_endpoint(&fast_endpoint).await.unwrap();
+
+    for i in 0..100 {
+        h.publish_typed("slow", &format!(r#"{{"n": {i}}}"#)).await;
+    }
+    slow.wait_for(4).await;
+    for i in 0..20 {
+        h.publish_typed("fast", &format!(r#"{{"n": {i}}}"#)).await;
+    }
+    fast.wait_for(20).await;
+    assert_eq!(
+        answered_slowly.load(Ordering::SeqCst),
+        0,
+        "the fast endpoint got all 20 while the slow one had answered none"
+    );
+    assert_eq!(
+        slow.count(),
+        4,
+        "the slow endpoint holds only its concurrency cap of workers"
+    );
+}
+
+#[tokio::test]
+async fn gone_disables_the_endpoint_and_its_other_deliveries_wait() {
+    let receiver = Receiver::always(StatusCode::GONE).await;
+    let h = Harness::start(EngineConfig {
+        per_endpoint_concurrency: 1,
+        ..Harness::config()
+    })
+    .await;
+    let endpoint = h.endpoint(&receiver.url).await;
+    let first = h.publish("{}").await;
+    h.wait_for_status(&first, &endpoint, DeliveryStatus::Fail)
+        .await;
+    let stored = h.wait_until_disabled(&endpoint).await;
+    assert!(stored.disabled_reason.unwrap().contains("410"));
+    let later = h.publish("{}").await;
+    h.advance(Duration::from_secs(3600));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        receiver.count(),
+        1,
+        "nothing more is sent to a disabled endpoint"
+    );
+    assert!(
+        h.store
+            .list_message_deliveries(&h.app.id, &later)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a disabled endpoint gets no new deliveries"
+    );
+}
+
+#[tokio::test]
+async fn an_exhausted_delivery_fails_and_recover_sends_it_again() {
+    let healthy = Arc::new(AtomicUsize::new(0));
+    let flag = healthy.clone();
+    let receiver = Receiver::start(move |_| {
+        let ok = flag.load(Ordering::SeqCst) == 1;
+        async move {
+            if ok {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+        }
+    })
+    .await;
+    let schedule = hookd_engine::RetrySchedule::parse("0,10s").unwrap();
+    let h = Harness::start(EngineConfig {
+        schedule,
+        ..Harness::config()
+    })
+    .await;
+    let endpoint = h.endpoint(&receiver.url).await;
+    let message = h.publish("{}").await;
+    let status = h.wait_for_attempts(&message, &endpoint, 1).await;
+    assert_eq!(status, DeliveryStatus::Pending);
+    h.advance(Duration::from_secs(11));
+    let status = h.wait_for_attempts(&message, &endpoint, 2).await;
+    assert_eq!(
+        status,
+        DeliveryStatus::Fail,
+        "two attempts exhaust the schedule"
+    );
+
+    healthy.store(1, Ordering::SeqCst);
+    let recovered = h
+        .store
+        .recover(&endpoint.id, message.created_at, None, h.clock.now())
+        .await
+        .unwrap();
+    assert_eq!(recovered, 1);
+    h.wake.notify_one();
+    h.wait_for_status(&message, &endpoint, DeliveryStatus::Success)
+        .await;
+    assert_eq!(receiver.count(), 3);
+    let ids: Vec<_> = receiver
+        .requests()
+        .iter()
+        .map(|r| r.header("webhook-id").to_owned())
+        .collect();
+    assert!(ids.iter().all(|id| id == message.id.as_str()));
+}
+
+#[tokio::test]
+async fn an_endpoint_failing_for_five_days_is_disabled() {
+    let receiver = Receiver::always(StatusCode::INTERNAL_SERVER_ERROR).await;
+    let h = Harness::start(Harness::config()).await;
+    let endpoint = h.endpoint(&receiver.url).await;
+    let first = h.publish("{}").await;
+    h.wait_for_attempts(&first, &endpoint, 1).await;
+    h.clock.advance(Duration::from_secs(5 * 86_400));
+    let second = h.publish("{}").await;
+    receiver.wait_for(2).await;
+    let stored = h.wait_until_disabled(&endpoint).await;
+    assert!(stored.disabled_reason.unwrap().contains("5 days"));
+    // Its deliveries wait (nothing is lost) rather than fail.
+    h.wait_for_status(&second, &endpoint, DeliveryStatus::Pending)
+        .await;
+}
+
+#[tokio::test]
+async fn a_resend_goes_out_with_the_same_id_as_a_manual_attempt() {
+    let receiver = Receiver::always(StatusCode::OK).await;
+    let h = Harness::start(Harness::config()).await;
+    let endpoint = h.endpoint(&receiver.url).await;
+    let message = h.publish(r#"{"a": 1}"#).await;
+    h.wait_for_status(&message, &endpoint, DeliveryStatus::Success)
+        .await;
+    h.clock.advance(Duration::from_secs(60)); // the manual attempt sorts after the first
+    assert!(
+        h.store
+            .resend(&message.id, &endpoint.id, h.clock.now())
+            .await
+            .unwrap()
+    );
+    h.wake.notify_one();
+    receiver.wait_for(2).await;
+    h.wait_for_status(&message, &endpoint, DeliveryStatus::Success)
+        .await;
+    let requests = receiver.requests();
+    assert_eq!(
+        requests[0].header("webhook-id"),
+        requests[1].header("webhook-id")
+    );
+    let attempts = h
+        .store
+        .list_attempts_by_message(&h.app.id, &message, &AttemptFilter::default(), &all())
+        .await
+        .unwrap();
+    assert_eq!(
+        attempts.items[0].trigger_type,
+        hookd_core::model::TriggerType::Manual
+    );
+}
+
+#[tokio::test]
+async fn no_more_than_the_endpoint_cap_is_in_flight_at_once() {
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (now, max) = (in_flight.clone(), peak.clone());
+    let receiver = Receiver::start(move |_| {
+        let (now, max) = (now.clone(), max.clone());
+        async move {
+            let current = now.fetch_add(1, Ordering::SeqCst) + 1;
+            max.fetch_max(current, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            now.fetch_sub(1, Ordering::SeqCst);
+            StatusCode::OK
+        }
+    })
+    .await;
+    let h = Harness::start(EngineConfig {
+        per_endpoint_concurrency: 3,
+        ..Harness::config()
+    })
+    .await;
+    h.endpoint(&receiver.url).await;
+    for _ in 0..30 {
+        h.publish("{}").await;
+    }
+    receiver.wait_for(30).await;
+    let peak = peak.load(Ordering::SeqCst);
+    assert!(peak <= 3, "at most 3 in flight, saw {peak}");
+}
+
+#[tokio::test]
+async fn the_ssrf_guard_refuses_loopback_and_records_why() {
+    let receiver = Receiver::always(StatusCode::OK).await;
+    let h = Harness::start_with_policy(Harness::config(), AddressPolicy::default()).await;
+    let endpoint = h.endpoint(&receiver.url).await;
+    let message = h.publish("{}").await;
+    h.wait_for_attempts(&message, &endpoint, 1).await;
+    let attempts = h
+        .store
+        .list_attempts_by_endpoint(&endpoint, &AttemptFilter::default(), &all())
+        .await
+        .unwrap();
+    let attempt = &attempts.items[0];
+    assert_eq!(attempt.response_status_code, 0);
+    assert!(
+        attempt.response.contains("127.0.0.1"),
+        "the log names the refused address: {}",
+        attempt.response
+    );
+    assert_eq!(receiver.count(), 0);
+}

@@ -1,0 +1,91 @@
+//! The delivery engine's options for `hookd serve`, turned into the engine's and the HTTP
+//! client's configuration.
+
+use std::time::Duration;
+
+use hookd_engine::http::HttpConfig;
+use hookd_engine::schedule::parse_duration;
+use hookd_engine::ssrf::AddressPolicy;
+use hookd_engine::{EngineConfig, RetrySchedule};
+use ipnet::IpNet;
+
+#[derive(Debug, clap::Args)]
+pub struct DeliveryOptions {
+    /// Attempts in flight across all endpoints.
+    #[arg(long, env = "HOOKD_WORKERS", default_value_t = 64)]
+    workers: usize,
+    /// Attempts in flight to any one endpoint.
+    #[arg(long, env = "HOOKD_ENDPOINT_CONCURRENCY", default_value_t = 4)]
+    endpoint_concurrency: usize,
+    /// Attempt timeout for endpoints without their own, in seconds (1..=30).
+    #[arg(long, env = "HOOKD_ATTEMPT_TIMEOUT", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=30))]
+    attempt_timeout: u64,
+    /// Waits between attempts, the first normally 0 (comma-separated: 0,5s,5m,2h,1d).
+    #[arg(
+        long,
+        env = "HOOKD_RETRY_SCHEDULE",
+        default_value = "0,5s,5m,30m,2h,5h,10h,14h,20h,24h"
+    )]
+    retry_schedule: String,
+    /// Disable an endpoint that has failed without a success for this long.
+    #[arg(long, env = "HOOKD_DISABLE_AFTER", default_value = "5d")]
+    disable_after: String,
+    /// How long a claimed delivery is reserved before it may be attempted again after a crash;
+    /// attempt timeouts are capped at half of it.
+    #[arg(long, env = "HOOKD_LEASE", default_value = "60s")]
+    lease: String,
+    /// Let deliveries reach this range despite the SSRF guard (repeatable, or comma-separated
+    /// in the environment), e.g. 10.0.0.0/8 for private deployments.
+    #[arg(
+        long = "allow-subnet",
+        env = "HOOKD_ALLOW_SUBNETS",
+        value_delimiter = ','
+    )]
+    allow_subnets: Vec<IpNet>,
+    /// Turn the SSRF guard off entirely (every address reachable). Not for production.
+    #[arg(long, env = "HOOKD_DISABLE_SSRF_GUARD")]
+    disable_ssrf_guard: bool,
+    /// Send every delivery through this HTTP proxy (for a fixed egress IP).
+    #[arg(long, env = "HOOKD_EGRESS_PROXY")]
+    egress_proxy: Option<String>,
+    /// Also send svix-id, svix-timestamp and svix-signature, for receivers on Svix's libraries.
+    #[arg(long, env = "HOOKD_SVIX_HEADERS")]
+    svix_headers: bool,
+}
+
+impl DeliveryOptions {
+    /// The engine's configuration, or what is wrong with the options.
+    pub fn engine(&self) -> anyhow::Result<EngineConfig> {
+        let schedule = RetrySchedule::parse(&self.retry_schedule)
+            .map_err(|e| anyhow::anyhow!("--retry-schedule: {e}"))?;
+        let duration = |flag: &str, text: &str| {
+            parse_duration(text).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+        };
+        Ok(EngineConfig {
+            workers: self.workers.max(1),
+            per_endpoint_concurrency: self.endpoint_concurrency.max(1),
+            attempt_timeout: Duration::from_secs(self.attempt_timeout),
+            lease: duration("lease", &self.lease)?.max(Duration::from_secs(2)),
+            schedule,
+            disable_after: duration("disable-after", &self.disable_after)?,
+            svix_headers: self.svix_headers,
+            ..EngineConfig::default()
+        })
+    }
+
+    /// The outbound HTTP client's configuration.
+    pub fn http(&self) -> HttpConfig {
+        let policy = if self.disable_ssrf_guard {
+            AddressPolicy::disabled()
+        } else {
+            self.allow_subnets
+                .iter()
+                .fold(AddressPolicy::default(), |p, net| p.allow(*net))
+        };
+        HttpConfig {
+            policy,
+            egress_proxy: self.egress_proxy.clone(),
+            ..HttpConfig::default()
+        }
+    }
+}
