@@ -16,6 +16,9 @@ SERVED = {
     "/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret": ["get"],
     "/api/v1/app/{app_id}/endpoint/{endpoint_id}/headers": ["get", "put", "patch"],
     "/api/v1/app/{app_id}/endpoint/{endpoint_id}/msg": ["get"],
+    "/api/v1/app/{app_id}/endpoint/{endpoint_id}/recover": ["post"],
+    "/api/v1/app/{app_id}/endpoint/{endpoint_id}/send-example": ["post"],
+    "/api/v1/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend": ["post"],
     "/api/v1/app/{app_id}/attempt/endpoint/{endpoint_id}": ["get"],
     "/api/v1/app/{app_id}/attempt/msg/{msg_id}": ["get"],
     "/api/v1/app/{app_id}/msg": ["get", "post"],
@@ -27,6 +30,61 @@ SERVED = {
     "/api/v1/health": ["get"],
     "/api/v1/health/ping": ["get"],
 }
+
+
+TIMEOUT = {
+    "description": "hookd addition: this endpoint's attempt timeout in seconds, instead of "
+    "the server's default.",
+    "format": "uint16", "maximum": 30, "minimum": 1, "nullable": True, "type": "integer",
+}
+DISABLED = {
+    "disabledAt": {
+        "description": "When the endpoint was disabled, while it is.",
+        "format": "date-time", "nullable": True, "type": "string",
+    },
+    "disabledReason": {
+        "description": "Why the endpoint is disabled (by hookd, or through the API), while it is.",
+        "nullable": True, "type": "string",
+    },
+}
+RATE_LIMIT = {
+    "description": "hookd: the same as throttleRate (deliveries per second), under its newer name.",
+    "format": "uint16", "nullable": True, "type": "integer",
+}
+# hookd's additions to Svix's schemas: (properties, names added to `required`).
+ADDITIONS = {
+    "EndpointIn": ({"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT}, []),
+    "EndpointUpdate": ({"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT}, []),
+    "EndpointPatch": ({"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT}, []),
+    "EndpointOut": ({"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT, **DISABLED}, []),
+    "MessageEndpointOut": ({"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT, **DISABLED}, []),
+    "MessageAttemptOut": (
+        {
+            "responseHead": {
+                "description": "hookd addition: the response's status line and headers, "
+                "capped; empty when no response arrived.",
+                "type": "string",
+            }
+        },
+        ["responseHead"],
+    ),
+    "RecoverOut": (
+        {
+            "recovered": {
+                "description": "hookd addition: how many failed deliveries were queued again.",
+                "format": "uint64", "type": "integer",
+            }
+        },
+        [],
+    ),
+}
+
+
+def add_hookd_fields(schemas):
+    for name, (properties, required) in ADDITIONS.items():
+        if name in schemas:
+            schemas[name].setdefault("properties", {}).update(properties)
+            schemas[name]["required"] = sorted(set(schemas[name].get("required", [])) | set(required))
 
 
 def refs(node, found):
@@ -62,10 +120,11 @@ def main(source):
         },
         "paths": paths,
         "components": {
-            "schemas": {n: schemas[n] for n in sorted(needed)},
+            "schemas": {n: json.loads(json.dumps(schemas[n])) for n in sorted(needed)},
             "securitySchemes": svix["components"].get("securitySchemes", {}),
         },
     }
+    add_hookd_fields(document["components"]["schemas"])
     out = Path(__file__).resolve().parent.parent / "crates/hookd-api/openapi.json"
     out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
     print(f"wrote {out}: {len(paths)} paths, {len(needed)} schemas")

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Drives a running hookd with the official Svix Python SDK, as a user's code would.
 
-    svix_sdk_check.py BASE_URL ADMIN_TOKEN
+    svix_sdk_check.py BASE_URL ADMIN_TOKEN RECEIVER_URL
 
-Exits non-zero (with a traceback) on the first call that fails or returns the wrong thing.
+RECEIVER_URL is an HTTP receiver that answers 2xx; the delivery half of the check publishes to
+it and reads the attempts back. Exits non-zero (with a traceback) on the first call that fails or returns the wrong thing.
 """
 import sys
+import time
 import uuid
+from datetime import datetime, timezone
 
 from svix.api import (
     ApplicationIn,
@@ -19,7 +22,9 @@ from svix.api import (
     EventTypeIn,
     EventTypePatch,
     EventTypeUpsertIn,
+    EventExampleIn,
     MessageIn,
+    RecoverIn,
     Svix,
     SvixOptions,
 )
@@ -34,7 +39,42 @@ def check(condition, what):
     print(f"ok  {what}")
 
 
-def main(base_url, token):
+def wait_for(what, probe):
+    """Polls `probe` (bounded) until it returns something truthy."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def deliveries(svix, app_id, event_type, receiver_url):
+    """The engine delivers; the SDK reads the attempts, resends, recovers and sends a test."""
+    ep = svix.endpoint.create(app_id, EndpointIn(url=receiver_url, event_types=[event_type]))
+    msg = svix.message.create(app_id, MessageIn(event_type=event_type, payload={"orderId": 1}))
+    def attempts_to_receiver(msg_id):
+        return [a for a in svix.message_attempt.list_by_msg(app_id, msg_id).data if a.endpoint_id == ep.id]
+
+    first = wait_for("the first attempt", lambda: attempts_to_receiver(msg.id))[0]
+    check(200 <= first.response_status_code < 300, "message_attempt.list_by_msg shows the delivery")
+    check(str(first.status_text) == "success", "the attempt succeeded")
+    check(svix.message_attempt.get(app_id, msg.id, first.id).id == first.id, "message_attempt.get")
+    svix.message_attempt.resend(app_id, msg.id, ep.id)
+    wait_for("the resend", lambda: len(attempts_to_receiver(msg.id)) == 2)
+    check(True, "message_attempt.resend sends again")
+    since = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    recovered = svix.endpoint.recover(app_id, ep.id, RecoverIn(since=since))
+    check(str(recovered.status) == "finished", "endpoint.recover")
+    example = svix.endpoint.send_example(app_id, ep.id, EventExampleIn(event_type=event_type))
+    wait_for("the example", lambda: attempts_to_receiver(example.id))
+    check(True, "endpoint.send_example is delivered")
+    by_endpoint = svix.message_attempt.list_by_endpoint(app_id, ep.id).data
+    check(len(by_endpoint) == 3, "message_attempt.list_by_endpoint shows all three attempts")
+
+
+def main(base_url, token, receiver_url):
     svix = Svix(token, SvixOptions(server_url=base_url, retry_schedule=[]))
     suffix = uuid.uuid4().hex[:8]
 
@@ -118,6 +158,8 @@ def main(base_url, token):
     attempted = svix.message_attempt.list_attempted_messages(app.id, ep.id)
     check([m.id for m in attempted.data] == [msg.id], "message_attempt.list_attempted_messages")
 
+    deliveries(svix, app.id, name, receiver_url)
+
     # Clean-up verbs
     svix.endpoint.delete(app.id, ep.id)
     svix.event_type.delete(name)
@@ -132,4 +174,4 @@ def main(base_url, token):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3])

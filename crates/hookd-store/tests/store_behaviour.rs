@@ -9,7 +9,8 @@ use harness::fixtures::{app, at, endpoint, first_page, message};
 use hookd_core::AttemptId;
 use hookd_core::model::{Application, Attempt, Delivery, DeliveryStatus, EventType, TriggerType};
 use hookd_store::{
-    ApiToken, AttemptFilter, Cursor, MessageFilter, PageRequest, Store, StoreError, StoredResponse,
+    ApiToken, AttemptFilter, Cursor, MessageFilter, PageRequest, Route, Store, StoreError,
+    StoredResponse,
 };
 
 async fn apps_round_trip_and_look_up_by_id_or_uid(store: &dyn Store) {
@@ -492,7 +493,44 @@ async fn concurrent_publishes_all_land(store: &dyn Store) {
     assert_eq!(listed.items.len(), 150);
 }
 
+async fn a_test_send_goes_to_its_endpoint_alone(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    let target = endpoint(&a, Some("target"), Some(&["order.paid"]), None);
+    let other = endpoint(&a, Some("other"), None, None);
+    store.create_endpoint(&target).await.unwrap();
+    store.create_endpoint(&other).await.unwrap();
+    let msg = message(&a, "order.shipped", None, None, 10);
+    let created = store
+        .create_routed_message(&msg, &Route::Only(target.id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(created.deliveries, 1);
+    let routed = store.list_message_deliveries(&a.id, &msg).await.unwrap();
+    assert_eq!(routed.len(), 1);
+    assert_eq!(
+        routed[0].0.id, target.id,
+        "the endpoint's filters do not apply to a test send"
+    );
+
+    let ghost = hookd_core::EndpointId::new(at(0));
+    let orphan = message(&a, "order.shipped", None, None, 11);
+    let outcome = store
+        .create_routed_message(&orphan, &Route::Only(ghost))
+        .await;
+    assert!(
+        matches!(outcome, Err(StoreError::NotFound("endpoint"))),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        store.get_message(&a.id, orphan.id.as_str()).await.unwrap(),
+        None,
+        "nothing is written"
+    );
+}
+
 behaviour!(
+    a_test_send_goes_to_its_endpoint_alone,
     apps_round_trip_and_look_up_by_id_or_uid,
     duplicate_app_uid_is_a_conflict,
     missing_records_are_not_found,

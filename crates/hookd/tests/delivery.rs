@@ -215,3 +215,62 @@ async fn recover_and_resend_of_unknown_things_are_404() {
         (422, json!("since"))
     );
 }
+
+#[tokio::test]
+async fn send_example_delivers_the_catalog_example_to_that_endpoint_alone() {
+    let target = Receiver::always(StatusCode::OK).await;
+    let bystander = Receiver::always(StatusCode::OK).await;
+    let (database, _dir) = hookd_store::testing::fresh_sqlite();
+    let hookd = serve(&database, &[]);
+    let api = Api::new(&hookd, TOKEN);
+    let app = api.app_with_endpoint(&target.url).await;
+    let endpoint = api.get(&format!("/app/{app}/endpoint")).await["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, _) = api
+        .post(
+            &format!("/app/{app}/endpoint"),
+            json!({"url": bystander.url}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201);
+    let schemas = json!({"1": {"type": "object", "examples": [{"orderId": 7}]}});
+    let (status, _) = api
+        .post(
+            "/event-type",
+            json!({"name": "order.shipped", "description": "Shipped", "schemas": schemas}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201);
+
+    let path = format!("/app/{app}/endpoint/{endpoint}/send-example");
+    let (status, sent) = api
+        .post(&path, json!({"eventType": "order.shipped"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        (status, sent["payload"].clone()),
+        (200, json!({"orderId": 7}))
+    );
+    target.wait_for(1).await;
+    assert_eq!(&target.requests()[0].body[..], br#"{"orderId":7}"#);
+    let (status, body) = api
+        .post(
+            &path,
+            json!({"eventType": "order.shipped", "exampleIndex": 3}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (status, body["detail"][0]["loc"][1].clone()),
+        (422, json!("exampleIndex"))
+    );
+    assert_eq!(
+        bystander.count(),
+        0,
+        "a test send goes to its endpoint alone"
+    );
+}

@@ -1,14 +1,17 @@
 //! The official Svix Python SDK (PyPI `svix`), code we did not write, drives the real hookd
-//! binary end to end: applications, event types, endpoints, headers, secrets, messages and the
-//! delivery-log views, including the error types it raises for 404, 409 and 422.
+//! binary end to end: applications, event types, endpoints, headers, secrets, messages, the
+//! delivery log of real deliveries to a loopback receiver, resend, recover and send-example,
+//! including the error types it raises for 404, 409 and 422.
 
 mod support;
 
+use axum::http::StatusCode;
+use hookd_engine::testing::Receiver;
 use support::{Hookd, python, run_python_script};
 
 const TOKEN: &str = "svix-sdk-admin-token";
 
-fn drive(database_url: &str) {
+fn drive(database_url: &str, receiver_url: &str) {
     let Some(python) = python() else { return };
     let hookd = Hookd::serve(&[
         "--database",
@@ -16,15 +19,24 @@ fn drive(database_url: &str) {
         "--admin-token",
         TOKEN,
         "--allow-http-endpoints",
+        "--allow-subnet",
+        "127.0.0.0/8",
     ]);
-    let output = run_python_script(&python, "svix_sdk_check.py", &[&hookd.base_url, TOKEN]);
+    let output = run_python_script(
+        &python,
+        "svix_sdk_check.py",
+        &[&hookd.base_url, TOKEN, receiver_url],
+    );
     assert!(output.contains("svix SDK check passed"), "{output}");
 }
 
-#[test]
-fn svix_sdk_drives_hookd_on_sqlite() {
+#[tokio::test]
+async fn svix_sdk_drives_hookd_on_sqlite() {
+    let receiver = Receiver::always(StatusCode::OK).await;
     let (url, _dir) = hookd_store::testing::fresh_sqlite();
-    drive(&url);
+    tokio::task::spawn_blocking(move || drive(&url, &receiver.url))
+        .await
+        .expect("the SDK run panicked");
 }
 
 #[tokio::test]
@@ -34,7 +46,8 @@ async fn svix_sdk_drives_hookd_on_postgres() {
     else {
         return;
     };
-    tokio::task::spawn_blocking(move || drive(&url))
+    let receiver = Receiver::always(StatusCode::OK).await;
+    tokio::task::spawn_blocking(move || drive(&url, &receiver.url))
         .await
         .expect("the SDK run panicked");
 }

@@ -1,15 +1,22 @@
-//! Sending again: resend one message to one endpoint (same `webhook-id`), and recover an
-//! endpoint's failed messages since a time. Both only queue work; the engine sends it.
+//! Sending again, and sending a test: resend one message to one endpoint (same `webhook-id`),
+//! recover an endpoint's failed messages since a time, and send an example event to one
+//! endpoint. All three only queue work; the engine sends it through the same path as every
+//! other delivery.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Extension, Json, Router};
-use hookd_core::{TaskId, Timestamp};
+use hookd_core::model::Message;
+use hookd_core::{MessageId, TaskId, Timestamp};
+use hookd_store::Route;
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use crate::extract::JsonBody;
+use crate::routes::message::MessageOut;
 use crate::routes::{endpoint, message};
+use crate::validate;
 use crate::{ApiError, ApiState, Principal};
 
 pub fn routes() -> Router<ApiState> {
@@ -22,13 +29,18 @@ pub fn routes() -> Router<ApiState> {
             "/app/{app_id}/endpoint/{endpoint_id}/recover",
             post(recover),
         )
+        .route(
+            "/app/{app_id}/endpoint/{endpoint_id}/send-example",
+            post(send_example),
+        )
 }
 
+/// Answers 202 with `{}`: the official SDKs parse the body of this reply.
 async fn resend(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
     Path((app_id, msg_id, endpoint_id)): Path<(String, String, String)>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<(StatusCode, Json<Value>), ApiError> {
     let msg = message::find(&state, &principal, &app_id, &msg_id).await?;
     let ep = endpoint::find(&state, &principal, &app_id, &endpoint_id).await?;
     if state
@@ -38,7 +50,7 @@ async fn resend(
     {
         state.wake_engine();
     }
-    Ok(StatusCode::ACCEPTED)
+    Ok((StatusCode::ACCEPTED, Json(json!({}))))
 }
 
 #[derive(Deserialize)]
@@ -49,10 +61,12 @@ struct RecoverIn {
 
 /// Svix answers recover with a background task; hookd's finishes before it answers.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct RecoverOut {
     id: String,
     status: &'static str,
     task: &'static str,
+    updated_at: String,
     /// hookd addition: how many failed deliveries were queued again.
     recovered: u64,
 }
@@ -83,7 +97,72 @@ async fn recover(
         id: TaskId::new(now).to_string(),
         status: "finished",
         task: "endpoint.recover",
+        updated_at: now.to_rfc3339(),
         recovered,
     };
     Ok((StatusCode::ACCEPTED, Json(out)))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EventExampleIn {
+    event_type: String,
+    #[serde(default)]
+    example_index: usize,
+    /// Sent instead of the catalog's example when given.
+    payload: Option<Value>,
+}
+
+/// The example payload for `event_type`: the catalog's (`schemas["1"].examples[index]`) when
+/// it has one, otherwise a small placeholder naming the type; the caller's `payload` wins.
+async fn example_payload(state: &ApiState, input: &EventExampleIn) -> Result<Value, ApiError> {
+    match &input.payload {
+        Some(payload) if payload.is_object() => return Ok(payload.clone()),
+        Some(_) => return Err(ApiError::body_field("payload", "must be a JSON object")),
+        None => {}
+    }
+    let event_type = state.store().get_event_type(&input.event_type).await?;
+    let examples = event_type
+        .and_then(|et| et.schemas)
+        .and_then(|schemas| schemas.get("1")?.get("examples")?.as_array().cloned())
+        .unwrap_or_default();
+    match examples.get(input.example_index) {
+        Some(example) if example.is_object() => Ok(example.clone()),
+        Some(_) => Err(ApiError::body_field(
+            "exampleIndex",
+            "this example is not a JSON object",
+        )),
+        None if input.example_index > 0 => Err(ApiError::body_field(
+            "exampleIndex",
+            "no example at this index",
+        )),
+        None => Ok(json!({ "type": input.event_type, "data": { "example": true } })),
+    }
+}
+
+async fn send_example(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    JsonBody(input): JsonBody<EventExampleIn>,
+) -> Result<Json<MessageOut>, ApiError> {
+    let ep = endpoint::find(&state, &principal, &app_id, &endpoint_id).await?;
+    validate::name("eventType", &input.event_type)?;
+    let payload = example_payload(&state, &input).await?;
+    let now = state.clock().now();
+    let message = Message {
+        id: MessageId::new(now),
+        app_id: ep.app_id.clone(),
+        event_type: input.event_type,
+        event_id: None,
+        channels: None,
+        payload: Some(serde_json::to_vec(&payload).expect("JSON values serialize")),
+        created_at: now,
+    };
+    let created = state
+        .store()
+        .create_routed_message(&message, &Route::Only(ep.id))
+        .await?;
+    state.wake_engine();
+    Ok(Json(MessageOut::new(created.message, true)))
 }

@@ -6,7 +6,7 @@ use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
 use sqlx::postgres::PgPool;
 
 use super::rows;
-use super::{ListQuery, Param, PgStore, fetch_one_of, refused, sql, text};
+use super::{ListQuery, Param, PgStore, fetch_one_of, missing, refused, sql, text};
 use crate::columns::{
     ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, ENDPOINT_WIDTH, MESSAGE_COLUMNS,
     MESSAGE_WIDTH,
@@ -14,12 +14,17 @@ use crate::columns::{
 use crate::error::taken;
 use crate::json::encode_opt;
 use crate::{
-    AttemptFilter, CreatedMessage, MessageFilter, MessageStore, Page, PageRequest, StoreError,
+    AttemptFilter, CreatedMessage, MessageFilter, MessageStore, Page, PageRequest, Route,
+    StoreError,
 };
 
 #[async_trait]
 impl MessageStore for PgStore {
-    async fn create_message(&self, message: &Message) -> Result<CreatedMessage, StoreError> {
+    async fn create_routed_message(
+        &self,
+        message: &Message,
+        route: &Route,
+    ) -> Result<CreatedMessage, StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at)
@@ -39,20 +44,24 @@ impl MessageStore for PgStore {
             taken::event_id(message.event_id.as_deref()),
             "application",
         ))?;
-        let endpoints = sql(format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = $1 AND NOT e.disabled"
-        ))
-        .bind(message.app_id.as_str())
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(rows::endpoint)
-        .collect::<Result<Vec<_>, _>>()?;
-        let routed: Vec<&str> = endpoints
+        let routed: Vec<String> = match route {
+            Route::Subscribers => sql(format!(
+                "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = $1 AND NOT e.disabled"
+            ))
+            .bind(message.app_id.as_str())
+            .fetch_all(&mut *tx)
+            .await?
             .iter()
-            .filter(|e| e.subscribes_to(&message.event_type, message.channels.as_deref()))
-            .map(|e| e.id.as_str())
-            .collect();
+            .map(rows::endpoint)
+            .filter(|e| {
+                e.as_ref().map_or(true, |e| {
+                    e.subscribes_to(&message.event_type, message.channels.as_deref())
+                })
+            })
+            .map(|e| e.map(|e| e.id.to_string()))
+            .collect::<Result<_, _>>()?,
+            Route::Only(endpoint) => vec![endpoint.to_string()],
+        };
         if !routed.is_empty() {
             // One statement for every delivery, however many endpoints subscribe.
             sqlx::query(
@@ -64,7 +73,8 @@ impl MessageStore for PgStore {
             .bind(message.created_at.as_millis())
             .bind(&routed)
             .execute(&mut *tx)
-            .await?;
+            .await
+            .map_err(missing("endpoint"))?;
         }
         tx.commit().await?;
         Ok(CreatedMessage {

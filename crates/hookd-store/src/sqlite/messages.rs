@@ -10,19 +10,24 @@ use super::rows::{
     self, ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, ENDPOINT_WIDTH, MESSAGE_COLUMNS,
     MESSAGE_WIDTH, collect,
 };
-use super::{ListQuery, SqliteStore, refused, text};
+use super::{ListQuery, SqliteStore, missing, refused, text};
 use crate::error::taken;
 use crate::json::{encode, encode_opt};
 use crate::{
-    AttemptFilter, CreatedMessage, MessageFilter, MessageStore, Page, PageRequest, StoreError,
+    AttemptFilter, CreatedMessage, MessageFilter, MessageStore, Page, PageRequest, Route,
+    StoreError,
 };
 
 #[async_trait]
 impl MessageStore for SqliteStore {
-    async fn create_message(&self, message: &Message) -> Result<CreatedMessage, StoreError> {
-        let message = message.clone();
+    async fn create_routed_message(
+        &self,
+        message: &Message,
+        route: &Route,
+    ) -> Result<CreatedMessage, StoreError> {
+        let (message, route) = (message.clone(), route.clone());
         self.db
-            .write(move |conn| insert_message(conn, &message))
+            .write(move |conn| insert_message(conn, &message, &route))
             .await
     }
 
@@ -184,7 +189,11 @@ impl MessageStore for SqliteStore {
     }
 }
 
-fn insert_message(conn: &Connection, message: &Message) -> Result<CreatedMessage, StoreError> {
+fn insert_message(
+    conn: &Connection,
+    message: &Message,
+    route: &Route,
+) -> Result<CreatedMessage, StoreError> {
     let inserted = conn
         .prepare_cached(
             "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at)
@@ -203,31 +212,36 @@ fn insert_message(conn: &Connection, message: &Message) -> Result<CreatedMessage
         taken::event_id(message.event_id.as_deref()),
         "application",
     ))?;
-    let endpoints = collect(
-        conn,
-        &format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = ?1 AND e.disabled = 0"
-        ),
-        [message.app_id.as_str()],
-        rows::endpoint,
-    )?;
+    let routed = match route {
+        Route::Subscribers => collect(
+            conn,
+            &format!(
+                "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = ?1 AND e.disabled = 0"
+            ),
+            [message.app_id.as_str()],
+            rows::endpoint,
+        )?
+        .into_iter()
+        .filter(|e| e.subscribes_to(&message.event_type, message.channels.as_deref()))
+        .map(|e| e.id)
+        .collect(),
+        Route::Only(endpoint) => vec![endpoint.clone()],
+    };
     let mut insert = conn.prepare_cached(
         "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at)
          VALUES (?1, ?2, ?3, 0, ?4, ?4)",
     )?;
-    let mut deliveries = 0;
-    for endpoint in endpoints
-        .iter()
-        .filter(|e| e.subscribes_to(&message.event_type, message.channels.as_deref()))
-    {
-        insert.execute(params![
-            message.id.as_str(),
-            endpoint.id.as_str(),
-            DeliveryStatus::Pending.code(),
-            message.created_at.as_millis(),
-        ])?;
-        deliveries += 1;
+    for endpoint in &routed {
+        insert
+            .execute(params![
+                message.id.as_str(),
+                endpoint.as_str(),
+                DeliveryStatus::Pending.code(),
+                message.created_at.as_millis(),
+            ])
+            .map_err(missing("endpoint"))?;
     }
+    let deliveries = routed.len();
     Ok(CreatedMessage {
         message: message.clone(),
         deliveries,

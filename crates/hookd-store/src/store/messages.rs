@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
-use hookd_core::{AppId, Timestamp};
+use hookd_core::{AppId, EndpointId, Timestamp};
 
 use crate::{Page, PageRequest, StoreError};
 
@@ -34,6 +34,15 @@ pub struct CreatedMessage {
     pub deliveries: usize,
 }
 
+/// Which endpoints a new message goes to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Every enabled endpoint of the application whose filters take the message.
+    Subscribers,
+    /// This endpoint alone, whatever its filters (a test send).
+    Only(EndpointId),
+}
+
 /// Messages and the delivery log. Deliveries change through [`crate::DeliveryQueue`].
 #[async_trait]
 pub trait MessageStore: Send + Sync {
@@ -42,7 +51,16 @@ pub trait MessageStore: Send + Sync {
     /// application, due at once, in one transaction: when this returns `Ok` both are durable.
     /// A second message with the same `event_id` in the application is a conflict and writes
     /// nothing.
-    async fn create_message(&self, message: &Message) -> Result<CreatedMessage, StoreError>;
+    async fn create_message(&self, message: &Message) -> Result<CreatedMessage, StoreError> {
+        self.create_routed_message(message, &Route::Subscribers)
+            .await
+    }
+    /// [`Self::create_message`], with the endpoints chosen by `route`.
+    async fn create_routed_message(
+        &self,
+        message: &Message,
+        route: &Route,
+    ) -> Result<CreatedMessage, StoreError>;
     /// The message of `app` whose id or `eventId` is `id_or_event_id`.
     async fn get_message(
         &self,
