@@ -15,19 +15,11 @@ use support::{Api, Hookd};
 const TOKEN: &str = "crash-test-admin-token";
 
 fn serve(database: &str) -> Hookd {
-    Hookd::serve(&[
-        "--database",
+    Hookd::serve_local(
         database,
-        "--admin-token",
         TOKEN,
-        "--allow-http-endpoints",
-        "--allow-subnet",
-        "127.0.0.0/8",
-        "--lease",
-        "4s",
-        "--attempt-timeout",
-        "1",
-    ])
+        &["--lease", "4s", "--attempt-timeout", "1"],
+    )
 }
 
 /// A number in `0..bound` that differs from run to run.

@@ -17,17 +17,7 @@ use webhook_signature::{Secret, Verifier};
 const TOKEN: &str = "delivery-test-admin-token";
 
 fn serve(database: &str, extra: &[&str]) -> Hookd {
-    let mut args = vec![
-        "--database",
-        database,
-        "--admin-token",
-        TOKEN,
-        "--allow-http-endpoints",
-        "--allow-subnet",
-        "127.0.0.0/8",
-    ];
-    args.extend_from_slice(extra);
-    Hookd::serve(&args)
+    Hookd::serve_local(database, TOKEN, extra)
 }
 
 /// Polls `GET path` (bounded) until `done` holds for the answer.

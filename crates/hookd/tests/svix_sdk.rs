@@ -13,15 +13,7 @@ const TOKEN: &str = "svix-sdk-admin-token";
 
 fn drive(database_url: &str, receiver_url: &str) {
     let Some(python) = python() else { return };
-    let hookd = Hookd::serve(&[
-        "--database",
-        database_url,
-        "--admin-token",
-        TOKEN,
-        "--allow-http-endpoints",
-        "--allow-subnet",
-        "127.0.0.0/8",
-    ]);
+    let hookd = Hookd::serve_local(database_url, TOKEN, &[]);
     let output = run_python_script(
         &python,
         "svix_sdk_check.py",

@@ -43,6 +43,22 @@ impl Hookd {
 }
 
 impl Hookd {
+    /// `hookd serve` on `database` with admin token `token`, delivering to plain-http
+    /// loopback receivers (the SSRF guard opened for 127.0.0.0/8 only), plus `extra` options.
+    pub fn serve_local(database: &str, token: &str, extra: &[&str]) -> Self {
+        let mut args = vec![
+            "--database",
+            database,
+            "--admin-token",
+            token,
+            "--allow-http-endpoints",
+            "--allow-subnet",
+            "127.0.0.0/8",
+        ];
+        args.extend_from_slice(extra);
+        Self::serve(&args)
+    }
+
     /// `kill -9`: the process gets no chance to finish anything.
     pub fn kill_hard(&mut self) {
         self.child.kill().expect("SIGKILL hookd");
