@@ -1,0 +1,276 @@
+//! The system under test: the real `hookd` release binary as a child process, on a database
+//! made for one run and removed after it.
+//!
+//! Every benchmark measures the binary an operator would run, over real TCP, with the real
+//! database settings, so nothing here links hookd's crates. The binary is expected next to
+//! this harness's own executable (`target/release/` after
+//! `cargo build --release -p hookd -p hookd-bench`).
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+
+/// Where `hookd` must be: next to this executable.
+pub fn binary() -> anyhow::Result<PathBuf> {
+    let me = std::env::current_exe().context("cannot tell where hookd-bench runs from")?;
+    let dir = me
+        .parent()
+        .ok_or_else(|| anyhow!("{} has no parent directory", me.display()))?;
+    let hookd = dir.join("hookd");
+    if !hookd.is_file() {
+        bail!(
+            "{} does not exist: build it next to hookd-bench with \
+             `cargo build --release -p hookd -p hookd-bench`",
+            hookd.display()
+        );
+    }
+    Ok(hookd)
+}
+
+/// Which database hookd runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sqlite => "SQLite",
+            Self::Postgres => "PostgreSQL",
+        }
+    }
+}
+
+/// The PostgreSQL server used when none is given: the one the test suite uses.
+pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// A database made for one run. [`Database::remove`] deletes it; call it on every path.
+pub enum Database {
+    Sqlite {
+        url: String,
+        dir: PathBuf,
+    },
+    Postgres {
+        url: String,
+        server: String,
+        name: String,
+    },
+}
+
+impl Database {
+    /// A new, empty database: a SQLite file in a fresh temporary directory, or a database
+    /// `hookd_bench_<random>` on the PostgreSQL server `server_url` names.
+    pub async fn create(backend: Backend, server_url: &str) -> anyhow::Result<Self> {
+        match backend {
+            Backend::Sqlite => {
+                let dir = std::env::temp_dir().join(format!("hookd-bench-{}", random_hex()));
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+                let url = format!("sqlite://{}", dir.join("hookd.db").display());
+                Ok(Self::Sqlite { url, dir })
+            }
+            Backend::Postgres => {
+                let name = format!("hookd_bench_{}", random_hex());
+                let mut admin = PgConnection::connect(server_url)
+                    .await
+                    .with_context(|| format!("cannot connect to PostgreSQL at {server_url}"))?;
+                sqlx::query(AssertSqlSafe(format!(r#"CREATE DATABASE "{name}""#)))
+                    .execute(&mut admin)
+                    .await
+                    .with_context(|| format!("cannot create the database {name}"))?;
+                let _ = admin.close().await;
+                Ok(Self::Postgres {
+                    url: with_database(server_url, &name),
+                    server: server_url.to_owned(),
+                    name,
+                })
+            }
+        }
+    }
+
+    /// The URL hookd's `--database` takes.
+    pub fn url(&self) -> &str {
+        match self {
+            Self::Sqlite { url, .. } | Self::Postgres { url, .. } => url,
+        }
+    }
+
+    /// Deletes the database (stop hookd first). Failures are reported, not returned: this
+    /// runs on error paths too.
+    pub async fn remove(self) {
+        match self {
+            Self::Sqlite { dir, .. } => {
+                if let Err(error) = std::fs::remove_dir_all(&dir) {
+                    eprintln!("warning: cannot remove {}: {error}", dir.display());
+                }
+            }
+            Self::Postgres { server, name, .. } => {
+                let dropped = async {
+                    let mut admin = PgConnection::connect(&server).await?;
+                    sqlx::query(AssertSqlSafe(format!(
+                        r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#
+                    )))
+                    .execute(&mut admin)
+                    .await?;
+                    admin.close().await
+                };
+                if let Err(error) = dropped.await {
+                    eprintln!("warning: cannot drop the database {name}: {error}");
+                }
+            }
+        }
+    }
+}
+
+/// A running `hookd serve`; killed when dropped.
+pub struct Hookd {
+    /// `http://127.0.0.1:PORT`, as hookd printed it.
+    pub base_url: String,
+    /// The admin token it was started with.
+    pub admin_token: String,
+    child: Child,
+}
+
+impl Hookd {
+    /// Starts `hookd serve` on a free loopback port over `database_url`, with a fresh admin
+    /// token, accepting `http://` endpoints and letting deliveries reach the loopback
+    /// receiver past the SSRF guard; `extra` options are appended (e.g. engine settings).
+    /// Waits until hookd prints where it listens.
+    pub fn start(database_url: &str, extra: &[String]) -> anyhow::Result<Self> {
+        let binary = binary()?;
+        let admin_token = format!("bench_{}", random_hex());
+        let mut child = Command::new(&binary)
+            .args(["serve", "--listen", "127.0.0.1:0", "--allow-http-endpoints"])
+            .args(["--allow-subnet", "127.0.0.1/32"])
+            .args(["--admin-token", &admin_token, "--database", database_url])
+            .args(extra)
+            .env("HOOKD_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("cannot start {}", binary.display()))?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        // A thread reads stdout for the whole life of the child, so hookd never blocks on a
+        // full pipe; it hands over the address line.
+        let (address_tx, address_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut address_tx = Some(address_tx);
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(url) = line.strip_prefix("hookd listening on ")
+                    && let Some(tx) = address_tx.take()
+                {
+                    let _ = tx.send(url.trim().to_owned());
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let base_url = loop {
+            match address_rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(url) => break url,
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {
+                    if let Some(status) = child.try_wait()? {
+                        bail!("hookd exited ({status}) before listening");
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    bail!("hookd did not print `hookd listening on …` within 60 s");
+                }
+            }
+        };
+        Ok(Self {
+            base_url,
+            admin_token,
+            child,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// hookd's peak resident set so far (`VmHWM`), in KiB.
+    pub fn peak_rss_kib(&self) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .context("cannot read hookd's /proc status")?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .ok_or_else(|| anyhow!("no VmHWM line in /proc/{}/status", self.pid()))
+    }
+
+    /// CPU time hookd has used so far (user + system, all threads).
+    pub fn cpu_time(&self) -> anyhow::Result<Duration> {
+        crate::machine::process_cpu_time(self.pid())
+    }
+
+    /// Stops hookd.
+    pub fn stop(mut self) {
+        self.kill();
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Hookd {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// 16 random hex digits.
+pub fn random_hex() -> String {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).expect("the OS random number generator failed");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `url` with its database (the path) replaced by `database`, query string kept.
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let authority_start = base.find("://").map_or(0, |i| i + 3);
+    let authority_end = base[authority_start..]
+        .find('/')
+        .map_or(base.len(), |i| authority_start + i);
+    let mut out = format!("{}/{database}", &base[..authority_end]);
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn the_database_is_replaced_and_the_rest_kept() {
+        assert_eq!(
+            with_database("postgres://u@h:5432/test", "x"),
+            "postgres://u@h:5432/x"
+        );
+        assert_eq!(with_database("postgres://u@h", "x"), "postgres://u@h/x");
+        assert_eq!(
+            with_database("postgresql://u:p@h/test?sslmode=disable", "x"),
+            "postgresql://u:p@h/x?sslmode=disable"
+        );
+    }
+}

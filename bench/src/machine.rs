@@ -1,0 +1,143 @@
+//! The machine a number was measured on, and how busy it is.
+//!
+//! A throughput figure means nothing without the CPU, core count, memory, OS and compiler
+//! behind it, so every documented result carries this description. The load average check
+//! lets a run wait for other work (compiles) to settle before measuring, and the CPU-time
+//! reading shows whether hookd or the harness used the cores.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// What the results were measured on.
+#[derive(Clone, Debug)]
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub memory_gib: f64,
+    pub os: String,
+    pub rustc: String,
+}
+
+impl Machine {
+    /// Reads /proc, /etc/os-release and `rustc --version`; unknown parts say "unknown".
+    pub fn describe() -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = field(&cpuinfo, "model name").unwrap_or_else(|| "unknown CPU".into());
+        let cores = std::thread::available_parallelism().map_or(0, usize::from);
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let memory_gib = field(&meminfo, "MemTotal")
+            .and_then(|kib| kib.trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(0.0, |kib| kib / (1024.0 * 1024.0));
+        let release = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+        let distribution = release
+            .lines()
+            .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+            .map_or("unknown OS", |v| v.trim_matches('"'))
+            .to_owned();
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map_or_else(|_| "?".into(), |k| k.trim().to_owned());
+        let rustc = Command::new("rustc")
+            .arg("--version")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map_or_else(
+                || "unknown rustc".into(),
+                |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+            );
+        Self {
+            cpu,
+            cores,
+            memory_gib,
+            os: format!("{distribution}, Linux {kernel}"),
+            rustc,
+        }
+    }
+
+    /// One Markdown-friendly line.
+    pub fn summary(&self) -> String {
+        format!(
+            "{}, {} cores, {:.1} GiB RAM, {}, {}",
+            self.cpu, self.cores, self.memory_gib, self.os, self.rustc
+        )
+    }
+}
+
+/// The value of the first `name: value` line.
+fn field(text: &str, name: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        (key.trim() == name).then(|| value.trim().to_owned())
+    })
+}
+
+/// The 1-minute load average.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Waits until the 1-minute load average is below `threshold`, for at most `patience`.
+/// Returns the last reading and whether it got below.
+pub fn wait_until_quiet(threshold: f64, patience: Duration) -> (f64, bool) {
+    let deadline = Instant::now() + patience;
+    let mut announced = false;
+    loop {
+        let load = load_average().unwrap_or(0.0);
+        if load < threshold {
+            return (load, true);
+        }
+        if Instant::now() >= deadline {
+            return (load, false);
+        }
+        if !announced {
+            eprintln!("load average {load:.2} ≥ {threshold}: waiting for the machine to settle…");
+            announced = true;
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+}
+
+/// User + system CPU time of process `pid`, all threads (Linux `/proc/PID/stat`, which counts
+/// in clock ticks of 1/100 s on every Linux platform this runs on).
+pub fn process_cpu_time(pid: u32) -> anyhow::Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name (field 2) may hold spaces; the fields after its `)` are plain.
+    let after_name = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| anyhow::anyhow!("unexpected /proc/{pid}/stat"))?;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line: the 12th and 13th after the name.
+    let ticks = |i: usize| -> anyhow::Result<u64> {
+        Ok(fields
+            .get(i)
+            .ok_or_else(|| anyhow::anyhow!("short /proc/{pid}/stat"))?
+            .parse()?)
+    };
+    Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_has_a_cpu_time_and_the_machine_a_description() {
+        assert!(process_cpu_time(std::process::id()).is_ok());
+        let machine = Machine::describe();
+        assert!(machine.cores >= 1);
+        assert!(!machine.summary().is_empty());
+    }
+
+    #[test]
+    fn fields_are_found_by_name() {
+        let text = "processor\t: 0\nmodel name\t: AMD EPYC 7B13\n";
+        assert_eq!(field(text, "model name").as_deref(), Some("AMD EPYC 7B13"));
+        assert_eq!(field(text, "flags"), None);
+    }
+}

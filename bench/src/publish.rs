@@ -1,0 +1,497 @@
+//! `hookd-bench publish`: how many messages per second hookd accepts, and how fast it answers.
+//!
+//! This is the producer's critical path: `POST /api/v1/app/{app}/msg` answers 202 only once
+//! the message and its delivery rows are committed. One application with one subscribed
+//! endpoint (pointing at the local receiver) makes every publish write a delivery row, as in
+//! production. hookd's delivery engine runs meanwhile, as in production, delivering to the
+//! receiver; what it costs the publishes is part of the result.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use reqwest::StatusCode;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use serde_json::json;
+
+use crate::api::Api;
+use crate::hookd::{Backend, DEFAULT_POSTGRES_URL, Database, Hookd};
+use crate::load::{self, Outcome, Requests};
+use crate::machine::{self, Machine};
+use crate::receiver::{self, Receiver};
+use crate::report;
+
+/// The docs section this benchmark owns.
+const SECTION: &str = "publish";
+
+/// Issue 3's target, for SQLite at 32 in flight.
+const TARGET_MSGS_PER_S: f64 = 5_000.0;
+const TARGET_P99: Duration = Duration::from_millis(10);
+const TARGET_CONCURRENCY: usize = 32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backends {
+    Sqlite,
+    Postgres,
+    Both,
+}
+
+impl Backends {
+    fn list(self) -> Vec<Backend> {
+        match self {
+            Self::Sqlite => vec![Backend::Sqlite],
+            Self::Postgres => vec![Backend::Postgres],
+            Self::Both => vec![Backend::Sqlite, Backend::Postgres],
+        }
+    }
+
+    fn flag(self) -> &'static str {
+        match self {
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
+            Self::Both => "both",
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Database(s) to run hookd on; each gets a fresh one per run.
+    #[arg(long, value_enum, default_value = "sqlite")]
+    backend: Backends,
+    /// Publish requests in flight at all times.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Messages published in the measured phase.
+    #[arg(long, default_value_t = 50_000)]
+    messages: u64,
+    /// Messages published first and not measured.
+    #[arg(long, default_value_t = 2_000)]
+    warmup: u64,
+    /// Runs per backend, each on a fresh hookd and database; the best (by msgs/s) is reported
+    /// with the spread.
+    #[arg(long, default_value_t = 2)]
+    runs: u32,
+    /// PostgreSQL server on which a database `hookd_bench_<random>` is created and dropped.
+    #[arg(
+        long,
+        env = "HOOKD_TEST_POSTGRES_URL",
+        default_value = DEFAULT_POSTGRES_URL,
+        hide_env_values = true
+    )]
+    postgres_url: String,
+    /// Before each run, wait (up to 10 minutes) until the 1-minute load average is below this.
+    #[arg(long)]
+    quiet_below: Option<f64>,
+    /// Rewrite the publish section of docs/benchmarks.md with the results.
+    #[arg(long)]
+    write_docs: bool,
+    /// The Markdown file `--write-docs` rewrites [default: docs/benchmarks.md of this repo].
+    #[arg(long)]
+    docs_file: Option<PathBuf>,
+}
+
+impl Args {
+    /// The command that reproduces these results, every parameter spelled out.
+    fn command(&self) -> String {
+        let mut command = format!(
+            "target/release/hookd-bench publish --backend {} --concurrency {} --messages {} \
+             --warmup {} --runs {}",
+            self.backend.flag(),
+            self.concurrency,
+            self.messages,
+            self.warmup,
+            self.runs
+        );
+        if let Some(load) = self.quiet_below {
+            command.push_str(&format!(" --quiet-below {load}"));
+        }
+        if self.write_docs {
+            command.push_str(" --write-docs");
+        }
+        command
+    }
+}
+
+/// One run's measurements.
+struct Run {
+    outcome: Outcome,
+    warmup_errors: u64,
+    peak_rss_kib: u64,
+    /// CPU cores hookd kept busy during the measured phase, on average.
+    hookd_cores: f64,
+    /// CPU cores this harness (load generator and receiver) kept busy.
+    harness_cores: f64,
+    load_before: f64,
+    /// Webhooks the receiver got by the end of the run (hookd's engine delivering meanwhile).
+    delivered: u64,
+}
+
+impl Run {
+    fn errors(&self) -> u64 {
+        self.outcome.error_count() + self.warmup_errors
+    }
+}
+
+/// The runs of one backend.
+struct Series {
+    backend: Backend,
+    runs: Vec<Run>,
+}
+
+impl Series {
+    fn best(&self) -> &Run {
+        self.runs
+            .iter()
+            .max_by(|a, b| a.outcome.throughput().total_cmp(&b.outcome.throughput()))
+            .expect("a series has at least one run")
+    }
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.runs == 0 || args.concurrency == 0 || args.messages == 0 {
+        bail!("--runs, --concurrency and --messages must be at least 1");
+    }
+    crate::hookd::binary()?;
+    let machine = Machine::describe();
+    println!("machine: {}", machine.summary());
+    println!("{}", header());
+    let mut all = Vec::new();
+    for backend in args.backend.list() {
+        let mut series = Series {
+            backend,
+            runs: Vec::new(),
+        };
+        for _ in 0..args.runs {
+            if let Some(threshold) = args.quiet_below {
+                let (load, quiet) = tokio::task::spawn_blocking(move || {
+                    machine::wait_until_quiet(threshold, Duration::from_secs(600))
+                })
+                .await?;
+                if !quiet {
+                    eprintln!(
+                        "warning: load average still {load:.2} after 10 minutes; measuring anyway"
+                    );
+                }
+            }
+            let run = one_run(backend, &args).await?;
+            println!("{}", row(backend, &run, None));
+            println!(
+                "  (the receiver got {} webhooks during the run)",
+                report::thousands(run.delivered)
+            );
+            for (reason, n) in &run.outcome.errors {
+                eprintln!("  {n} × {reason}");
+            }
+            series.runs.push(run);
+        }
+        all.push(series);
+    }
+    println!("\nbest of {} run(s) per backend:", args.runs);
+    println!("{}", header());
+    for series in &all {
+        println!("{}", row(series.backend, series.best(), Some(series)));
+    }
+    let verdict = target_verdict(&args, &all);
+    if let Some(verdict) = &verdict {
+        println!("\n{verdict}");
+    }
+    if args.write_docs {
+        let path = args.docs_file.clone().unwrap_or_else(report::docs_path);
+        report::write_section(&path, SECTION, &section(&args, &machine, &all, verdict))?;
+        println!("wrote the `{SECTION}` section of {}", path.display());
+    }
+    let flagged = all.iter().flat_map(|s| &s.runs).any(|run| run.errors() > 0);
+    if flagged {
+        eprintln!("FLAGGED: some publishes failed; these numbers are not valid");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Fresh database, receiver and hookd; set up; warm up; measure; tear down.
+async fn one_run(backend: Backend, args: &Args) -> anyhow::Result<Run> {
+    let database = Database::create(backend, &args.postgres_url).await?;
+    let result = measure(&database, args).await;
+    database.remove().await;
+    result
+}
+
+async fn measure(database: &Database, args: &Args) -> anyhow::Result<Run> {
+    let receiver = Receiver::start(receiver::Options::default()).await?;
+    let url = database.url().to_owned();
+    let hookd = tokio::task::spawn_blocking(move || Hookd::start(&url, &[])).await??;
+    let api = Api::new(&hookd, args.concurrency)?;
+    let app = api.create_app("bench").await?;
+    api.create_endpoint(&app, &receiver.url("publish")).await?;
+    // The premise of the benchmark: a publish writes a delivery row.
+    let probe = api.publish(&app, message(u64::MAX)).await?;
+    let routed = api.destinations(&app, &probe).await?;
+    if routed != 1 {
+        bail!("a published message was routed to {routed} endpoints, expected 1");
+    }
+
+    let publish = publisher(&api, &app)?;
+    let load_before = machine::load_average().unwrap_or(0.0);
+    let warmup = load::run(args.concurrency, 0..args.warmup, publish.clone()).await;
+    let hookd_cpu = hookd.cpu_time()?;
+    let harness_cpu = machine::process_cpu_time(std::process::id())?;
+    let end = args.warmup + args.messages;
+    let outcome = load::run(args.concurrency, args.warmup..end, publish).await;
+    let hookd_cpu = hookd.cpu_time()?.saturating_sub(hookd_cpu);
+    let harness_cpu = machine::process_cpu_time(std::process::id())?.saturating_sub(harness_cpu);
+    let peak_rss_kib = hookd.peak_rss_kib()?;
+    let delivered = receiver.received();
+    hookd.stop();
+    let seconds = outcome.elapsed.as_secs_f64();
+    Ok(Run {
+        warmup_errors: warmup.error_count(),
+        peak_rss_kib,
+        hookd_cores: hookd_cpu.as_secs_f64() / seconds,
+        harness_cores: harness_cpu.as_secs_f64() / seconds,
+        load_before,
+        delivered,
+        outcome,
+    })
+}
+
+/// The request the load generator sends: publish message `i`, expect 202.
+fn publisher(api: &Api, app: &str) -> anyhow::Result<Requests> {
+    let url =
+        reqwest::Url::parse(&api.url(&format!("/app/{app}/msg"))).context("the publish URL")?;
+    let client = api.client().clone();
+    let authorization = api.authorization().clone();
+    let json = HeaderValue::from_static("application/json");
+    Ok(Arc::new(move |i| {
+        let request = client
+            .post(url.clone())
+            .header(AUTHORIZATION, authorization.clone())
+            .header(CONTENT_TYPE, json.clone())
+            .body(message(i).to_string());
+        Box::pin(async move {
+            let response = request
+                .send()
+                .await
+                .map_err(|e| format!("transport: {e}"))?;
+            let status = response.status();
+            response
+                .bytes()
+                .await
+                .map_err(|e| format!("reading the answer: {e}"))?;
+            if status == StatusCode::ACCEPTED {
+                Ok(())
+            } else {
+                Err(format!("HTTP {}", status.as_u16()))
+            }
+        })
+    }))
+}
+
+/// Message number `i`: an `invoice.paid` event with a ~300-byte payload, distinct per `i`.
+fn message(i: u64) -> serde_json::Value {
+    let customer = i % 9_973;
+    let cents = 1_000 + i.wrapping_mul(7_919) % 90_000;
+    json!({
+        "eventType": "invoice.paid",
+        "payload": {
+            "type": "invoice.paid",
+            "invoice": {
+                "id": format!("inv_{i:012}"),
+                "number": format!("2026-{:06}", i % 1_000_000),
+                "customerId": format!("cus_{customer:08}"),
+                "customerEmail": format!("billing+{customer}@example.com"),
+                "amountPaid": cents,
+                "currency": "EUR",
+                "lines": [
+                    { "sku": "PLAN-PRO-MONTHLY", "quantity": 1, "unitAmount": cents }
+                ],
+                "paidAt": "2026-05-01T12:34:56Z",
+                "paymentMethod": "card",
+                "attempt": 1
+            }
+        }
+    })
+}
+
+fn header() -> String {
+    report::header(&[
+        "backend",
+        "msgs/s",
+        "p50",
+        "p90",
+        "p99",
+        "max",
+        "errors",
+        "hookd peak RSS",
+        "hookd CPU",
+        "harness CPU",
+        "runs (msgs/s, p99)",
+    ])
+}
+
+/// A table row; with the series, the last cell lists every run.
+fn row(backend: Backend, run: &Run, series: Option<&Series>) -> String {
+    let o = &run.outcome;
+    let errors = match run.errors() {
+        0 => "0".to_owned(),
+        n => format!("**{} (flagged)**", report::thousands(n)),
+    };
+    let runs = series.map_or_else(
+        || format!("load {:.2} before", run.load_before),
+        |s| {
+            s.runs
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} ({})",
+                        report::thousands(r.outcome.throughput().round() as u64),
+                        report::millis(r.outcome.latency(0.99))
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        },
+    );
+    report::row(&[
+        backend.name().to_owned(),
+        report::thousands(o.throughput().round() as u64),
+        report::millis(o.latency(0.50)),
+        report::millis(o.latency(0.90)),
+        report::millis(o.latency(0.99)),
+        report::millis(o.max_latency()),
+        errors,
+        format!("{:.0} MiB", run.peak_rss_kib as f64 / 1024.0),
+        format!("{:.2} cores", run.hookd_cores),
+        format!("{:.2} cores", run.harness_cores),
+        runs,
+    ])
+}
+
+/// Whether issue 3's target is met, when this run measured it (SQLite at 32 in flight).
+fn target_verdict(args: &Args, all: &[Series]) -> Option<String> {
+    if args.concurrency != TARGET_CONCURRENCY {
+        return None;
+    }
+    let sqlite = all.iter().find(|s| s.backend == Backend::Sqlite)?;
+    let best = sqlite.best();
+    let (rate, p99) = (best.outcome.throughput(), best.outcome.latency(0.99));
+    let met = rate >= TARGET_MSGS_PER_S && p99 < TARGET_P99 && best.errors() == 0;
+    Some(format!(
+        "Target (issue 3: SQLite, {TARGET_CONCURRENCY} in flight, ≥ {} msgs/s with p99 < {} ms): \
+         **{}** ({} msgs/s, p99 {}).",
+        report::thousands(TARGET_MSGS_PER_S as u64),
+        TARGET_P99.as_millis(),
+        if met { "met" } else { "not met" },
+        report::thousands(rate.round() as u64),
+        report::millis(p99),
+    ))
+}
+
+/// The docs section: what was measured, how, where, and the table.
+fn section(args: &Args, machine: &Machine, all: &[Series], verdict: Option<String>) -> String {
+    let date = time::OffsetDateTime::now_utc()
+        .format(time::macros::format_description!(
+            "[year]-[month]-[day] [hour]:[minute] UTC"
+        ))
+        .unwrap_or_else(|_| "unknown".into());
+    let mut out = format!(
+        "## Publish throughput\n\n\
+         `POST /api/v1/app/{{app}}/msg` with a ~300-byte JSON payload, answered `202 Accepted` \
+         once the message and its delivery row are committed. One application with one \
+         subscribed endpoint (pointing at a local receiver), so every publish writes a \
+         delivery row as in production. {} requests in flight from one pooled HTTP/1.1 client \
+         on the same machine; {} warm-up publishes, then {} measured. Latency is per request \
+         at the client, from send to the full answer. Each backend ran {} time(s) on a fresh \
+         hookd and database; the table shows the best run by msgs/s, and the last column \
+         every run. CPU columns are cores kept busy on average during the measured phase \
+         (PostgreSQL's own server processes are not counted). hookd's delivery engine runs \
+         meanwhile, as in production, delivering to the receiver.\n\n\
+         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
+         - Date: {date}\n\
+         - Machine: {}\n\
+         - hookd: {}\n\n",
+        args.concurrency,
+        report::thousands(args.warmup),
+        report::thousands(args.messages),
+        args.runs,
+        args.command(),
+        machine.summary(),
+        revision(),
+    );
+    out.push_str(&header());
+    out.push('\n');
+    for series in all {
+        out.push_str(&row(series.backend, series.best(), Some(series)));
+        out.push('\n');
+    }
+    let delivered: u64 = all.iter().flat_map(|s| &s.runs).map(|r| r.delivered).sum();
+    out.push_str(&format!(
+        "\nWebhooks delivered to the receiver while publishing, all runs: {}.\n",
+        report::thousands(delivered)
+    ));
+    if let Some(verdict) = verdict {
+        out.push('\n');
+        out.push_str(&verdict);
+        out.push('\n');
+    }
+    out
+}
+
+/// The commit hookd was built from, when this is a git checkout: `git describe` of the
+/// repository, `-dirty` when its crates have uncommitted changes.
+fn revision() -> String {
+    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    match git(&["rev-parse", "--short", "HEAD"]) {
+        Some(commit) => {
+            let dirty = git(&[
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                "crates",
+            ])
+            .is_some_and(|changes| !changes.is_empty());
+            format!(
+                "built from commit {commit}{}",
+                if dirty {
+                    " with uncommitted changes"
+                } else {
+                    ""
+                }
+            )
+        }
+        None => "built from an unknown commit (not a git checkout)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_realistic_and_about_300_bytes() {
+        for i in [0, 1, 12_345, u64::MAX] {
+            let body = message(i);
+            let payload = body["payload"].to_string();
+            assert!(
+                (250..=350).contains(&payload.len()),
+                "{} bytes: {payload}",
+                payload.len()
+            );
+            assert_eq!(body["eventType"], "invoice.paid");
+        }
+        assert_ne!(message(1), message(2));
+    }
+}

@@ -1,0 +1,161 @@
+//! Turning measurements into text: table cells, and the marked sections of
+//! `docs/benchmarks.md` each benchmark owns.
+//!
+//! Each benchmark rewrites only the part of the file between its own
+//! `<!-- NAME:begin -->` and `<!-- NAME:end -->` markers, so benchmarks can be rerun one at a
+//! time and hand-written text around them survives.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+
+/// What `docs/benchmarks.md` starts with when it does not exist yet.
+const INTRO: &str = "\
+# Benchmarks
+
+Speed is measured, not asserted in tests. Every number below comes from `hookd-bench` (the
+`bench/` crate), which runs the real release binary `target/release/hookd` as a child process
+on a fresh database, drives it over loopback HTTP from the same machine, and writes its own
+section of this file together with the exact command, the date and the machine. The load
+generator shares the machine's cores with hookd (and with PostgreSQL), so the numbers are
+what one box does end to end, not what hookd would do with the cores to itself.
+
+To rerun everything and rewrite this file's sections:
+
+```sh
+cargo build --release -p hookd -p hookd-bench && target/release/hookd-bench publish --backend both --write-docs
+```
+
+Wait for an idle machine first (no compiles running; `--quiet-below 0.7` waits for the load
+average before each run): a busy core changes the numbers more than most code changes do.
+";
+
+fn markers(name: &str) -> (String, String) {
+    (
+        format!("<!-- {name}:begin -->"),
+        format!("<!-- {name}:end -->"),
+    )
+}
+
+/// `document` with the section `name` replaced by `body` (markers kept), or appended at the
+/// end when the document has no such section yet.
+pub fn replace_section(document: &str, name: &str, body: &str) -> anyhow::Result<String> {
+    let (begin, end) = markers(name);
+    let body = body.trim_matches('\n');
+    let section = format!("{begin}\n{body}\n{end}");
+    match (document.find(&begin), document.find(&end)) {
+        (Some(start), Some(stop)) if start < stop => Ok(format!(
+            "{}{section}{}",
+            &document[..start],
+            &document[stop + end.len()..]
+        )),
+        (None, None) => {
+            let mut out = document.trim_end_matches('\n').to_owned();
+            if !out.is_empty() {
+                out.push_str("\n\n");
+            }
+            out.push_str(&section);
+            out.push('\n');
+            Ok(out)
+        }
+        _ => anyhow::bail!("the markers of section `{name}` are missing or out of order"),
+    }
+}
+
+/// Rewrites section `name` of the Markdown file at `path`, creating the file (with the intro)
+/// if it does not exist.
+pub fn write_section(path: &Path, name: &str, body: &str) -> anyhow::Result<()> {
+    let document = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => INTRO.to_owned(),
+        Err(error) => return Err(error).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let updated = replace_section(&document, name, body)?;
+    std::fs::write(path, updated).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// `docs/benchmarks.md` of the repository this harness was built from.
+pub fn docs_path() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks.md")
+}
+
+/// A latency in milliseconds with two decimals: `3.27 ms`.
+pub fn millis(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// An integer with thousands separators: `12,345`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A Markdown table row from its cells.
+pub fn row<S: AsRef<str>>(cells: &[S]) -> String {
+    let cells: Vec<&str> = cells.iter().map(AsRef::as_ref).collect();
+    format!("| {} |", cells.join(" | "))
+}
+
+/// A Markdown table header and its separator line.
+pub fn header(cells: &[&str]) -> String {
+    format!("{}\n|{}", row(cells), "---|".repeat(cells.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_section_is_replaced_and_the_rest_kept() {
+        let doc = "# B\n\nintro\n\n<!-- publish:begin -->\nold\n<!-- publish:end -->\n\n\
+                   <!-- fanout:begin -->\nother\n<!-- fanout:end -->\ntail\n";
+        let out = replace_section(doc, "publish", "new\nlines\n").unwrap();
+        assert_eq!(
+            out,
+            "# B\n\nintro\n\n<!-- publish:begin -->\nnew\nlines\n<!-- publish:end -->\n\n\
+             <!-- fanout:begin -->\nother\n<!-- fanout:end -->\ntail\n"
+        );
+        // Rewriting is stable.
+        assert_eq!(replace_section(&out, "publish", "new\nlines").unwrap(), out);
+    }
+
+    #[test]
+    fn a_missing_section_is_appended() {
+        let out = replace_section("# B\nintro\n", "publish", "body").unwrap();
+        assert_eq!(
+            out,
+            "# B\nintro\n\n<!-- publish:begin -->\nbody\n<!-- publish:end -->\n"
+        );
+    }
+
+    #[test]
+    fn broken_markers_are_refused() {
+        assert!(
+            replace_section(
+                "<!-- publish:end -->\n<!-- publish:begin -->",
+                "publish",
+                "x"
+            )
+            .is_err()
+        );
+        assert!(replace_section("<!-- publish:begin -->\n", "publish", "x").is_err());
+    }
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(millis(Duration::from_micros(3270)), "3.27 ms");
+        assert_eq!(header(&["a", "b"]), "| a | b |\n|---|---|");
+    }
+}
