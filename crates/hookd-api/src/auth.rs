@@ -5,9 +5,7 @@
 //! constant time. Looked-up tokens are cached briefly so the hot publish path does not read
 //! the database for every request.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -21,7 +19,7 @@ use subtle::ConstantTimeEq;
 use crate::{ApiError, ApiState};
 
 /// How long a looked-up token is trusted without asking the database again.
-const CACHE_TTL: Duration = Duration::from_secs(30);
+pub(crate) const TOKEN_CACHE_TTL: Duration = Duration::from_secs(30);
 
 /// Who is calling.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,28 +71,6 @@ pub async fn create_admin_token(store: &dyn Store, now: Timestamp) -> Result<Str
     };
     store.create_token(&token).await?;
     Ok(text)
-}
-
-/// Recently validated token digests.
-#[derive(Default)]
-pub struct TokenCache(Mutex<HashMap<String, (Principal, Instant)>>);
-
-impl TokenCache {
-    fn get(&self, hash: &str) -> Option<Principal> {
-        let cache = self.0.lock().expect("token cache poisoned");
-        cache
-            .get(hash)
-            .filter(|(_, at)| at.elapsed() < CACHE_TTL)
-            .map(|(principal, _)| principal.clone())
-    }
-
-    fn put(&self, hash: String, principal: Principal) {
-        let mut cache = self.0.lock().expect("token cache poisoned");
-        if cache.len() > 10_000 {
-            cache.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
-        }
-        cache.insert(hash, (principal, Instant::now()));
-    }
 }
 
 /// Middleware: resolves the bearer token to a [`Principal`] request extension, or answers 401.

@@ -10,6 +10,7 @@
 //!   attempt, redelivery, health).
 //! - [`auth`]: bearer tokens → [`Principal`] (admin or one application).
 //! - `idempotency`: `Idempotency-Key` replays.
+//! - `cache`: the short-lived token and application caches of the hot path.
 //! - `extract`: JSON body and query extractors whose errors name the field.
 //! - `list`: the list envelope and cursor parameters.
 //! - `validate`: field checks (URLs, names, custom headers).
@@ -17,6 +18,7 @@
 //! - [`state`]: [`ApiState`] and [`ApiConfig`].
 
 pub mod auth;
+mod cache;
 pub mod error;
 mod extract;
 mod idempotency;

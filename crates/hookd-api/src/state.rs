@@ -2,6 +2,7 @@
 //! wakes the delivery engine when new work is written.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hookd_core::Clock;
 use hookd_core::model::Application;
@@ -9,7 +10,12 @@ use hookd_store::Store;
 use tokio::sync::Notify;
 
 use crate::ApiError;
-use crate::auth::{Principal, TokenCache};
+use crate::auth::{Principal, TOKEN_CACHE_TTL};
+use crate::cache::TtlCache;
+
+/// How long a looked-up application is used without asking the database again; another
+/// process's change to an application is seen within this time.
+pub const APP_CACHE_TTL: Duration = Duration::from_secs(5);
 
 /// Options of the API that an operator sets.
 #[derive(Clone, Debug)]
@@ -44,7 +50,8 @@ struct Inner {
     clock: Arc<dyn Clock>,
     config: ApiConfig,
     new_work: Arc<Notify>,
-    tokens: TokenCache,
+    tokens: TtlCache<Principal>,
+    apps: TtlCache<Application>,
 }
 
 impl ApiState {
@@ -60,7 +67,8 @@ impl ApiState {
             clock,
             config,
             new_work,
-            tokens: TokenCache::default(),
+            tokens: TtlCache::new(TOKEN_CACHE_TTL),
+            apps: TtlCache::new(APP_CACHE_TTL),
         }))
     }
 
@@ -76,7 +84,7 @@ impl ApiState {
         &self.0.config
     }
 
-    pub(crate) fn tokens(&self) -> &TokenCache {
+    pub(crate) fn tokens(&self) -> &TtlCache<Principal> {
         &self.0.tokens
     }
 
@@ -85,18 +93,31 @@ impl ApiState {
         self.0.new_work.notify_one();
     }
 
-    /// The application `id_or_uid` names, if `principal` may see it.
+    /// The application `id_or_uid` names, if `principal` may see it. Looked up at most once
+    /// per [`APP_CACHE_TTL`]: publishing names its application on every request.
     pub async fn app(
         &self,
         principal: &Principal,
         id_or_uid: &str,
     ) -> Result<Application, ApiError> {
-        let app = self
-            .store()
-            .get_app(id_or_uid)
-            .await?
-            .ok_or(ApiError::NotFound("application"))?;
+        let app = match self.0.apps.get(id_or_uid) {
+            Some(app) => app,
+            None => {
+                let app = self
+                    .store()
+                    .get_app(id_or_uid)
+                    .await?
+                    .ok_or(ApiError::NotFound("application"))?;
+                self.0.apps.put(id_or_uid.to_owned(), app.clone());
+                app
+            }
+        };
         principal.require_app(&app.id)?;
         Ok(app)
+    }
+
+    /// Forgets cached applications, after one was changed or deleted.
+    pub(crate) fn forget_apps(&self) {
+        self.0.apps.clear();
     }
 }

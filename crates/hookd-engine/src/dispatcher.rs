@@ -150,9 +150,12 @@ impl Engine {
     ) {
         let slot = claim.ready(claimed.endpoint.throttle_rate).await;
         let verdict = self.send(&claimed).await;
-        drop(slot);
+        // The endpoint is free for its next delivery while this one is recorded (its row stays
+        // leased until then); the worker is held until the record is written, so a slow
+        // database slows claiming instead of piling up unrecorded attempts.
+        drop((slot, claim));
         self.record(&claimed, verdict).await;
-        drop((claim, worker));
+        drop(worker);
         self.wake.notify_one();
     }
 

@@ -20,7 +20,7 @@ pub struct EndpointLimits {
 }
 
 struct Slot {
-    /// Deliveries claimed and not yet recorded.
+    /// Deliveries claimed and not yet sent.
     claimed: usize,
     /// At most `concurrency` of them in flight.
     in_flight: Arc<Semaphore>,

@@ -42,9 +42,11 @@ pub struct ClaimedDelivery {
 /// The queue operations of the delivery engine and of the API's resend and recover.
 #[async_trait]
 pub trait DeliveryQueue: Send + Sync {
-    /// Claims due deliveries of enabled endpoints, oldest due first, within the request's
-    /// limits. Deliveries of disabled endpoints stay pending (nothing is lost) until the
-    /// endpoint is enabled again. On PostgreSQL, concurrent claimers never get the same row.
+    /// Claims due deliveries of enabled endpoints within the request's limits: the endpoints
+    /// whose oldest due delivery waits longest first, each one's oldest first. Its cost grows
+    /// with the number of endpoints, never with a backlog. Deliveries of disabled endpoints
+    /// stay pending (nothing is lost) until the endpoint is enabled again. On PostgreSQL,
+    /// concurrent claimers never get the same row.
     async fn claim_due(&self, request: &ClaimRequest) -> Result<Vec<ClaimedDelivery>, StoreError>;
 
     /// Records an attempt and moves its delivery to `next` (status, attempt count, due time;
@@ -84,11 +86,4 @@ pub trait DeliveryQueue: Send + Sync {
         until: Option<Timestamp>,
         now: Timestamp,
     ) -> Result<u64, StoreError>;
-}
-
-/// How many of the oldest due deliveries a claim of `limit` looks at before applying the
-/// per-endpoint cap: enough that one endpoint's backlog rarely crowds out the others, few
-/// enough that the scan (and, on PostgreSQL, the row locks) stay cheap.
-pub(crate) fn candidate_limit(limit: usize) -> usize {
-    limit.saturating_mul(4).clamp(256, 4096).max(limit)
 }

@@ -153,6 +153,7 @@ async fn upsert(
             input.apply_to(&mut app);
             app.updated_at = state.clock().now();
             state.store().update_app(&app).await?;
+            state.forget_apps();
             Ok(ok(app, StatusCode::OK))
         }
         None => {
@@ -192,6 +193,7 @@ async fn patch(
     }
     app.updated_at = state.clock().now();
     state.store().update_app(&app).await?;
+    state.forget_apps();
     Ok(Json(app.into()))
 }
 
@@ -203,5 +205,6 @@ async fn remove(
     principal.require_admin()?;
     let app = state.app(&principal, &app_id).await?;
     state.store().delete_app(&app.id).await?;
+    state.forget_apps();
     Ok(StatusCode::NO_CONTENT)
 }

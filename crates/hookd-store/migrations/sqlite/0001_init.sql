@@ -70,10 +70,9 @@ CREATE TABLE deliveries (
     manual          INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (message_id, endpoint_id)
 );
--- The claim's scan, oldest due first. Finished deliveries (next_attempt_at NULL) are left out,
--- so the index holds only the live queue.
--- Covering, so the claim's candidate scan reads no table rows.
-CREATE INDEX deliveries_due ON deliveries (next_attempt_at, endpoint_id, message_id) WHERE next_attempt_at IS NOT NULL;
+-- The claim's probes: each endpoint's oldest due deliveries. Finished deliveries
+-- (next_attempt_at NULL) are left out, so the index holds only the live queue.
+CREATE INDEX deliveries_endpoint_due ON deliveries (endpoint_id, next_attempt_at) WHERE next_attempt_at IS NOT NULL;
 CREATE INDEX deliveries_by_endpoint ON deliveries (endpoint_id, message_id);
 -- recover (an endpoint's failed deliveries) and the endpoint's delivery log filtered by status.
 CREATE INDEX deliveries_by_endpoint_status ON deliveries (endpoint_id, status, message_id);

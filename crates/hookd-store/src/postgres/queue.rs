@@ -12,7 +12,6 @@ use hookd_core::{EndpointId, MessageId, Timestamp};
 use super::{PgStore, missing, rows, sql};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::error::touched;
-use crate::queue::candidate_limit;
 use crate::{ClaimRequest, ClaimedDelivery, DeliveryQueue, StoreError};
 
 #[async_trait]
@@ -26,30 +25,34 @@ impl DeliveryQueue for PgStore {
             .iter()
             .map(EndpointId::as_str)
             .collect();
-        // Locking and ranking are separate steps: PostgreSQL allows no window function beside
-        // FOR UPDATE in one SELECT. `candidates` is MATERIALIZED so it runs (and locks) once.
-        // The claimed rows' messages and endpoints come back from the same statement.
+        // Endpoint by endpoint, never scanning a backlog: `ready` finds each enabled endpoint's
+        // oldest due time with one probe of deliveries_endpoint_due and keeps the `limit`
+        // endpoints waiting longest; `chosen` takes at most `per_endpoint` of each one's oldest
+        // due rows, skipping rows another claimer holds locked.
         let rows = sql(format!(
-            "WITH candidates AS MATERIALIZED (
-                 SELECT d.message_id, d.endpoint_id, d.next_attempt_at
-                 FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
-                 WHERE d.next_attempt_at <= $1 AND NOT e.disabled
-                   AND d.endpoint_id <> ALL ($2::text[])
-                 ORDER BY d.next_attempt_at
+            "WITH ready AS (
+                 SELECT e.id, o.oldest FROM endpoints e
+                 CROSS JOIN LATERAL (
+                     SELECT MIN(d.next_attempt_at) AS oldest FROM deliveries d
+                     WHERE d.endpoint_id = e.id AND d.next_attempt_at IS NOT NULL
+                 ) o
+                 WHERE NOT e.disabled AND e.id <> ALL ($2::text[]) AND o.oldest <= $1
+                 ORDER BY o.oldest
                  LIMIT $3
-                 FOR UPDATE OF d SKIP LOCKED
-             ), ranked AS (
-                 SELECT message_id, endpoint_id, next_attempt_at, ROW_NUMBER() OVER (
-                     PARTITION BY endpoint_id ORDER BY next_attempt_at, message_id
-                 ) AS endpoint_rank
-                 FROM candidates
              ), chosen AS (
-                 SELECT message_id, endpoint_id, next_attempt_at AS due FROM ranked
-                 WHERE endpoint_rank <= $4
-                 ORDER BY next_attempt_at, message_id
-                 LIMIT $5
+                 SELECT p.message_id, p.endpoint_id, p.next_attempt_at AS due FROM ready r
+                 CROSS JOIN LATERAL (
+                     SELECT d.message_id, d.endpoint_id, d.next_attempt_at FROM deliveries d
+                     WHERE d.endpoint_id = r.id AND d.next_attempt_at IS NOT NULL
+                       AND d.next_attempt_at <= $1
+                     ORDER BY d.next_attempt_at
+                     LIMIT $4
+                     FOR UPDATE SKIP LOCKED
+                 ) p
+                 ORDER BY p.next_attempt_at
+                 LIMIT $3
              ), claimed AS (
-                 UPDATE deliveries d SET status = $6, next_attempt_at = $7, updated_at = $1
+                 UPDATE deliveries d SET status = $5, next_attempt_at = $6, updated_at = $1
                  FROM chosen c WHERE d.message_id = c.message_id AND d.endpoint_id = c.endpoint_id
                  RETURNING {DELIVERY_COLUMNS}, d.manual, c.due
              )
@@ -61,9 +64,8 @@ impl DeliveryQueue for PgStore {
         ))
         .bind(request.now.as_millis())
         .bind(&skip)
-        .bind(sql_count(candidate_limit(request.limit)))
-        .bind(sql_count(request.per_endpoint))
         .bind(sql_count(request.limit))
+        .bind(sql_count(request.per_endpoint))
         .bind(i64::from(DeliveryStatus::Sending.code()))
         .bind(request.lease_until.as_millis())
         .fetch_all(&self.pool)

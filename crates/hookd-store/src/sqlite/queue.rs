@@ -13,7 +13,6 @@ use super::{SqliteStore, missing, rows};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::error::touched;
 use crate::json::encode;
-use crate::queue::candidate_limit;
 use crate::{ClaimRequest, ClaimedDelivery, DeliveryQueue, StoreError};
 
 #[async_trait]
@@ -126,50 +125,66 @@ impl DeliveryQueue for SqliteStore {
 
 /// Marks the chosen due deliveries `sending` until the lease ends, then loads what their
 /// attempts need. Runs on the writer thread, so nothing else writes in between.
+///
+/// Endpoint by endpoint, never scanning a backlog: one probe of deliveries_endpoint_due per
+/// enabled endpoint finds its oldest due time; the `limit` endpoints waiting longest each give
+/// at most `per_endpoint` of their oldest due deliveries.
 fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDelivery>, StoreError> {
-    // Candidates: the oldest due deliveries of enabled, not skipped endpoints (a bounded scan of
-    // deliveries_due). Of those, at most `per_endpoint` per endpoint, at most `limit` in all.
     let skip: Vec<&str> = request
         .skip_endpoints
         .iter()
         .map(EndpointId::as_str)
         .collect();
-    let claimed: Vec<(String, String)> = conn
+    let now = request.now.as_millis();
+    let ready: Vec<String> = conn
         .prepare_cached(
-            "WITH candidates AS (
-                 SELECT d.message_id, d.endpoint_id, d.next_attempt_at
-                 FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
-                 WHERE d.next_attempt_at IS NOT NULL AND d.next_attempt_at <= ?1
-                   AND e.disabled = 0
-                   AND d.endpoint_id NOT IN (SELECT value FROM json_each(?2))
-                 ORDER BY d.next_attempt_at
-                 LIMIT ?3
-             ), ranked AS (
-                 SELECT message_id, endpoint_id, next_attempt_at, ROW_NUMBER() OVER (
-                     PARTITION BY endpoint_id ORDER BY next_attempt_at, message_id
-                 ) AS endpoint_rank
-                 FROM candidates
-             )
-             UPDATE deliveries SET status = ?6, next_attempt_at = ?7, updated_at = ?1
-             WHERE (message_id, endpoint_id) IN (
-                 SELECT message_id, endpoint_id FROM ranked WHERE endpoint_rank <= ?4
-                 ORDER BY next_attempt_at, message_id LIMIT ?5
-             )
-             RETURNING message_id, endpoint_id",
+            "SELECT id FROM (
+                 SELECT e.id, (SELECT MIN(d.next_attempt_at) FROM deliveries d
+                               WHERE d.endpoint_id = e.id AND d.next_attempt_at IS NOT NULL) AS oldest
+                 FROM endpoints e
+                 WHERE e.disabled = 0 AND e.id NOT IN (SELECT value FROM json_each(?2))
+             ) WHERE oldest <= ?1 ORDER BY oldest LIMIT ?3",
         )?
-        .query_map(
-            params![
-                request.now.as_millis(),
-                encode(&skip),
-                sql_count(candidate_limit(request.limit)),
-                sql_count(request.per_endpoint),
-                sql_count(request.limit),
-                DeliveryStatus::Sending.code(),
-                request.lease_until.as_millis(),
-            ],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )?
+        .query_map(params![now, encode(&skip), sql_count(request.limit)], |row| row.get(0))?
         .collect::<Result<_, _>>()?;
+    let mut oldest_due = conn.prepare_cached(
+        "SELECT message_id, next_attempt_at FROM deliveries
+         WHERE endpoint_id = ?1 AND next_attempt_at IS NOT NULL AND next_attempt_at <= ?2
+         ORDER BY next_attempt_at LIMIT ?3",
+    )?;
+    let mut picked: Vec<(i64, String, String)> = Vec::new();
+    for endpoint in &ready {
+        let rows = oldest_due.query_map(
+            params![endpoint, now, sql_count(request.per_endpoint)],
+            |row| {
+                Ok((
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, String>(0)?,
+                    endpoint.clone(),
+                ))
+            },
+        )?;
+        for row in rows {
+            picked.push(row?);
+        }
+    }
+    picked.sort();
+    picked.truncate(request.limit);
+    let mut mark = conn.prepare_cached(
+        "UPDATE deliveries SET status = ?3, next_attempt_at = ?4, updated_at = ?5
+         WHERE message_id = ?1 AND endpoint_id = ?2",
+    )?;
+    let mut claimed = Vec::with_capacity(picked.len());
+    for (_, message, endpoint) in picked {
+        mark.execute(params![
+            message,
+            endpoint,
+            DeliveryStatus::Sending.code(),
+            request.lease_until.as_millis(),
+            now,
+        ])?;
+        claimed.push((message, endpoint));
+    }
     if claimed.is_empty() {
         return Ok(Vec::new());
     }
