@@ -3,13 +3,15 @@
 //! SQLite allows one writer at a time. Rather than many connections fighting over the write
 //! lock ("database is locked"), every write is a closure sent to a single thread, which drains
 //! whatever closures are waiting, runs each inside its own savepoint of one `BEGIN IMMEDIATE`
-//! transaction, commits once, and only then answers the callers. One fsync thus covers a whole
-//! batch of API requests, and a caller's `Ok` means its write is durable. A closure that fails
-//! rolls back to its savepoint and leaves the rest of the batch alone.
+//! transaction and commits once. A second thread then fsyncs the write-ahead log and only then
+//! answers the callers, while the writer already runs the next batch. One fsync thus covers
+//! whole batches of API requests, and a caller's `Ok` means its write is on the disk. A closure
+//! that fails rolls back to its savepoint and leaves the rest of the batch alone.
 //!
 //! Reads run on a small pool of connections in WAL mode, off the async runtime.
 
-use std::path::Path;
+use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 
 use rusqlite::Connection;
@@ -78,11 +80,16 @@ impl Db {
         let conn = connect(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         migrate(&conn)?;
+        // The writer commits without waiting for the disk; the syncer makes each committed
+        // batch durable (fsync of the WAL) before its callers hear `Ok`. See `sync_loop`.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
         let (writer, jobs) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("hookd-sqlite-writer".into())
-            .spawn(move || write_loop(conn, jobs))
-            .map_err(|e| StoreError::Config(format!("cannot start the SQLite writer: {e}")))?;
+        let (to_syncer, committed) = mpsc::channel();
+        let wal = wal_path(path);
+        spawn("hookd-sqlite-syncer", move || sync_loop(&wal, committed))?;
+        spawn("hookd-sqlite-writer", move || {
+            write_loop(conn, jobs, to_syncer)
+        })?;
         Ok(Self {
             writer,
             readers: Arc::default(),
@@ -163,7 +170,29 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn write_loop(conn: Connection, jobs: mpsc::Receiver<Box<dyn WriteJob>>) {
+fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<(), StoreError> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(body)
+        .map(drop)
+        .map_err(|e| StoreError::Config(format!("cannot start {name}: {e}")))
+}
+
+/// The write-ahead log beside the database file.
+fn wal_path(path: &Path) -> PathBuf {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    PathBuf::from(wal)
+}
+
+/// A batch whose transaction has committed (or failed), waiting to be answered.
+type Committed = (Vec<Box<dyn WriteJob>>, Result<(), String>);
+
+fn write_loop(
+    conn: Connection,
+    jobs: mpsc::Receiver<Box<dyn WriteJob>>,
+    syncer: mpsc::Sender<Committed>,
+) {
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -172,16 +201,44 @@ fn write_loop(conn: Connection, jobs: mpsc::Receiver<Box<dyn WriteJob>>) {
                 Err(_) => break,
             }
         }
-        let commit = run_batch(&conn, &mut batch);
-        for job in batch {
-            job.finish(
-                commit
-                    .as_ref()
-                    .map(|_| ())
-                    .map_err(|e| StoreError::Unavailable(e.to_string())),
-            );
+        let commit = run_batch(&conn, &mut batch).map_err(|e| e.to_string());
+        if syncer.send((batch, commit)).is_err() {
+            return;
         }
     }
+}
+
+/// Makes committed batches durable, then answers their callers.
+///
+/// The writer commits with `synchronous = NORMAL`: the batch's pages are in the WAL file (so a
+/// crash of hookd loses nothing) but perhaps not yet on the disk. This thread fsyncs the WAL
+/// and only then answers, which gives each `Ok` the guarantee of `synchronous = FULL`
+/// (surviving power loss) while the writer already runs the next batch: one fsync covers every
+/// batch committed while the previous one was syncing.
+fn sync_loop(wal: &Path, committed: mpsc::Receiver<Committed>) {
+    let mut file: Option<File> = None;
+    while let Ok(first) = committed.recv() {
+        let mut batches = vec![first];
+        batches.extend(committed.try_iter());
+        let synced = sync(wal, &mut file);
+        for (batch, commit) in batches {
+            let outcome = commit.and_then(|()| synced.clone());
+            for job in batch {
+                job.finish(outcome.clone().map_err(StoreError::Unavailable));
+            }
+        }
+    }
+}
+
+fn sync(wal: &Path, file: &mut Option<File>) -> Result<(), String> {
+    if file.is_none() {
+        *file = Some(File::open(wal).map_err(|e| format!("cannot open {}: {e}", wal.display()))?);
+    }
+    let handle = file.as_ref().expect("opened above");
+    handle.sync_data().map_err(|e| {
+        *file = None;
+        format!("cannot sync {}: {e}", wal.display())
+    })
 }
 
 fn run_batch(conn: &Connection, batch: &mut [Box<dyn WriteJob>]) -> Result<(), rusqlite::Error> {
