@@ -1,5 +1,7 @@
 //! A real hookd API on a loopback port over a real SQLite file, and a small client for it.
 
+#![allow(dead_code)] // Each test binary uses a different part of this module.
+
 use std::sync::Arc;
 
 use hookd_api::{ApiConfig, ApiState, token_hash};

@@ -1,0 +1,232 @@
+//! Endpoints over real HTTP on loopback and a real SQLite file: validation, secrets, custom
+//! headers, the disabled state and timeouts, and what attempts show.
+
+mod common;
+
+use common::{assert_invalid_field, start, start_default};
+use hookd_api::ApiConfig;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn endpoints_validate_url_headers_and_secret() {
+    let api = start(ApiConfig::default()).await;
+    let app = api.app("Acme", None).await;
+    let path = format!("/app/{app}/endpoint");
+    for (body, field) in [
+        (json!({"url": "http://example.com/hook"}), "url"),
+        (json!({"url": "ftp://example.com/hook"}), "url"),
+        (json!({"url": "https://user:pw@example.com/hook"}), "url"),
+        (
+            json!({"url": "https://example.com", "headers": {"Webhook-Id": "x"}}),
+            "Webhook-Id",
+        ),
+        (
+            json!({"url": "https://example.com", "headers": {"host": "x"}}),
+            "host",
+        ),
+        (
+            json!({"url": "https://example.com", "secret": "whsec_c2hvcnQ="}),
+            "secret",
+        ),
+        (
+            json!({"url": "https://example.com", "eventTypes": ["bad name"]}),
+            "eventTypes",
+        ),
+    ] {
+        let (status, out) = api.call(Method::POST, &path, Some(body.clone())).await;
+        assert_invalid_field(status, &out, field);
+    }
+    let created = api
+        .endpoint(
+            &app,
+            json!({"url": "https://example.com/hook", "uid": "main"}),
+        )
+        .await;
+    assert_eq!(created["disabled"], false);
+    let (_, secret) = api
+        .call(Method::GET, &format!("{path}/main/secret"), None)
+        .await;
+    let key = secret["key"].as_str().unwrap();
+    assert!(key.starts_with("whsec_"), "{key}");
+    webhook_signature::Secret::parse_endpoint(key)
+        .expect("a generated secret is a valid endpoint secret");
+
+    let own = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    api.endpoint(
+        &app,
+        json!({"url": "https://example.com/2", "uid": "own", "secret": own}),
+    )
+    .await;
+    let (_, secret) = api
+        .call(Method::GET, &format!("{path}/own/secret"), None)
+        .await;
+    assert_eq!(secret["key"], own);
+}
+
+#[tokio::test]
+async fn endpoint_headers_are_replaced_and_merged() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    api.endpoint(
+        &app,
+        json!({"url": "http://example.com", "uid": "e", "headers": {"X-A": "1"}}),
+    )
+    .await;
+    let path = format!("/app/{app}/endpoint/e/headers");
+    let (status, _) = api
+        .call(
+            Method::PUT,
+            &path,
+            Some(json!({"headers": {"X-B": "2", "X-C": "3"}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = api
+        .call(
+            Method::PATCH,
+            &path,
+            Some(json!({"headers": {"X-C": null, "X-D": "4"}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, out) = api.call(Method::GET, &path, None).await;
+    assert_eq!(out["headers"], json!({"X-B": "2", "X-D": "4"}));
+    let (status, out) = api
+        .call(
+            Method::PATCH,
+            &path,
+            Some(json!({"headers": {"svix-id": "x"}})),
+        )
+        .await;
+    assert_invalid_field(status, &out, "svix-id");
+}
+
+#[tokio::test]
+async fn endpoints_show_why_they_are_disabled_and_bound_their_timeout() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    let path = format!("/app/{app}/endpoint");
+    for timeout in [json!(0), json!(31), json!(-1), json!("ten")] {
+        let body = json!({"url": "http://example.com", "timeoutSeconds": timeout});
+        let (status, out) = api.call(Method::POST, &path, Some(body)).await;
+        assert_invalid_field(status, &out, "timeoutSeconds");
+    }
+    let created = api
+        .endpoint(
+            &app,
+            json!({"url": "http://example.com", "uid": "e", "disabled": true, "timeoutSeconds": 30}),
+        )
+        .await;
+    assert_eq!(created["disabledReason"], "disabled through the API");
+    let disabled_at = created["disabledAt"].as_str().unwrap();
+    hookd_core::Timestamp::parse_rfc3339(disabled_at).unwrap();
+    assert_eq!(created["timeoutSeconds"], 30);
+
+    let one = format!("{path}/e");
+    let (status, out) = api
+        .call(Method::PATCH, &one, Some(json!({"timeoutSeconds": 45})))
+        .await;
+    assert_invalid_field(status, &out, "timeoutSeconds");
+    let (_, enabled) = api
+        .call(
+            Method::PATCH,
+            &one,
+            Some(json!({"disabled": false, "timeoutSeconds": null})),
+        )
+        .await;
+    assert_eq!(
+        (
+            &enabled["disabled"],
+            &enabled["disabledReason"],
+            &enabled["disabledAt"],
+            &enabled["timeoutSeconds"]
+        ),
+        (&json!(false), &Value::Null, &Value::Null, &Value::Null)
+    );
+
+    // Disabled by hookd: the API shows hookd's reason, and keeps it when disabling again.
+    let id = hookd_core::EndpointId::from_stored(enabled["id"].as_str().unwrap().to_owned());
+    let at = hookd_core::Timestamp::from_millis(1_700_000_000_000);
+    api.store
+        .disable_endpoint(&id, "the endpoint answered 410 Gone", at)
+        .await
+        .unwrap();
+    let (_, fetched) = api.call(Method::GET, &one, None).await;
+    assert_eq!(fetched["disabled"], true);
+    assert_eq!(fetched["disabledReason"], "the endpoint answered 410 Gone");
+    assert_eq!(fetched["disabledAt"], at.to_rfc3339());
+    let (_, again) = api
+        .call(Method::PATCH, &one, Some(json!({"disabled": true})))
+        .await;
+    assert_eq!(again["disabledReason"], "the endpoint answered 410 Gone");
+    // PUT replaces: without `disabled`, the endpoint is enabled again.
+    let (status, put) = api
+        .call(
+            Method::PUT,
+            &one,
+            Some(json!({"url": "http://example.com", "timeoutSeconds": 5})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{put}");
+    assert_eq!(
+        (
+            &put["disabled"],
+            &put["disabledReason"],
+            &put["timeoutSeconds"]
+        ),
+        (&json!(false), &Value::Null, &json!(5))
+    );
+}
+
+#[tokio::test]
+async fn attempts_show_the_response_head() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    let ep = api
+        .endpoint(&app, json!({"url": "http://example.com", "uid": "e"}))
+        .await;
+    let (status, msg) = api
+        .call(
+            Method::POST,
+            &format!("/app/{app}/msg"),
+            Some(json!({"eventType": "order.shipped", "payload": {}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{msg}");
+    let now = hookd_core::Timestamp::from_millis(1_700_000_000_000);
+    let (message_id, endpoint_id) = (
+        hookd_core::MessageId::from_stored(msg["id"].as_str().unwrap().to_owned()),
+        hookd_core::EndpointId::from_stored(ep["id"].as_str().unwrap().to_owned()),
+    );
+    let attempt = hookd_core::model::Attempt {
+        id: hookd_core::AttemptId::new(now),
+        message_id: message_id.clone(),
+        endpoint_id: endpoint_id.clone(),
+        url: "http://example.com".into(),
+        response_status_code: 503,
+        response: "busy".into(),
+        response_head: "HTTP/1.1 503 Service Unavailable\r\nretry-after: 30\r\n".into(),
+        response_duration_ms: 12,
+        status: hookd_core::model::DeliveryStatus::Fail,
+        trigger_type: hookd_core::model::TriggerType::Scheduled,
+        created_at: now,
+    };
+    let next = hookd_core::model::Delivery {
+        message_id,
+        endpoint_id,
+        status: hookd_core::model::DeliveryStatus::Pending,
+        attempt_count: 1,
+        next_attempt_at: Some(now),
+        updated_at: now,
+    };
+    api.store.record_attempt(&attempt, &next).await.unwrap();
+    let (_, attempts) = api
+        .call(Method::GET, &format!("/app/{app}/attempt/endpoint/e"), None)
+        .await;
+    assert_eq!(
+        attempts["data"][0]["responseHead"],
+        "HTTP/1.1 503 Service Unavailable\r\nretry-after: 30\r\n"
+    );
+    assert_eq!(attempts["data"][0]["response"], "busy");
+}

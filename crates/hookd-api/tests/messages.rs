@@ -1,0 +1,292 @@
+//! Publishing over real HTTP on loopback and a real SQLite file: bytes kept as sent, routing,
+//! idempotency (`eventId`, `Idempotency-Key`), size limits, strict event types.
+
+mod common;
+
+use common::{ADMIN_TOKEN, assert_invalid_field, start, start_default};
+use hookd_api::ApiConfig;
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_message_is_accepted_with_its_bytes_kept_and_routed() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    api.endpoint(
+        &app,
+        json!({"url": "http://example.com/a", "uid": "shipped", "eventTypes": ["order.shipped"]}),
+    )
+    .await;
+    api.endpoint(
+        &app,
+        json!({"url": "http://example.com/b", "uid": "paid", "eventTypes": ["order.paid"]}),
+    )
+    .await;
+    let payload = r#"{"orderId": 1003,  "note": "caf\u00e9 ☕"}"#;
+    let raw = format!(r#"{{"eventType": "order.shipped", "payload": {payload}}}"#).into_bytes();
+    let (status, msg) = api
+        .send(
+            Some(ADMIN_TOKEN),
+            Method::POST,
+            &format!("/app/{app}/msg"),
+            Some(raw),
+            &[],
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{msg}");
+    let id = msg["id"].as_str().unwrap();
+    let stored = api
+        .store
+        .get_message(&hookd_core::AppId::from_stored(app.clone()), id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.payload.unwrap(), payload.as_bytes());
+
+    let (_, destinations) = api
+        .call(Method::GET, &format!("/app/{app}/msg/{id}/endpoint"), None)
+        .await;
+    let routed: Vec<_> = destinations["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["uid"].clone(), d["statusText"].clone()))
+        .collect();
+    assert_eq!(routed, vec![(json!("shipped"), json!("pending"))]);
+    let (_, listed) = api
+        .call(
+            Method::GET,
+            &format!("/app/{app}/msg?event_types=order.shipped"),
+            None,
+        )
+        .await;
+    assert_eq!(listed["data"][0]["payload"]["orderId"], 1003);
+}
+
+#[tokio::test]
+async fn publishing_wakes_the_engine_only_when_deliveries_were_written() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    let publish = json!({"eventType": "order.shipped", "payload": {}});
+    api.call(
+        Method::POST,
+        &format!("/app/{app}/msg"),
+        Some(publish.clone()),
+    )
+    .await;
+    let woken = tokio::time::timeout(
+        std::time::Duration::from_millis(50),
+        api.new_work.notified(),
+    )
+    .await;
+    assert!(woken.is_err(), "no endpoint, no wake-up");
+    api.endpoint(&app, json!({"url": "http://example.com"}))
+        .await;
+    api.call(Method::POST, &format!("/app/{app}/msg"), Some(publish))
+        .await;
+    tokio::time::timeout(std::time::Duration::from_secs(5), api.new_work.notified())
+        .await
+        .expect("woken");
+}
+
+#[tokio::test]
+async fn a_repeated_event_id_is_409_and_creates_nothing() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    let publish = json!({"eventType": "order.shipped", "eventId": "evt-1", "payload": {"n": 1}});
+    assert_eq!(
+        api.call(
+            Method::POST,
+            &format!("/app/{app}/msg"),
+            Some(publish.clone())
+        )
+        .await
+        .0,
+        StatusCode::ACCEPTED
+    );
+    let (status, body) = api
+        .call(Method::POST, &format!("/app/{app}/msg"), Some(publish))
+        .await;
+    assert_eq!(
+        (status, body["code"].clone()),
+        (StatusCode::CONFLICT, json!("conflict"))
+    );
+    let (_, listed) = api
+        .call(Method::GET, &format!("/app/{app}/msg"), None)
+        .await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 1);
+    let (status, by_event_id) = api
+        .call(Method::GET, &format!("/app/{app}/msg/evt-1"), None)
+        .await;
+    assert_eq!(
+        (status, by_event_id["eventId"].clone()),
+        (StatusCode::OK, json!("evt-1"))
+    );
+}
+
+#[tokio::test]
+async fn oversized_and_non_object_payloads_are_refused() {
+    let api = start(ApiConfig {
+        max_payload_bytes: 1024,
+        allow_http_endpoints: true,
+        ..ApiConfig::default()
+    })
+    .await;
+    let app = api.app("Acme", None).await;
+    let path = format!("/app/{app}/msg");
+    let big = json!({"eventType": "x", "payload": {"blob": "a".repeat(2_000)}});
+    let (status, body) = api.call(Method::POST, &path, Some(big)).await;
+    assert_eq!(
+        (status, body["code"].clone()),
+        (StatusCode::PAYLOAD_TOO_LARGE, json!("payload_too_large"))
+    );
+    let huge = format!(
+        r#"{{"eventType": "x", "payload": {{"blob": "{}"}}}}"#,
+        "a".repeat(200_000)
+    );
+    let (status, _) = api
+        .send(
+            Some(ADMIN_TOKEN),
+            Method::POST,
+            &path,
+            Some(huge.into_bytes()),
+            &[],
+        )
+        .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let (status, body) = api
+        .call(
+            Method::POST,
+            &path,
+            Some(json!({"eventType": "x", "payload": [1, 2]})),
+        )
+        .await;
+    assert_invalid_field(status, &body, "payload");
+}
+
+#[tokio::test]
+async fn strict_mode_refuses_unknown_and_archived_event_types() {
+    let api = start(ApiConfig {
+        strict_event_types: true,
+        ..ApiConfig::default()
+    })
+    .await;
+    let app = api.app("Acme", None).await;
+    let publish = |event_type: &str| json!({"eventType": event_type, "payload": {}});
+    let (status, body) = api
+        .call(
+            Method::POST,
+            &format!("/app/{app}/msg"),
+            Some(publish("order.shipped")),
+        )
+        .await;
+    assert_invalid_field(status, &body, "eventType");
+    api.call(
+        Method::POST,
+        "/event-type",
+        Some(json!({"name": "order.shipped", "description": "Shipped"})),
+    )
+    .await;
+    assert_eq!(
+        api.call(
+            Method::POST,
+            &format!("/app/{app}/msg"),
+            Some(publish("order.shipped"))
+        )
+        .await
+        .0,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        api.call(Method::DELETE, "/event-type/order.shipped", None)
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
+    let (status, body) = api
+        .call(
+            Method::POST,
+            &format!("/app/{app}/msg"),
+            Some(publish("order.shipped")),
+        )
+        .await;
+    assert_invalid_field(status, &body, "eventType");
+}
+
+#[tokio::test]
+async fn event_types_archive_on_delete_and_expunge_on_request() {
+    let api = start_default().await;
+    let (status, _) = api
+        .call(
+            Method::POST,
+            "/event-type",
+            Some(json!({"name": "a.b", "description": "AB", "schemas": {"1": {}}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, patched) = api
+        .call(
+            Method::PATCH,
+            "/event-type/a.b",
+            Some(json!({"deprecated": true})),
+        )
+        .await;
+    assert_eq!(patched["deprecated"], true);
+    api.call(Method::DELETE, "/event-type/a.b", None).await;
+    let (_, visible) = api.call(Method::GET, "/event-type", None).await;
+    assert_eq!(visible["data"], json!([]));
+    let (_, all) = api
+        .call(Method::GET, "/event-type?include_archived=true", None)
+        .await;
+    assert_eq!(all["data"][0]["archived"], true);
+    api.call(Method::DELETE, "/event-type/a.b?expunge=true", None)
+        .await;
+    assert_eq!(
+        api.call(Method::GET, "/event-type/a.b", None).await.0,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn idempotency_key_replays_the_first_response() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    let body = br#"{"eventType": "order.shipped", "payload": {"n": 1}}"#.to_vec();
+    let headers = [("idempotency-key", "key-1")];
+    let path = format!("/app/{app}/msg");
+    let (first_status, first) = api
+        .send(
+            Some(ADMIN_TOKEN),
+            Method::POST,
+            &path,
+            Some(body.clone()),
+            &headers,
+        )
+        .await;
+    let (again_status, again) = api
+        .send(
+            Some(ADMIN_TOKEN),
+            Method::POST,
+            &path,
+            Some(body.clone()),
+            &headers,
+        )
+        .await;
+    assert_eq!(
+        (first_status, again_status),
+        (StatusCode::ACCEPTED, StatusCode::ACCEPTED)
+    );
+    assert_eq!(first["id"], again["id"]);
+    let (_, listed) = api.call(Method::GET, &path, None).await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 1);
+    let (_, other) = api
+        .send(
+            Some(ADMIN_TOKEN),
+            Method::POST,
+            &path,
+            Some(body),
+            &[("idempotency-key", "key-2")],
+        )
+        .await;
+    assert_ne!(other["id"], first["id"]);
+}
