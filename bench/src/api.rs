@@ -1,11 +1,28 @@
-//! The few admin calls a benchmark makes to set hookd up (applications, endpoints), over the
-//! same pooled HTTP client the load uses.
+//! The few admin calls a benchmark makes to set hookd up (applications, endpoints, their
+//! secrets), over the same pooled HTTP client the load uses, and the publish request the load
+//! generator repeats.
+
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, bail};
-use reqwest::header::{AUTHORIZATION, HeaderValue};
+use reqwest::StatusCode;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use serde_json::{Value, json};
 
 use crate::hookd::Hookd;
+use crate::load::Requests;
+use crate::publish::message;
+
+/// What a publisher records per accepted message: its id (from the 202 answer) and when its
+/// publish was sent, in unix nanoseconds (the clock the receiver stamps receipts with).
+pub type SendLog = Arc<Mutex<Vec<(String, u64)>>>;
+
+/// Now, in nanoseconds since the Unix epoch.
+pub fn unix_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
 
 /// hookd's v1 API, as its admin.
 #[derive(Clone)]
@@ -29,15 +46,6 @@ impl Api {
             base: format!("{}/api/v1", hookd.base_url),
             authorization,
         })
-    }
-
-    pub fn client(&self) -> &reqwest::Client {
-        &self.client
-    }
-
-    /// The `Authorization` header value every call carries.
-    pub fn authorization(&self) -> &HeaderValue {
-        &self.authorization
     }
 
     /// The absolute URL of `path` under `/api/v1`.
@@ -70,12 +78,97 @@ impl Api {
         id_of(&message)
     }
 
-    /// How many endpoints message `msg` of `app` was routed to (its delivery rows).
-    pub async fn destinations(&self, app: &str, msg: &str) -> anyhow::Result<usize> {
-        let path = format!("/app/{app}/msg/{msg}/endpoint");
+    /// The signing secret (`whsec_…`) of endpoint `endpoint` of `app`.
+    pub async fn endpoint_secret(&self, app: &str, endpoint: &str) -> anyhow::Result<String> {
+        let secret = self
+            .get(&format!("/app/{app}/endpoint/{endpoint}/secret"))
+            .await?;
+        secret["key"]
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("no key in {secret}"))
+    }
+
+    /// Points endpoint `endpoint` of `app` at `url`.
+    pub async fn set_endpoint_url(
+        &self,
+        app: &str,
+        endpoint: &str,
+        url: &str,
+    ) -> anyhow::Result<()> {
+        let path = format!("/app/{app}/endpoint/{endpoint}");
         let response = self
             .client
-            .get(self.url(&path))
+            .patch(self.url(&path))
+            .header(AUTHORIZATION, self.authorization.clone())
+            .json(&json!({ "url": url }))
+            .send()
+            .await
+            .with_context(|| format!("PATCH {path}"))?;
+        let status = response.status();
+        if !status.is_success() {
+            bail!(
+                "PATCH {path} answered {status}: {}",
+                response.text().await.unwrap_or_default()
+            );
+        }
+        Ok(())
+    }
+
+    /// The request the load generator repeats: publish [`message`] `i` to `app`, expect 202.
+    /// With a log, each accepted message's id and send time are added to it.
+    pub fn publisher(&self, app: &str, log: Option<SendLog>) -> anyhow::Result<Requests> {
+        let url = reqwest::Url::parse(&self.url(&format!("/app/{app}/msg")))
+            .context("the publish URL")?;
+        let client = self.client.clone();
+        let authorization = self.authorization.clone();
+        let json = HeaderValue::from_static("application/json");
+        Ok(Arc::new(move |i| {
+            let request = client
+                .post(url.clone())
+                .header(AUTHORIZATION, authorization.clone())
+                .header(CONTENT_TYPE, json.clone())
+                .body(message(i).to_string());
+            let log = log.clone();
+            Box::pin(async move {
+                let sent = unix_nanos();
+                let response = request
+                    .send()
+                    .await
+                    .map_err(|e| format!("transport: {e}"))?;
+                let status = response.status();
+                let body = response
+                    .bytes()
+                    .await
+                    .map_err(|e| format!("reading the answer: {e}"))?;
+                if status != StatusCode::ACCEPTED {
+                    return Err(format!("HTTP {}", status.as_u16()));
+                }
+                if let Some(log) = log {
+                    let id = serde_json::from_slice::<Value>(&body)
+                        .ok()
+                        .and_then(|m| m["id"].as_str().map(str::to_owned))
+                        .ok_or("202 without a message id")?;
+                    log.lock().expect("the send log").push((id, sent));
+                }
+                Ok(())
+            })
+        }))
+    }
+
+    /// How many endpoints message `msg` of `app` was routed to (its delivery rows).
+    pub async fn destinations(&self, app: &str, msg: &str) -> anyhow::Result<usize> {
+        let list = self.get(&format!("/app/{app}/msg/{msg}/endpoint")).await?;
+        list["data"]
+            .as_array()
+            .map(Vec::len)
+            .with_context(|| format!("no data list in {list}"))
+    }
+
+    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let response = self
+            .client
+            .get(self.url(path))
             .header(AUTHORIZATION, self.authorization.clone())
             .send()
             .await
@@ -85,12 +178,7 @@ impl Api {
         if !status.is_success() {
             bail!("GET {path} answered {status}: {text}");
         }
-        let list: Value =
-            serde_json::from_str(&text).with_context(|| format!("GET {path} answered {text}"))?;
-        list["data"]
-            .as_array()
-            .map(Vec::len)
-            .with_context(|| format!("no data list in {text}"))
+        serde_json::from_str(&text).with_context(|| format!("GET {path} answered {text}"))
     }
 
     async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {

@@ -4,7 +4,8 @@
 //! Every benchmark measures the binary an operator would run, over real TCP, with the real
 //! database settings, so nothing here links hookd's crates. The binary is expected next to
 //! this harness's own executable (`target/release/` after
-//! `cargo build --release -p hookd -p hookd-bench`).
+//! `cargo build --release -p hookd -p hookd-bench`). [`start_child`] starts any child that
+//! announces its address on stdout (hookd, and the harness's own receiver process).
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -44,6 +45,32 @@ impl Backend {
         match self {
             Self::Sqlite => "SQLite",
             Self::Postgres => "PostgreSQL",
+        }
+    }
+}
+
+/// The `--backend` choice of a benchmark: one database or both, one after the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backends {
+    Sqlite,
+    Postgres,
+    Both,
+}
+
+impl Backends {
+    pub fn list(self) -> Vec<Backend> {
+        match self {
+            Self::Sqlite => vec![Backend::Sqlite],
+            Self::Postgres => vec![Backend::Postgres],
+            Self::Both => vec![Backend::Sqlite, Backend::Postgres],
+        }
+    }
+
+    pub fn flag(self) -> &'static str {
+        match self {
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
+            Self::Both => "both",
         }
     }
 }
@@ -146,48 +173,14 @@ impl Hookd {
     pub fn start(database_url: &str, extra: &[String]) -> anyhow::Result<Self> {
         let binary = binary()?;
         let admin_token = format!("bench_{}", random_hex());
-        let mut child = Command::new(&binary)
+        let mut command = Command::new(&binary);
+        command
             .args(["serve", "--listen", "127.0.0.1:0", "--allow-http-endpoints"])
             .args(["--allow-subnet", "127.0.0.1/32"])
             .args(["--admin-token", &admin_token, "--database", database_url])
             .args(extra)
-            .env("HOOKD_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("cannot start {}", binary.display()))?;
-        let stdout = child.stdout.take().expect("stdout is piped");
-        // A thread reads stdout for the whole life of the child, so hookd never blocks on a
-        // full pipe; it hands over the address line.
-        let (address_tx, address_rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut address_tx = Some(address_tx);
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(url) = line.strip_prefix("hookd listening on ")
-                    && let Some(tx) = address_tx.take()
-                {
-                    let _ = tx.send(url.trim().to_owned());
-                }
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let base_url = loop {
-            match address_rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(url) => break url,
-                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {
-                    if let Some(status) = child.try_wait()? {
-                        bail!("hookd exited ({status}) before listening");
-                    }
-                }
-                Err(_) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    bail!("hookd did not print `hookd listening on …` within 60 s");
-                }
-            }
-        };
+            .env("HOOKD_LOG", "warn");
+        let (child, base_url) = start_child(&mut command, "hookd listening on ")?;
         Ok(Self {
             base_url,
             admin_token,
@@ -229,6 +222,55 @@ impl Hookd {
 impl Drop for Hookd {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Spawns `command` (stdin piped and held by the returned child, so a child that watches its
+/// stdin ends with this process) and waits up to 60 s for it to print a line starting with
+/// `prefix`; returns the child and the rest of that line (its address).
+pub fn start_child(command: &mut Command, prefix: &'static str) -> anyhow::Result<(Child, String)> {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("cannot start {:?}", command.get_program()))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    // A thread reads stdout for the whole life of the child, so the child never blocks on a
+    // full pipe; it hands over the address line.
+    let (address_tx, address_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut address_tx = Some(address_tx);
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(rest) = line.strip_prefix(prefix)
+                && let Some(tx) = address_tx.take()
+            {
+                let _ = tx.send(rest.trim().to_owned());
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match address_rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(address) => return Ok((child, address)),
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {
+                if let Some(status) = child.try_wait()? {
+                    bail!(
+                        "{:?} exited ({status}) before listening",
+                        command.get_program()
+                    );
+                }
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "no `{prefix}…` line from {:?} within 60 s",
+                    command.get_program()
+                );
+            }
+        }
     }
 }
 

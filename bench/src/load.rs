@@ -1,9 +1,13 @@
-//! The load generator: a closed loop keeping exactly N requests in flight, timing each one.
+//! The load generator: a closed loop keeping exactly N requests in flight ([`run`]), or an
+//! open loop sending at a fixed rate whatever the answers do ([`run_paced`]), timing each
+//! request.
 //!
-//! N tokio tasks share one counter of requests still to send; each takes the next number,
-//! sends, waits for the answer, records its latency in its own HDR histogram, and goes
-//! again. The histograms are merged at the end. What one "request" is (a publish, a signed
-//! POST to a receiver, …) is the caller's closure, so every benchmark shares this loop.
+//! In the closed loop N tokio tasks share one counter of requests still to send; each takes
+//! the next number, sends, waits for the answer, records its latency in its own HDR
+//! histogram, and goes again. The histograms are merged at the end. In the open loop request
+//! `k` is started at `k / rate` seconds after the first, each in a task of its own, so a slow
+//! answer never delays the next send. What one "request" is (a publish, a signed POST to a
+//! receiver, …) is the caller's closure, so every benchmark shares these loops.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -28,6 +32,34 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    fn new() -> Self {
+        Self {
+            latency_us: new_histogram(),
+            errors: BTreeMap::new(),
+            elapsed: Duration::ZERO,
+            completed: 0,
+        }
+    }
+
+    /// Adds one request's latency and result.
+    fn record(&mut self, latency: Duration, result: Result<(), String>) {
+        self.latency_us
+            .saturating_record(latency.as_micros() as u64);
+        if let Err(reason) = result {
+            *self.errors.entry(reason).or_default() += 1;
+        }
+    }
+
+    /// Adds another worker's histogram and errors to this one.
+    fn merge(&mut self, other: Outcome) {
+        self.latency_us
+            .add(other.latency_us)
+            .expect("histograms of equal bounds add");
+        for (reason, n) in other.errors {
+            *self.errors.entry(reason).or_default() += n;
+        }
+    }
+
     /// Requests per second over the measured phase.
     pub fn throughput(&self) -> f64 {
         self.completed as f64 / self.elapsed.as_secs_f64()
@@ -66,8 +98,7 @@ where
         .map(|_| {
             let (next, request) = (next.clone(), request.clone());
             tokio::spawn(async move {
-                let mut latency = new_histogram();
-                let mut errors = BTreeMap::<String, u64>::new();
+                let mut outcome = Outcome::new();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= end {
@@ -75,30 +106,44 @@ where
                     }
                     let sent = Instant::now();
                     let result = request(i).await;
-                    latency.saturating_record(sent.elapsed().as_micros() as u64);
-                    if let Err(reason) = result {
-                        *errors.entry(reason).or_default() += 1;
-                    }
+                    outcome.record(sent.elapsed(), result);
                 }
-                (latency, errors)
+                outcome
             })
         })
         .collect();
-    let mut outcome = Outcome {
-        latency_us: new_histogram(),
-        errors: BTreeMap::new(),
-        elapsed: Duration::ZERO,
-        completed: 0,
-    };
+    let mut outcome = Outcome::new();
     for worker in workers {
-        let (latency, errors) = worker.await.expect("a load worker panicked");
-        outcome
-            .latency_us
-            .add(latency)
-            .expect("histograms of equal bounds add");
-        for (reason, n) in errors {
-            *outcome.errors.entry(reason).or_default() += n;
-        }
+        outcome.merge(worker.await.expect("a load worker panicked"));
+    }
+    outcome.elapsed = started.elapsed();
+    outcome.completed = outcome.latency_us.len();
+    outcome
+}
+
+/// Sends requests number `numbers.start` to `numbers.end - 1` at `per_second`, open loop:
+/// each is started on schedule in its own task however many are still unanswered.
+pub async fn run_paced<F, Fut>(per_second: f64, numbers: Range<u64>, request: Arc<F>) -> Outcome
+where
+    F: Fn(u64) -> Fut + Send + Sync + ?Sized + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    let started = Instant::now();
+    let start = tokio::time::Instant::now();
+    let mut requests = Vec::new();
+    for (k, i) in numbers.enumerate() {
+        tokio::time::sleep_until(start + Duration::from_secs_f64(k as f64 / per_second)).await;
+        let request = request.clone();
+        requests.push(tokio::spawn(async move {
+            let sent = Instant::now();
+            let result = request(i).await;
+            (sent.elapsed(), result)
+        }));
+    }
+    let mut outcome = Outcome::new();
+    for request in requests {
+        let (latency, result) = request.await.expect("a paced request panicked");
+        outcome.record(latency, result);
     }
     outcome.elapsed = started.elapsed();
     outcome.completed = outcome.latency_us.len();
@@ -113,6 +158,23 @@ fn new_histogram() -> Histogram<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn paced_requests_keep_the_rate() {
+        let outcome = run_paced(1_000.0, 0..200, Arc::new(|_| async { Ok(()) })).await;
+        assert_eq!(outcome.completed, 200);
+        // 200 requests at 1,000/s: the last starts 199 ms after the first.
+        assert!(
+            outcome.elapsed >= Duration::from_millis(199),
+            "{:?}",
+            outcome.elapsed
+        );
+        assert!(
+            outcome.elapsed < Duration::from_secs(2),
+            "{:?}",
+            outcome.elapsed
+        );
+    }
 
     #[tokio::test]
     async fn every_number_is_sent_once_and_failures_are_counted() {

@@ -102,6 +102,21 @@ pub fn wait_until_quiet(threshold: f64, patience: Duration) -> (f64, bool) {
     }
 }
 
+/// With a threshold, waits (up to 10 minutes, off the async threads) for the load average to
+/// drop below it, warning when it does not; without one, returns at once.
+pub async fn settle(quiet_below: Option<f64>) -> anyhow::Result<()> {
+    let Some(threshold) = quiet_below else {
+        return Ok(());
+    };
+    let (load, quiet) =
+        tokio::task::spawn_blocking(move || wait_until_quiet(threshold, Duration::from_secs(600)))
+            .await?;
+    if !quiet {
+        eprintln!("warning: load average still {load:.2} after 10 minutes; measuring anyway");
+    }
+    Ok(())
+}
+
 /// User + system CPU time of process `pid`, all threads (Linux `/proc/PID/stat`, which counts
 /// in clock ticks of 1/100 s on every Linux platform this runs on).
 pub fn process_cpu_time(pid: u32) -> anyhow::Result<Duration> {

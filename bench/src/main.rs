@@ -9,9 +9,11 @@
 //! [`receiver`] (the local webhook receiver), [`api`] (setting hookd up), [`load`] (the
 //! closed-loop load generator with latency histograms), [`machine`] (what it ran on) and
 //! [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
-//! own on top of them: [`publish`].
+//! own on top of them: [`publish`], [`ceiling`] and [`deliver`].
 
 mod api;
+mod ceiling;
+mod deliver;
 mod hookd;
 mod load;
 mod machine;
@@ -34,6 +36,20 @@ struct Cli {
 enum Command {
     /// Publish throughput: POST /api/v1/app/{app}/msg at a fixed number of requests in flight.
     Publish(publish::Args),
+    /// The machine's ceiling: signed POSTs from this process to a plain receiver in another.
+    Ceiling(ceiling::Args),
+    /// End to end: publish → hookd → verifying receiver; deliveries/s and latency.
+    Deliver(deliver::Args),
+    /// Internal: the receiver process the ceiling and deliver benchmarks start.
+    #[command(hide = true)]
+    Receive {
+        /// Port on 127.0.0.1 (0: any free one; the address is printed).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Endpoint secret to verify with (repeatable); none: answer without verifying.
+        #[arg(long)]
+        secret: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -45,6 +61,17 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Publish(args) => publish::run(args).await,
+            Command::Ceiling(args) => ceiling::run(args).await,
+            Command::Deliver(args) => deliver::run(args).await,
+            Command::Receive { port, secret } => {
+                let options = receiver::Options {
+                    secrets: secret,
+                    ..receiver::Options::default()
+                };
+                receiver::serve_process(port, options)
+                    .await
+                    .map(|()| ExitCode::SUCCESS)
+            }
         }
     });
     match result {

@@ -8,17 +8,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
-use reqwest::StatusCode;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use anyhow::bail;
 use serde_json::json;
 
 use crate::api::Api;
-use crate::hookd::{Backend, DEFAULT_POSTGRES_URL, Database, Hookd};
-use crate::load::{self, Outcome, Requests};
+use crate::hookd::{Backend, Backends, DEFAULT_POSTGRES_URL, Database, Hookd};
+use crate::load::{self, Outcome};
 use crate::machine::{self, Machine};
 use crate::receiver::{self, Receiver};
 use crate::report;
@@ -30,31 +27,6 @@ const SECTION: &str = "publish";
 const TARGET_MSGS_PER_S: f64 = 5_000.0;
 const TARGET_P99: Duration = Duration::from_millis(10);
 const TARGET_CONCURRENCY: usize = 32;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Backends {
-    Sqlite,
-    Postgres,
-    Both,
-}
-
-impl Backends {
-    fn list(self) -> Vec<Backend> {
-        match self {
-            Self::Sqlite => vec![Backend::Sqlite],
-            Self::Postgres => vec![Backend::Postgres],
-            Self::Both => vec![Backend::Sqlite, Backend::Postgres],
-        }
-    }
-
-    fn flag(self) -> &'static str {
-        match self {
-            Self::Sqlite => "sqlite",
-            Self::Postgres => "postgres",
-            Self::Both => "both",
-        }
-    }
-}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -165,17 +137,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             runs: Vec::new(),
         };
         for _ in 0..args.runs {
-            if let Some(threshold) = args.quiet_below {
-                let (load, quiet) = tokio::task::spawn_blocking(move || {
-                    machine::wait_until_quiet(threshold, Duration::from_secs(600))
-                })
-                .await?;
-                if !quiet {
-                    eprintln!(
-                        "warning: load average still {load:.2} after 10 minutes; measuring anyway"
-                    );
-                }
-            }
+            machine::settle(args.quiet_below).await?;
             let run = one_run(backend, &args).await?;
             println!("{}", row(backend, &run, None));
             println!(
@@ -233,7 +195,7 @@ async fn measure(database: &Database, args: &Args) -> anyhow::Result<Run> {
         bail!("a published message was routed to {routed} endpoints, expected 1");
     }
 
-    let publish = publisher(&api, &app)?;
+    let publish = api.publisher(&app, None)?;
     let load_before = machine::load_average().unwrap_or(0.0);
     let warmup = load::run(args.concurrency, 0..args.warmup, publish.clone()).await;
     let hookd_cpu = hookd.cpu_time()?;
@@ -257,40 +219,8 @@ async fn measure(database: &Database, args: &Args) -> anyhow::Result<Run> {
     })
 }
 
-/// The request the load generator sends: publish message `i`, expect 202.
-fn publisher(api: &Api, app: &str) -> anyhow::Result<Requests> {
-    let url =
-        reqwest::Url::parse(&api.url(&format!("/app/{app}/msg"))).context("the publish URL")?;
-    let client = api.client().clone();
-    let authorization = api.authorization().clone();
-    let json = HeaderValue::from_static("application/json");
-    Ok(Arc::new(move |i| {
-        let request = client
-            .post(url.clone())
-            .header(AUTHORIZATION, authorization.clone())
-            .header(CONTENT_TYPE, json.clone())
-            .body(message(i).to_string());
-        Box::pin(async move {
-            let response = request
-                .send()
-                .await
-                .map_err(|e| format!("transport: {e}"))?;
-            let status = response.status();
-            response
-                .bytes()
-                .await
-                .map_err(|e| format!("reading the answer: {e}"))?;
-            if status == StatusCode::ACCEPTED {
-                Ok(())
-            } else {
-                Err(format!("HTTP {}", status.as_u16()))
-            }
-        })
-    }))
-}
-
 /// Message number `i`: an `invoice.paid` event with a ~300-byte payload, distinct per `i`.
-fn message(i: u64) -> serde_json::Value {
+pub fn message(i: u64) -> serde_json::Value {
     let customer = i % 9_973;
     let cents = 1_000 + i.wrapping_mul(7_919) % 90_000;
     json!({
@@ -391,11 +321,7 @@ fn target_verdict(args: &Args, all: &[Series]) -> Option<String> {
 
 /// The docs section: what was measured, how, where, and the table.
 fn section(args: &Args, machine: &Machine, all: &[Series], verdict: Option<String>) -> String {
-    let date = time::OffsetDateTime::now_utc()
-        .format(time::macros::format_description!(
-            "[year]-[month]-[day] [hour]:[minute] UTC"
-        ))
-        .unwrap_or_else(|_| "unknown".into());
+    let date = report::now();
     let mut out = format!(
         "## Publish throughput\n\n\
          `POST /api/v1/app/{{app}}/msg` with a ~300-byte JSON payload, answered `202 Accepted` \
@@ -418,7 +344,7 @@ fn section(args: &Args, machine: &Machine, all: &[Series], verdict: Option<Strin
         args.runs,
         args.command(),
         machine.summary(),
-        revision(),
+        report::revision(),
     );
     out.push_str(&header());
     out.push('\n');
@@ -437,43 +363,6 @@ fn section(args: &Args, machine: &Machine, all: &[Series], verdict: Option<Strin
         out.push('\n');
     }
     out
-}
-
-/// The commit hookd was built from, when this is a git checkout: `git describe` of the
-/// repository, `-dirty` when its crates have uncommitted changes.
-fn revision() -> String {
-    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .arg("-C")
-            .arg(repo)
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-    };
-    match git(&["rev-parse", "--short", "HEAD"]) {
-        Some(commit) => {
-            let dirty = git(&[
-                "status",
-                "--porcelain",
-                "--untracked-files=no",
-                "--",
-                "crates",
-            ])
-            .is_some_and(|changes| !changes.is_empty());
-            format!(
-                "built from commit {commit}{}",
-                if dirty {
-                    " with uncommitted changes"
-                } else {
-                    ""
-                }
-            )
-        }
-        None => "built from an unknown commit (not a git checkout)".into(),
-    }
 }
 
 #[cfg(test)]

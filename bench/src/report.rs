@@ -24,7 +24,10 @@ what one box does end to end, not what hookd would do with the cores to itself.
 To rerun everything and rewrite this file's sections:
 
 ```sh
-cargo build --release -p hookd -p hookd-bench && target/release/hookd-bench publish --backend both --write-docs
+cargo build --release -p hookd -p hookd-bench
+target/release/hookd-bench publish --backend both --quiet-below 0.7 --write-docs
+target/release/hookd-bench ceiling --quiet-below 0.7 --write-docs
+target/release/hookd-bench deliver --backend both --quiet-below 0.7 --write-docs
 ```
 
 Wait for an idle machine first (no compiles running; `--quiet-below 0.7` waits for the load
@@ -78,6 +81,52 @@ pub fn write_section(path: &Path, name: &str, body: &str) -> anyhow::Result<()> 
 /// `docs/benchmarks.md` of the repository this harness was built from.
 pub fn docs_path() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks.md")
+}
+
+/// Now, to the minute: `2026-11-30 05:47 UTC`.
+pub fn now() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(time::macros::format_description!(
+            "[year]-[month]-[day] [hour]:[minute] UTC"
+        ))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The commit hookd was built from, when this is a git checkout: `git describe` of the
+/// repository, `-dirty` when its crates have uncommitted changes.
+pub fn revision() -> String {
+    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    match git(&["rev-parse", "--short", "HEAD"]) {
+        Some(commit) => {
+            let dirty = git(&[
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                "crates",
+            ])
+            .is_some_and(|changes| !changes.is_empty());
+            format!(
+                "built from commit {commit}{}",
+                if dirty {
+                    " with uncommitted changes"
+                } else {
+                    ""
+                }
+            )
+        }
+        None => "built from an unknown commit (not a git checkout)".into(),
+    }
 }
 
 /// A latency in milliseconds with two decimals: `3.27 ms`.

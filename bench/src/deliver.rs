@@ -1,0 +1,528 @@
+//! `hookd-bench deliver`: end to end, from a publish through the API to a verified receipt.
+//!
+//! Three processes, as in production: hookd (the release binary), this harness publishing,
+//! and a receiver (`hookd-bench receive`) that verifies every `webhook-signature` with the
+//! endpoint's secret (read back from `GET …/endpoint/{ep}/secret`) and stamps the first
+//! verified receipt of each `webhook-id`. The publisher stamps each accepted message's send
+//! time; both stamps are unix nanoseconds on the same machine, so their difference is the
+//! publish-to-receipt latency. Two modes, each on a fresh hookd and database:
+//!
+//! - **throughput**: a closed loop of publishes; deliveries/s from the first publish sent to
+//!   the last receipt.
+//! - **latency**: an open loop publishing at a fixed rate, an eighth of the machine's ceiling
+//!   (measured first in the same run by [`crate::ceiling`]); publish-to-receipt percentiles.
+//!
+//! Every accepted message must arrive with a valid signature; a run with a missing message, a
+//! bad signature or a failed publish is flagged.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use hdrhistogram::Histogram;
+
+use crate::api::{Api, SendLog};
+use crate::ceiling::{self, Ceiling};
+use crate::hookd::{Backend, Backends, DEFAULT_POSTGRES_URL, Database, Hookd};
+use crate::load::{self, Outcome};
+use crate::machine::{self, Machine};
+use crate::receiver::{Receipts, ReceiverProcess};
+use crate::report;
+
+/// The docs section this benchmark owns.
+const SECTION: &str = "deliver";
+
+/// Issue 4's targets.
+const TARGET_SHARE_OF_HALF_CEILING: f64 = 0.5;
+const TARGET_P99: Duration = Duration::from_millis(100);
+const LATENCY_RATE_DIVISOR: f64 = 8.0;
+const TARGET_PEAK_RSS_MIB: f64 = 100.0;
+
+/// Waiting for deliveries gives up after this long without a new receipt.
+const DRAIN_PATIENCE: Duration = Duration::from_secs(30);
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Database(s) to run hookd on; each mode gets a fresh one.
+    #[arg(long, value_enum, default_value = "sqlite")]
+    backend: Backends,
+    /// Throughput mode: publishes in flight at all times.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Throughput mode: messages published in the measured phase.
+    #[arg(long, default_value_t = 20_000)]
+    messages: u64,
+    /// Messages published (and delivered) first in each mode, not measured.
+    #[arg(long, default_value_t = 1_000)]
+    warmup: u64,
+    /// Latency mode: seconds of publishing at an eighth of the ceiling rate.
+    #[arg(long, default_value_t = 20)]
+    latency_seconds: u64,
+    /// hookd's `--endpoint-concurrency` (attempts in flight to the one endpoint).
+    #[arg(long, default_value_t = 16)]
+    endpoint_concurrency: usize,
+    /// hookd's `--workers` (attempts in flight in all).
+    #[arg(long, default_value_t = 64)]
+    workers: usize,
+    /// Use this ceiling loop rate (requests/s) instead of measuring it first.
+    #[arg(long)]
+    ceiling_rate: Option<f64>,
+    #[command(flatten)]
+    ceiling: ceiling::Loop,
+    /// PostgreSQL server on which a database `hookd_bench_<random>` is created and dropped.
+    #[arg(
+        long,
+        env = "HOOKD_TEST_POSTGRES_URL",
+        default_value = DEFAULT_POSTGRES_URL,
+        hide_env_values = true
+    )]
+    postgres_url: String,
+    /// Before each measurement, wait (up to 10 minutes) until the 1-minute load average is
+    /// below this.
+    #[arg(long)]
+    quiet_below: Option<f64>,
+    /// Rewrite the deliver section of docs/benchmarks.md with the results.
+    #[arg(long)]
+    write_docs: bool,
+    /// The Markdown file `--write-docs` rewrites [default: docs/benchmarks.md of this repo].
+    #[arg(long)]
+    docs_file: Option<PathBuf>,
+}
+
+impl Args {
+    /// The command that reproduces these results, every parameter spelled out.
+    fn command(&self) -> String {
+        let mut command = format!(
+            "target/release/hookd-bench deliver --backend {} --concurrency {} --messages {} \
+             --warmup {} --latency-seconds {} --endpoint-concurrency {} --workers {}",
+            self.backend.flag(),
+            self.concurrency,
+            self.messages,
+            self.warmup,
+            self.latency_seconds,
+            self.endpoint_concurrency,
+            self.workers,
+        );
+        match self.ceiling_rate {
+            Some(rate) => command.push_str(&format!(" --ceiling-rate {rate}")),
+            None => command.push_str(&format!(" {}", self.ceiling.flags())),
+        }
+        if let Some(load) = self.quiet_below {
+            command.push_str(&format!(" --quiet-below {load}"));
+        }
+        if self.write_docs {
+            command.push_str(" --write-docs");
+        }
+        command
+    }
+
+    /// The engine options hookd runs with.
+    fn hookd_options(&self) -> Vec<String> {
+        vec![
+            "--endpoint-concurrency".into(),
+            self.endpoint_concurrency.to_string(),
+            "--workers".into(),
+            self.workers.to_string(),
+        ]
+    }
+}
+
+/// How the publishes are driven.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    /// As fast as `--concurrency` allows.
+    Throughput,
+    /// Open loop at this many publishes per second.
+    Latency(f64),
+}
+
+/// One mode's measurements on one backend.
+struct Run {
+    backend: Backend,
+    mode: Mode,
+    publishes: Outcome,
+    /// Accepted messages of the measured phase that arrived verified.
+    delivered: u64,
+    /// Accepted messages of the measured phase that never arrived verified.
+    missing: u64,
+    /// Whole run, warm-up included.
+    duplicates: u64,
+    bad_signatures: u64,
+    /// From the first publish sent to the last receipt.
+    deliveries_per_s: f64,
+    /// Publish sent to first verified receipt, microseconds.
+    latency_us: Histogram<u64>,
+    peak_rss_kib: u64,
+    /// Cores hookd kept busy from the first measured publish until the last delivery.
+    hookd_cores: f64,
+}
+
+impl Run {
+    fn flagged(&self) -> bool {
+        self.missing + self.bad_signatures + self.publishes.error_count() > 0
+    }
+
+    fn latency(&self, quantile: f64) -> Duration {
+        Duration::from_micros(self.latency_us.value_at_quantile(quantile))
+    }
+
+    fn peak_rss_mib(&self) -> f64 {
+        self.peak_rss_kib as f64 / 1024.0
+    }
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.concurrency == 0 || args.messages == 0 || args.latency_seconds == 0 {
+        bail!("--concurrency, --messages and --latency-seconds must be at least 1");
+    }
+    crate::hookd::binary()?;
+    let machine = Machine::describe();
+    println!("machine: {}", machine.summary());
+    let ceiling = match args.ceiling_rate {
+        Some(_) => None,
+        None => {
+            machine::settle(args.quiet_below).await?;
+            Some(ceiling::measure(&args.ceiling).await?)
+        }
+    };
+    let ceiling_rate = args
+        .ceiling_rate
+        .or(ceiling.as_ref().map(Ceiling::rate))
+        .expect("a ceiling rate is given or measured");
+    println!("ceiling loop rate: {ceiling_rate:.0} requests/s");
+    println!("{}", header());
+    let mut runs = Vec::new();
+    for backend in args.backend.list() {
+        for mode in [
+            Mode::Throughput,
+            Mode::Latency(ceiling_rate / LATENCY_RATE_DIVISOR),
+        ] {
+            machine::settle(args.quiet_below).await?;
+            let run = one_run(backend, mode, &args).await?;
+            println!("{}", row(&run));
+            runs.push(run);
+        }
+    }
+    let verdicts = verdicts(ceiling_rate, &runs);
+    for verdict in &verdicts {
+        println!("{verdict}");
+    }
+    if args.write_docs {
+        let path = args.docs_file.clone().unwrap_or_else(report::docs_path);
+        let body = section(
+            &args,
+            &machine,
+            ceiling.as_ref(),
+            ceiling_rate,
+            &runs,
+            &verdicts,
+        );
+        report::write_section(&path, SECTION, &body)?;
+        println!("wrote the `{SECTION}` section of {}", path.display());
+    }
+    if runs.iter().any(Run::flagged) {
+        eprintln!("FLAGGED: messages missing, bad signatures or failed publishes");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Fresh database, hookd and receiver; set up; warm up; measure; tear down.
+async fn one_run(backend: Backend, mode: Mode, args: &Args) -> anyhow::Result<Run> {
+    let database = Database::create(backend, &args.postgres_url).await?;
+    let result = measure(backend, mode, &database, args).await;
+    database.remove().await;
+    result
+}
+
+async fn measure(
+    backend: Backend,
+    mode: Mode,
+    database: &Database,
+    args: &Args,
+) -> anyhow::Result<Run> {
+    let url = database.url().to_owned();
+    let options = args.hookd_options();
+    let hookd = tokio::task::spawn_blocking(move || Hookd::start(&url, &options)).await??;
+    let api = Api::new(&hookd, args.concurrency)?;
+    let app = api.create_app("bench").await?;
+    // The receiver needs the endpoint's secret and the endpoint the receiver's address:
+    // create the endpoint first, pointing nowhere, and aim it once the receiver listens.
+    let endpoint = api
+        .create_endpoint(&app, "http://127.0.0.1:9/unset")
+        .await?;
+    let secret = api.endpoint_secret(&app, &endpoint).await?;
+    let receiver = ReceiverProcess::start(&[secret])?;
+    api.set_endpoint_url(&app, &endpoint, &receiver.url("deliver"))
+        .await?;
+
+    let warmup = drive(mode, args, 0..args.warmup, api.publisher(&app, None)?).await;
+    drain(&receiver, args.warmup - warmup.error_count()).await?;
+
+    let log: SendLog = Arc::new(Mutex::new(Vec::new()));
+    let hookd_cpu = hookd.cpu_time()?;
+    let started = Instant::now();
+    let numbers = args.warmup..args.warmup + measured_messages(mode, args);
+    let publishes = drive(mode, args, numbers, api.publisher(&app, Some(log.clone()))?).await;
+    let sent = std::mem::take(&mut *log.lock().expect("the send log"));
+    drain(
+        &receiver,
+        args.warmup - warmup.error_count() + sent.len() as u64,
+    )
+    .await?;
+    let hookd_cores =
+        hookd.cpu_time()?.saturating_sub(hookd_cpu).as_secs_f64() / started.elapsed().as_secs_f64();
+    let peak_rss_kib = hookd.peak_rss_kib()?;
+    let receipts = receiver.results().await?;
+    hookd.stop();
+    Ok(tally(
+        backend,
+        mode,
+        publishes,
+        &sent,
+        &receipts,
+        peak_rss_kib,
+        hookd_cores,
+    ))
+}
+
+/// How many messages the measured phase publishes.
+fn measured_messages(mode: Mode, args: &Args) -> u64 {
+    match mode {
+        Mode::Throughput => args.messages,
+        Mode::Latency(rate) => (rate * args.latency_seconds as f64).round().max(1.0) as u64,
+    }
+}
+
+/// Publishes messages `numbers` as the mode says.
+async fn drive(
+    mode: Mode,
+    args: &Args,
+    numbers: std::ops::Range<u64>,
+    publish: load::Requests,
+) -> Outcome {
+    match mode {
+        Mode::Throughput => load::run(args.concurrency, numbers, publish).await,
+        Mode::Latency(rate) => load::run_paced(rate, numbers, publish).await,
+    }
+}
+
+/// Waits until the receiver has `expected` distinct verified ids, or until no new one has
+/// arrived for [`DRAIN_PATIENCE`] (then the missing ones show in the tally).
+async fn drain(receiver: &ReceiverProcess, expected: u64) -> anyhow::Result<()> {
+    let (mut last, mut progressed) = (0, Instant::now());
+    loop {
+        let count = receiver.count().await?;
+        if count >= expected {
+            return Ok(());
+        }
+        if count > last {
+            (last, progressed) = (count, Instant::now());
+        } else if progressed.elapsed() > DRAIN_PATIENCE {
+            eprintln!("warning: {count} of {expected} messages arrived; giving up waiting");
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Matches the publisher's send times with the receiver's receipts.
+fn tally(
+    backend: Backend,
+    mode: Mode,
+    publishes: Outcome,
+    sent: &[(String, u64)],
+    receipts: &Receipts,
+    peak_rss_kib: u64,
+    hookd_cores: f64,
+) -> Run {
+    let mut latency_us =
+        Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds");
+    let (mut missing, mut last_receipt) = (0, 0);
+    for (id, at) in sent {
+        match receipts.first_seen.get(id) {
+            Some(&received) => {
+                latency_us.saturating_record(received.saturating_sub(*at) / 1_000);
+                last_receipt = last_receipt.max(received);
+            }
+            None => missing += 1,
+        }
+    }
+    let first_sent = sent.iter().map(|(_, at)| *at).min().unwrap_or(0);
+    let delivered = latency_us.len();
+    let span = Duration::from_nanos(last_receipt.saturating_sub(first_sent));
+    Run {
+        backend,
+        mode,
+        publishes,
+        delivered,
+        missing,
+        duplicates: receipts.duplicates,
+        bad_signatures: receipts.bad_signatures,
+        deliveries_per_s: delivered as f64 / span.as_secs_f64().max(1e-9),
+        latency_us,
+        peak_rss_kib,
+        hookd_cores,
+    }
+}
+
+fn header() -> String {
+    report::header(&[
+        "backend",
+        "mode",
+        "publish rate",
+        "deliveries/s",
+        "p50",
+        "p90",
+        "p99",
+        "max",
+        "delivered",
+        "missing",
+        "bad signatures",
+        "duplicates",
+        "publish errors",
+        "hookd peak RSS",
+        "hookd CPU",
+    ])
+}
+
+fn row(run: &Run) -> String {
+    let flag = |n: u64| match n {
+        0 => "0".to_owned(),
+        n => format!("**{} (flagged)**", report::thousands(n)),
+    };
+    let mode = match run.mode {
+        Mode::Throughput => "throughput".to_owned(),
+        Mode::Latency(rate) => format!("latency at {}/s", report::thousands(rate.round() as u64)),
+    };
+    report::row(&[
+        run.backend.name().to_owned(),
+        mode,
+        format!(
+            "{}/s",
+            report::thousands(run.publishes.throughput().round() as u64)
+        ),
+        report::thousands(run.deliveries_per_s.round() as u64),
+        report::millis(run.latency(0.50)),
+        report::millis(run.latency(0.90)),
+        report::millis(run.latency(0.99)),
+        report::millis(Duration::from_micros(run.latency_us.max())),
+        report::thousands(run.delivered),
+        flag(run.missing),
+        flag(run.bad_signatures),
+        report::thousands(run.duplicates),
+        flag(run.publishes.error_count()),
+        format!("{:.0} MiB", run.peak_rss_mib()),
+        format!("{:.2} cores", run.hookd_cores),
+    ])
+}
+
+/// Issue 4's three targets, each against the runs that measure it.
+fn verdicts(ceiling_rate: f64, runs: &[Run]) -> Vec<String> {
+    let met = |ok: bool| if ok { "met" } else { "not met" };
+    let mut out = Vec::new();
+    let target_rate = TARGET_SHARE_OF_HALF_CEILING * ceiling_rate / 2.0;
+    let sqlite = |wanted: fn(Mode) -> bool| {
+        runs.iter()
+            .find(|r| r.backend == Backend::Sqlite && wanted(r.mode))
+    };
+    if let Some(run) = sqlite(|m| m == Mode::Throughput) {
+        out.push(format!(
+            "Throughput target (SQLite end to end ≥ 50 % of half the ceiling, ≥ {} deliveries/s): \
+             **{}** ({} deliveries/s, {:.0} % of half the ceiling).",
+            report::thousands(target_rate.round() as u64),
+            met(run.deliveries_per_s >= target_rate && !run.flagged()),
+            report::thousands(run.deliveries_per_s.round() as u64),
+            100.0 * run.deliveries_per_s / (ceiling_rate / 2.0),
+        ));
+    }
+    for run in runs.iter().filter(|r| matches!(r.mode, Mode::Latency(_))) {
+        let p99 = run.latency(0.99);
+        out.push(format!(
+            "Latency target ({}: p99 publish-to-receipt < {} ms at an eighth of the ceiling): \
+             **{}** (p99 {}).",
+            run.backend.name(),
+            TARGET_P99.as_millis(),
+            met(p99 < TARGET_P99 && !run.flagged()),
+            report::millis(p99),
+        ));
+    }
+    let peak = runs.iter().map(Run::peak_rss_mib).fold(0.0, f64::max);
+    out.push(format!(
+        "Memory target (hookd peak RSS < {TARGET_PEAK_RSS_MIB:.0} MB in every run): **{}** \
+         (highest {peak:.0} MiB).",
+        met(peak < TARGET_PEAK_RSS_MIB),
+    ));
+    out
+}
+
+/// The docs section: what was measured, how, where, the table and the verdicts.
+fn section(
+    args: &Args,
+    machine: &Machine,
+    ceiling: Option<&Ceiling>,
+    ceiling_rate: f64,
+    runs: &[Run],
+    verdicts: &[String],
+) -> String {
+    let ceiling_text = match ceiling {
+        Some(c) => format!(
+            "measured first in this run (best of {} in flight; see the ceiling section for \
+             the method)",
+            c.best().concurrency
+        ),
+        None => "given with `--ceiling-rate`".to_owned(),
+    };
+    let mut out = format!(
+        "## End-to-end delivery\n\n\
+         Publish through the API (`POST /api/v1/app/{{app}}/msg`, ~300-byte payload) → hookd \
+         stores and delivers → a receiver in its own process (`hookd-bench receive`) verifies \
+         every `webhook-signature` with the endpoint's secret and stamps the first verified \
+         receipt of each `webhook-id`. Three processes on one machine: hookd, the publishing \
+         harness, the receiver. One application, one endpoint; hookd runs with \
+         `{}` (one endpoint may hold {} attempts in flight; the default 4 would cap a single \
+         endpoint well below the machine). Each mode runs on a fresh hookd and database after \
+         {} warm-up messages have been delivered.\n\n\
+         - **throughput**: {} publishes in flight, {} messages; deliveries/s from the first \
+         publish sent to the last receipt.\n\
+         - **latency**: publishes sent open loop at an eighth of the ceiling loop rate for {} s; \
+         publish-to-receipt latency is the receiver's receipt time minus the publisher's send \
+         time (both unix clock, same machine).\n\n\
+         Ceiling loop rate: {} requests/s, {ceiling_text}; end-to-end ceiling (half): {} \
+         messages/s.\n\n\
+         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
+         - Date: {}\n\
+         - Machine: {}\n\
+         - hookd: {}\n\n\
+         {}\n",
+        args.hookd_options().join(" "),
+        args.endpoint_concurrency,
+        report::thousands(args.warmup),
+        args.concurrency,
+        report::thousands(args.messages),
+        args.latency_seconds,
+        report::thousands(ceiling_rate.round() as u64),
+        report::thousands((ceiling_rate / 2.0).round() as u64),
+        args.command(),
+        report::now(),
+        machine.summary(),
+        report::revision(),
+        header(),
+    );
+    for run in runs {
+        out.push_str(&row(run));
+        out.push('\n');
+    }
+    out.push_str(
+        "\nDuplicates are repeated receipts of an id (retries after a lost answer, or an \
+         expired lease); they are allowed (at least once) but counted.\n",
+    );
+    for verdict in verdicts {
+        out.push('\n');
+        out.push_str(verdict);
+        out.push('\n');
+    }
+    out
+}
