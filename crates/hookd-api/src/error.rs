@@ -36,6 +36,9 @@ pub enum ApiError {
         location: Vec<String>,
         message: String,
     },
+    /// More requests are in progress than the server takes at once; nothing was done.
+    #[error("the server is busy; retry shortly")]
+    Overloaded,
     /// The database cannot take the request now; nothing was stored.
     #[error("the service is temporarily unavailable: {0}")]
     Unavailable(String),
@@ -78,7 +81,7 @@ impl ApiError {
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Overloaded | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -92,6 +95,7 @@ impl ApiError {
             Self::Conflict(_) => "conflict",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::Validation { .. } => "validation",
+            Self::Overloaded => "overloaded",
             Self::Unavailable(_) => "unavailable",
             Self::Internal(_) => "internal",
         }

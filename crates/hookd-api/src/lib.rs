@@ -11,6 +11,7 @@
 //! - [`auth`]: bearer tokens → [`Principal`] (admin or one application).
 //! - `idempotency`: `Idempotency-Key` replays.
 //! - `cache`: the short-lived token and application caches of the hot path.
+//! - `overload`: the bound on requests in progress (503 past it).
 //! - `extract`: JSON body and query extractors whose errors name the field.
 //! - `list`: the list envelope and cursor parameters.
 //! - `validate`: field checks (URLs, names, custom headers).
@@ -23,6 +24,7 @@ pub mod error;
 mod extract;
 mod idempotency;
 mod list;
+mod overload;
 pub mod routes;
 pub mod state;
 mod validate;
@@ -58,6 +60,10 @@ pub fn router(state: ApiState) -> Router {
             ApiError::BadRequest("this method is not allowed on this path".into())
         })
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(from_fn_with_state(
+            overload::InFlight::new(state.config().max_in_flight),
+            overload::shed,
+        ))
         .layer(CatchPanicLayer::custom(|_| {
             axum::response::IntoResponse::into_response(ApiError::Internal(
                 "a handler panicked".into(),

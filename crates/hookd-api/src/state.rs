@@ -28,6 +28,8 @@ pub struct ApiConfig {
     pub allow_http_endpoints: bool,
     /// SHA-256 hex digests of admin tokens given in configuration (not stored).
     pub configured_admin_token_hashes: Vec<String>,
+    /// Requests worked on at once; more are answered 503 at once.
+    pub max_in_flight: usize,
 }
 
 impl Default for ApiConfig {
@@ -37,6 +39,7 @@ impl Default for ApiConfig {
             strict_event_types: false,
             allow_http_endpoints: false,
             configured_admin_token_hashes: Vec::new(),
+            max_in_flight: 1024,
         }
     }
 }

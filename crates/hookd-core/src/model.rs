@@ -54,25 +54,37 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// Whether a message of `event_type` on `channels` is delivered to this endpoint.
-    ///
-    /// An endpoint without an event-type filter takes every type; one without a channel filter
-    /// takes every message; one with a channel filter takes messages that share a channel.
     pub fn subscribes_to(&self, event_type: &str, channels: Option<&[String]>) -> bool {
-        if self.disabled {
-            return false;
-        }
-        let type_matches = match &self.event_types {
-            Some(types) if !types.is_empty() => types.iter().any(|t| t == event_type),
-            _ => true,
-        };
-        let channel_matches = match &self.channels {
-            Some(wanted) if !wanted.is_empty() => {
-                channels.is_some_and(|have| have.iter().any(|c| wanted.contains(c)))
-            }
-            _ => true,
-        };
-        type_matches && channel_matches
+        !self.disabled
+            && filters_take(
+                self.event_types.as_deref(),
+                self.channels.as_deref(),
+                event_type,
+                channels,
+            )
     }
+}
+
+/// Whether an endpoint's filters take a message of `event_type` on `channels`: without an
+/// event-type filter every type, without a channel filter every message, and with a channel
+/// filter the messages that share a channel with it.
+pub fn filters_take(
+    event_types: Option<&[String]>,
+    wanted_channels: Option<&[String]>,
+    event_type: &str,
+    channels: Option<&[String]>,
+) -> bool {
+    let type_matches = match event_types {
+        Some(types) if !types.is_empty() => types.iter().any(|t| t == event_type),
+        _ => true,
+    };
+    let channel_matches = match wanted_channels {
+        Some(wanted) if !wanted.is_empty() => {
+            channels.is_some_and(|have| have.iter().any(|c| wanted.contains(c)))
+        }
+        _ => true,
+    };
+    type_matches && channel_matches
 }
 
 /// An entry of the event-type catalog.

@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use hookd_core::AppId;
+use hookd_core::model::filters_take;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
 use sqlx::postgres::PgPool;
 
@@ -12,7 +13,7 @@ use crate::columns::{
     MESSAGE_WIDTH,
 };
 use crate::error::taken;
-use crate::json::encode_opt;
+use crate::json::{decode_opt, encode_opt};
 use crate::{
     AttemptFilter, CreatedMessage, MessageFilter, MessageStore, Page, PageRequest, Route,
     StoreError,
@@ -45,21 +46,29 @@ impl MessageStore for PgStore {
             "application",
         ))?;
         let routed: Vec<String> = match route {
-            Route::Subscribers => sql(format!(
-                "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = $1 AND NOT e.disabled"
-            ))
-            .bind(message.app_id.as_str())
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(rows::endpoint)
-            .filter(|e| {
-                e.as_ref().map_or(true, |e| {
-                    e.subscribes_to(&message.event_type, message.channels.as_deref())
-                })
-            })
-            .map(|e| e.map(|e| e.id.to_string()))
-            .collect::<Result<_, _>>()?,
+            Route::Subscribers => {
+                // Only the filter columns: this runs for every publish.
+                let rows = sqlx::query_as::<_, (String, Option<String>, Option<String>)>(
+                    "SELECT id, event_types, channels FROM endpoints WHERE app_id = $1 AND NOT disabled",
+                )
+                .bind(message.app_id.as_str())
+                .fetch_all(&mut *tx)
+                .await?;
+                let mut routed = Vec::new();
+                for (id, event_types, channels) in rows {
+                    let event_types: Option<Vec<String>> = decode_opt(event_types)?;
+                    let channels: Option<Vec<String>> = decode_opt(channels)?;
+                    if filters_take(
+                        event_types.as_deref(),
+                        channels.as_deref(),
+                        &message.event_type,
+                        message.channels.as_deref(),
+                    ) {
+                        routed.push(id);
+                    }
+                }
+                routed
+            }
             Route::Only(endpoint) => vec![endpoint.to_string()],
         };
         if !routed.is_empty() {

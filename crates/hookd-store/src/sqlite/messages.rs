@@ -1,8 +1,9 @@
 //! [`MessageStore`] on SQLite: messages and the delivery log.
 
 use async_trait::async_trait;
-use hookd_core::AppId;
+use hookd_core::model::filters_take;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
+use hookd_core::{AppId, EndpointId};
 use rusqlite::types::Value;
 use rusqlite::{Connection, params};
 
@@ -12,7 +13,7 @@ use super::rows::{
 };
 use super::{ListQuery, SqliteStore, missing, refused, text};
 use crate::error::taken;
-use crate::json::{encode, encode_opt};
+use crate::json::{decode_opt, encode, encode_opt};
 use crate::{
     AttemptFilter, CreatedMessage, MessageFilter, MessageStore, Page, PageRequest, Route,
     StoreError,
@@ -213,18 +214,7 @@ fn insert_message(
         "application",
     ))?;
     let routed = match route {
-        Route::Subscribers => collect(
-            conn,
-            &format!(
-                "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = ?1 AND e.disabled = 0"
-            ),
-            [message.app_id.as_str()],
-            rows::endpoint,
-        )?
-        .into_iter()
-        .filter(|e| e.subscribes_to(&message.event_type, message.channels.as_deref()))
-        .map(|e| e.id)
-        .collect(),
+        Route::Subscribers => subscribers(conn, message)?,
         Route::Only(endpoint) => vec![endpoint.clone()],
     };
     let mut insert = conn.prepare_cached(
@@ -246,6 +236,30 @@ fn insert_message(
         message: message.clone(),
         deliveries,
     })
+}
+
+/// The enabled endpoints of the message's application whose filters take it. Reads only the
+/// filter columns: this runs for every publish.
+fn subscribers(conn: &Connection, message: &Message) -> Result<Vec<EndpointId>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, event_types, channels FROM endpoints WHERE app_id = ?1 AND disabled = 0",
+    )?;
+    let mut rows = stmt.query([message.app_id.as_str()])?;
+    let mut routed = Vec::new();
+    while let Some(row) = rows.next()? {
+        let event_types: Option<Vec<String>> = decode_opt(row.get(1)?)?;
+        let channels: Option<Vec<String>> = decode_opt(row.get(2)?)?;
+        let channels_of_message = message.channels.as_deref();
+        if filters_take(
+            event_types.as_deref(),
+            channels.as_deref(),
+            &message.event_type,
+            channels_of_message,
+        ) {
+            routed.push(EndpointId::from_stored(row.get(0)?));
+        }
+    }
+    Ok(routed)
 }
 
 /// Adds the attempt filters to `query` and runs it newest first.

@@ -236,23 +236,24 @@ fn record(conn: &Connection, a: &Attempt, d: &Delivery) -> Result<Option<Timesta
         a.created_at.as_millis(),
     ])
     .map_err(missing("delivery"))?;
-    // A success ends the endpoint's failure streak; a failure starts one unless started.
-    let streak: Option<Option<i64>> = conn
-        .prepare_cached(
-            "UPDATE endpoints SET failing_since =
-                 CASE WHEN ?2 THEN NULL ELSE COALESCE(failing_since, ?3) END
-             WHERE id = ?1 RETURNING failing_since",
+    // A success ends the endpoint's failure streak; a failure starts one unless started. The
+    // endpoint row is written only when the streak changes: most attempts leave it alone.
+    let streak: Option<i64> = if a.status == DeliveryStatus::Success {
+        conn.prepare_cached(
+            "UPDATE endpoints SET failing_since = NULL WHERE id = ?1 AND failing_since IS NOT NULL",
         )?
-        .query_row(
-            params![
-                a.endpoint_id.as_str(),
-                a.status == DeliveryStatus::Success,
-                a.created_at.as_millis(),
-            ],
-            |row| row.get(0),
-        )
-        .optional()?;
-    let streak = streak.ok_or(StoreError::NotFound("endpoint"))?;
+        .execute([a.endpoint_id.as_str()])?;
+        None
+    } else {
+        conn.prepare_cached(
+            "UPDATE endpoints SET failing_since = ?2 WHERE id = ?1 AND failing_since IS NULL",
+        )?
+        .execute(params![a.endpoint_id.as_str(), a.created_at.as_millis()])?;
+        conn.prepare_cached("SELECT failing_since FROM endpoints WHERE id = ?1")?
+            .query_row([a.endpoint_id.as_str()], |row| row.get(0))
+            .optional()?
+            .ok_or(StoreError::NotFound("endpoint"))?
+    };
     Ok(streak.map(Timestamp::from_millis))
 }
 

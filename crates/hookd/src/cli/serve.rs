@@ -37,6 +37,9 @@ pub struct Args {
     /// Largest accepted message payload, in bytes.
     #[arg(long, env = "HOOKD_MAX_PAYLOAD_BYTES", default_value_t = 256 * 1024)]
     max_payload_bytes: usize,
+    /// Requests worked on at once; more are answered 503 at once (memory stays bounded).
+    #[arg(long, env = "HOOKD_MAX_IN_FLIGHT", default_value_t = 1024)]
+    max_in_flight: usize,
     /// Log as JSON lines instead of text.
     #[arg(long, env = "HOOKD_LOG_JSON")]
     log_json: bool,
@@ -76,6 +79,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         max_payload_bytes: args.max_payload_bytes,
         strict_event_types: args.strict_event_types,
         allow_http_endpoints: args.allow_http_endpoints,
+        max_in_flight: args.max_in_flight,
         configured_admin_token_hashes: args
             .admin_token
             .iter()
