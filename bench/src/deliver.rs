@@ -60,11 +60,12 @@ pub struct Args {
     /// Latency mode: seconds of publishing at an eighth of the ceiling rate.
     #[arg(long, default_value_t = 20)]
     latency_seconds: u64,
-    /// hookd's `--endpoint-concurrency` (attempts in flight to the one endpoint).
-    #[arg(long, default_value_t = 16)]
+    /// hookd's `--endpoint-concurrency` (attempts in flight to the one endpoint). hookd's
+    /// default 4, and even 16, holds one fast endpoint well below what the machine does.
+    #[arg(long, default_value_t = 64)]
     endpoint_concurrency: usize,
     /// hookd's `--workers` (attempts in flight in all).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 128)]
     workers: usize,
     /// Use this ceiling loop rate (requests/s) instead of measuring it first.
     #[arg(long)]
@@ -482,8 +483,8 @@ fn section(
          every `webhook-signature` with the endpoint's secret and stamps the first verified \
          receipt of each `webhook-id`. Three processes on one machine: hookd, the publishing \
          harness, the receiver. One application, one endpoint; hookd runs with \
-         `{}` (one endpoint may hold {} attempts in flight; the default 4 would cap a single \
-         endpoint well below the machine). Each mode runs on a fresh hookd and database after \
+         `{}` (one endpoint may hold {} attempts in flight: with hookd's default 4, or 16, \
+         a single fast endpoint is held well below what the machine does). Each mode runs on a fresh hookd and database after \
          {} warm-up messages have been delivered.\n\n\
          - **throughput**: {} publishes in flight, {} messages; deliveries/s from the first \
          publish sent to the last receipt.\n\
