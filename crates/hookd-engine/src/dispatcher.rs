@@ -28,7 +28,8 @@ pub struct EngineConfig {
     /// Attempt timeout for endpoints that do not set their own (the spec asks 15..30 s).
     pub attempt_timeout: Duration,
     /// How long a claim lasts before another claimer may take the delivery again. Attempt
-    /// timeouts are capped at half of it, so an attempt always ends well inside its lease.
+    /// timeouts are capped at a third of it: a claimed delivery may wait behind up to two
+    /// rounds of its endpoint's attempts before its own, and must still end inside its lease.
     pub lease: Duration,
     /// How often to look for retries coming due when nothing wakes the engine.
     pub poll_interval: Duration,
@@ -45,7 +46,7 @@ impl Default for EngineConfig {
             workers: 64,
             per_endpoint_concurrency: 4,
             attempt_timeout: Duration::from_secs(15),
-            lease: Duration::from_secs(60),
+            lease: Duration::from_secs(90),
             poll_interval: Duration::from_secs(1),
             schedule: RetrySchedule::default(),
             disable_after: Duration::from_secs(5 * 24 * 3600),
@@ -169,7 +170,7 @@ impl Engine {
             .map_or(self.config.attempt_timeout, |s| {
                 Duration::from_secs(u64::from(s))
             })
-            .min(self.config.lease / 2);
+            .min(self.config.lease / 3);
         match attempt::request(claimed, started, timeout, self.config.svix_headers) {
             Ok(request) => {
                 let outcome = self.sender.send(request).await;

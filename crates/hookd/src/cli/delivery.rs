@@ -31,8 +31,8 @@ pub struct DeliveryOptions {
     #[arg(long, env = "HOOKD_DISABLE_AFTER", default_value = "5d")]
     disable_after: String,
     /// How long a claimed delivery is reserved before it may be attempted again after a crash;
-    /// attempt timeouts are capped at half of it.
-    #[arg(long, env = "HOOKD_LEASE", default_value = "60s")]
+    /// attempt timeouts are capped at a third of it.
+    #[arg(long, env = "HOOKD_LEASE", default_value = "90s")]
     lease: String,
     /// Let deliveries reach this range despite the SSRF guard (repeatable, or comma-separated
     /// in the environment), e.g. 10.0.0.0/8 for private deployments.
