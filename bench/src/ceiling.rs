@@ -6,7 +6,6 @@
 //! Every message hookd delivers crosses HTTP twice (publish, delivery), so half this rate is
 //! the ceiling for end-to-end delivery; the `deliver` benchmark measures against it.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,26 +62,14 @@ impl Loop {
 pub struct Args {
     #[command(flatten)]
     run: Loop,
-    /// Wait (up to 10 minutes) until the 1-minute load average is below this first.
-    #[arg(long)]
-    quiet_below: Option<f64>,
-    /// Rewrite the ceiling section of docs/benchmarks.md with the results.
-    #[arg(long)]
-    write_docs: bool,
-    /// The Markdown file `--write-docs` rewrites [default: docs/benchmarks.md of this repo].
-    #[arg(long)]
-    docs_file: Option<PathBuf>,
+    #[command(flatten)]
+    output: report::Output,
 }
 
 impl Args {
     fn command(&self) -> String {
         let mut command = format!("target/release/hookd-bench ceiling {}", self.run.flags());
-        if let Some(load) = self.quiet_below {
-            command.push_str(&format!(" --quiet-below {load}"));
-        }
-        if self.write_docs {
-            command.push_str(" --write-docs");
-        }
+        command.push_str(&self.output.flags());
         command
     }
 }
@@ -232,14 +219,11 @@ fn sender(url: &str, concurrency: usize) -> anyhow::Result<Requests> {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let machine = Machine::describe();
     println!("machine: {}", machine.summary());
-    machine::settle(args.quiet_below).await?;
+    machine::settle(args.output.quiet_below).await?;
     let ceiling = measure(&args.run).await?;
     println!("{}", ceiling.table());
-    if args.write_docs {
-        let path = args.docs_file.clone().unwrap_or_else(report::docs_path);
-        report::write_section(&path, SECTION, &section(&args, &machine, &ceiling))?;
-        println!("wrote the `{SECTION}` section of {}", path.display());
-    }
+    args.output
+        .write(SECTION, &section(&args, &machine, &ceiling))?;
     if ceiling.errors() > 0 {
         eprintln!("FLAGGED: some requests failed; these numbers are not valid");
         return Ok(ExitCode::FAILURE);

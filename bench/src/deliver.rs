@@ -15,7 +15,6 @@
 //! Every accepted message must arrive with a valid signature; a run with a missing message, a
 //! bad signature or a failed publish is flagged.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -80,16 +79,8 @@ pub struct Args {
         hide_env_values = true
     )]
     postgres_url: String,
-    /// Before each measurement, wait (up to 10 minutes) until the 1-minute load average is
-    /// below this.
-    #[arg(long)]
-    quiet_below: Option<f64>,
-    /// Rewrite the deliver section of docs/benchmarks.md with the results.
-    #[arg(long)]
-    write_docs: bool,
-    /// The Markdown file `--write-docs` rewrites [default: docs/benchmarks.md of this repo].
-    #[arg(long)]
-    docs_file: Option<PathBuf>,
+    #[command(flatten)]
+    output: report::Output,
 }
 
 impl Args {
@@ -110,12 +101,7 @@ impl Args {
             Some(rate) => command.push_str(&format!(" --ceiling-rate {rate}")),
             None => command.push_str(&format!(" {}", self.ceiling.flags())),
         }
-        if let Some(load) = self.quiet_below {
-            command.push_str(&format!(" --quiet-below {load}"));
-        }
-        if self.write_docs {
-            command.push_str(" --write-docs");
-        }
+        command.push_str(&self.output.flags());
         command
     }
 
@@ -184,7 +170,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let ceiling = match args.ceiling_rate {
         Some(_) => None,
         None => {
-            machine::settle(args.quiet_below).await?;
+            machine::settle(args.output.quiet_below).await?;
             Some(ceiling::measure(&args.ceiling).await?)
         }
     };
@@ -200,7 +186,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             Mode::Throughput,
             Mode::Latency(ceiling_rate / LATENCY_RATE_DIVISOR),
         ] {
-            machine::settle(args.quiet_below).await?;
+            machine::settle(args.output.quiet_below).await?;
             let run = one_run(backend, mode, &args).await?;
             println!("{}", row(&run));
             runs.push(run);
@@ -210,19 +196,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     for verdict in &verdicts {
         println!("{verdict}");
     }
-    if args.write_docs {
-        let path = args.docs_file.clone().unwrap_or_else(report::docs_path);
-        let body = section(
-            &args,
-            &machine,
-            ceiling.as_ref(),
-            ceiling_rate,
-            &runs,
-            &verdicts,
-        );
-        report::write_section(&path, SECTION, &body)?;
-        println!("wrote the `{SECTION}` section of {}", path.display());
-    }
+    let body = section(
+        &args,
+        &machine,
+        ceiling.as_ref(),
+        ceiling_rate,
+        &runs,
+        &verdicts,
+    );
+    args.output.write(SECTION, &body)?;
     if runs.iter().any(Run::flagged) {
         eprintln!("FLAGGED: messages missing, bad signatures or failed publishes");
         return Ok(ExitCode::FAILURE);

@@ -14,6 +14,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
+pub use hookd_store::testing::random_hex;
+use hookd_store::testing::with_database;
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
 /// Where `hookd` must be: next to this executable.
@@ -271,48 +273,5 @@ pub fn start_child(command: &mut Command, prefix: &'static str) -> anyhow::Resul
                 );
             }
         }
-    }
-}
-
-/// 16 random hex digits.
-pub fn random_hex() -> String {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).expect("the OS random number generator failed");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// `url` with its database (the path) replaced by `database`, query string kept.
-fn with_database(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (url, None),
-    };
-    let authority_start = base.find("://").map_or(0, |i| i + 3);
-    let authority_end = base[authority_start..]
-        .find('/')
-        .map_or(base.len(), |i| authority_start + i);
-    let mut out = format!("{}/{database}", &base[..authority_end]);
-    if let Some(query) = query {
-        out.push('?');
-        out.push_str(query);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::with_database;
-
-    #[test]
-    fn the_database_is_replaced_and_the_rest_kept() {
-        assert_eq!(
-            with_database("postgres://u@h:5432/test", "x"),
-            "postgres://u@h:5432/x"
-        );
-        assert_eq!(with_database("postgres://u@h", "x"), "postgres://u@h/x");
-        assert_eq!(
-            with_database("postgresql://u:p@h/test?sslmode=disable", "x"),
-            "postgresql://u:p@h/x?sslmode=disable"
-        );
     }
 }

@@ -6,7 +6,6 @@
 //! production. hookd's delivery engine runs meanwhile, as in production, delivering to the
 //! receiver; what it costs the publishes is part of the result.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -54,15 +53,8 @@ pub struct Args {
         hide_env_values = true
     )]
     postgres_url: String,
-    /// Before each run, wait (up to 10 minutes) until the 1-minute load average is below this.
-    #[arg(long)]
-    quiet_below: Option<f64>,
-    /// Rewrite the publish section of docs/benchmarks.md with the results.
-    #[arg(long)]
-    write_docs: bool,
-    /// The Markdown file `--write-docs` rewrites [default: docs/benchmarks.md of this repo].
-    #[arg(long)]
-    docs_file: Option<PathBuf>,
+    #[command(flatten)]
+    output: report::Output,
 }
 
 impl Args {
@@ -77,12 +69,7 @@ impl Args {
             self.warmup,
             self.runs
         );
-        if let Some(load) = self.quiet_below {
-            command.push_str(&format!(" --quiet-below {load}"));
-        }
-        if self.write_docs {
-            command.push_str(" --write-docs");
-        }
+        command.push_str(&self.output.flags());
         command
     }
 }
@@ -137,7 +124,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             runs: Vec::new(),
         };
         for _ in 0..args.runs {
-            machine::settle(args.quiet_below).await?;
+            machine::settle(args.output.quiet_below).await?;
             let run = one_run(backend, &args).await?;
             println!("{}", row(backend, &run, None));
             println!(
@@ -160,11 +147,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(verdict) = &verdict {
         println!("\n{verdict}");
     }
-    if args.write_docs {
-        let path = args.docs_file.clone().unwrap_or_else(report::docs_path);
-        report::write_section(&path, SECTION, &section(&args, &machine, &all, verdict))?;
-        println!("wrote the `{SECTION}` section of {}", path.display());
-    }
+    args.output
+        .write(SECTION, &section(&args, &machine, &all, verdict))?;
     let flagged = all.iter().flat_map(|s| &s.runs).any(|run| run.errors() > 0);
     if flagged {
         eprintln!("FLAGGED: some publishes failed; these numbers are not valid");

@@ -208,3 +208,42 @@ mod tests {
         assert_eq!(header(&["a", "b"]), "| a | b |\n|---|---|");
     }
 }
+
+/// What every benchmark does around its measurement: wait for a quiet machine, and rewrite its
+/// own section of the docs.
+#[derive(Debug, clap::Args)]
+pub struct Output {
+    /// Before measuring, wait (up to 10 minutes) until the 1-minute load average is below this.
+    #[arg(long)]
+    pub quiet_below: Option<f64>,
+    /// Rewrite this benchmark's section of docs/benchmarks.md with the results.
+    #[arg(long)]
+    pub write_docs: bool,
+    /// The Markdown file `--write-docs` rewrites [default: docs/benchmarks.md of this repo].
+    #[arg(long)]
+    pub docs_file: Option<std::path::PathBuf>,
+}
+
+impl Output {
+    /// These options as they appear in the recorded command.
+    pub fn flags(&self) -> String {
+        let mut flags = String::new();
+        if let Some(load) = self.quiet_below {
+            flags.push_str(&format!(" --quiet-below {load}"));
+        }
+        if self.write_docs {
+            flags.push_str(" --write-docs");
+        }
+        flags
+    }
+
+    /// Rewrites `section` of the docs file when `--write-docs` was given.
+    pub fn write(&self, section: &str, body: &str) -> anyhow::Result<()> {
+        if self.write_docs {
+            let path = self.docs_file.clone().unwrap_or_else(docs_path);
+            write_section(&path, section, body)?;
+            println!("wrote the `{section}` section of {}", path.display());
+        }
+        Ok(())
+    }
+}

@@ -187,7 +187,7 @@ async fn drop_database(server_url: &str, name: &str) -> Result<(), sqlx::Error> 
 }
 
 /// 16 random hex digits: database names that parallel tests and processes cannot share.
-fn random_hex() -> String {
+pub fn random_hex() -> String {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).expect("the OS random number generator failed");
     bytes.iter().fold(String::new(), |mut out, byte| {
@@ -197,7 +197,7 @@ fn random_hex() -> String {
 }
 
 /// `url` with its database (the path) replaced by `database`, query string kept.
-fn with_database(url: &str, database: &str) -> String {
+pub fn with_database(url: &str, database: &str) -> String {
     let (base, query) = match url.split_once('?') {
         Some((base, query)) => (base, Some(query)),
         None => (url, None),
