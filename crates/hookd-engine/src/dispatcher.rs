@@ -1,21 +1,23 @@
 //! The engine's loop: claim due deliveries, run each attempt under the limits, record it.
 //!
 //! One task claims; each claimed delivery gets a task of its own that waits for its endpoint's
-//! in-flight slot and rate limit, sends, and records. The loop claims again as soon as it is
+//! in-flight slot and rate limit, sends, and hands its verdict to the recorder (see
+//! [`crate::recorder`]), which writes finished attempts in batches. The loop claims again as soon as it is
 //! woken: by the API ("new messages"), by a finished attempt (capacity freed), or by the poll
 //! interval (retries coming due). Claims are leases, so a process that dies mid-attempt loses
 //! nothing: its deliveries become due again when their lease ends.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hookd_core::Clock;
 use hookd_store::{ClaimRequest, ClaimedDelivery, Store};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::attempt::{self, Happened, Verdict};
 use crate::http::WebhookSender;
 use crate::limits::{Claim, EndpointLimits};
+use crate::recorder::{Finished, Recorder};
 use crate::schedule::RetrySchedule;
 
 /// How the engine behaves.
@@ -64,6 +66,10 @@ pub struct Engine {
     wake: Arc<Notify>,
     limits: Arc<EndpointLimits>,
     workers: Arc<Semaphore>,
+    /// Finished attempts, to the recorder.
+    finished: mpsc::UnboundedSender<Finished>,
+    /// The recorder's end, until [`Engine::run`] starts it.
+    recorder: Mutex<Option<(Recorder, mpsc::UnboundedReceiver<Finished>)>>,
 }
 
 impl Engine {
@@ -75,7 +81,15 @@ impl Engine {
         config: EngineConfig,
         wake: Arc<Notify>,
     ) -> Arc<Self> {
+        let (finished, to_record) = mpsc::unbounded_channel();
+        let recorder = Recorder {
+            store: store.clone(),
+            wake: wake.clone(),
+            disable_after: config.disable_after,
+        };
         Arc::new(Self {
+            finished,
+            recorder: Mutex::new(Some((recorder, to_record))),
             limits: EndpointLimits::new(config.per_endpoint_concurrency),
             workers: Arc::new(Semaphore::new(config.workers.max(1))),
             store,
@@ -93,7 +107,18 @@ impl Engine {
 
     /// Claims and dispatches until `shutdown` completes; attempts in flight then finish on
     /// their own tasks (or, if the process exits, their leases run out).
+    ///
+    /// # Panics
+    /// If called twice.
     pub async fn run(self: Arc<Self>, shutdown: impl Future<Output = ()>) {
+        let (recorder, to_record) = self
+            .recorder
+            .lock()
+            .expect("recorder slot poisoned")
+            .take()
+            .expect("an engine runs once");
+        // It ends once the engine and every attempt task are gone, after their last write.
+        tokio::spawn(recorder.run(to_record));
         tokio::pin!(shutdown);
         loop {
             let claimed_all = self.clone().dispatch_due().await;
@@ -112,7 +137,11 @@ impl Engine {
     /// claim was full, i.e. more work may be waiting.
     async fn dispatch_due(self: Arc<Self>) -> bool {
         let free = self.workers.available_permits();
-        if free == 0 {
+        // Every finished attempt wakes the loop. When nearly all workers are busy, claiming for
+        // each one as it frees would cost a database write per delivery; waiting until a
+        // sixteenth of them are free claims in batches, and only under saturation, where the
+        // wait is short beside the queue anyway.
+        if free < (self.config.workers / 16).max(1) {
             return false;
         }
         let now = self.clock.now();
@@ -152,12 +181,15 @@ impl Engine {
         let slot = claim.ready(claimed.endpoint.throttle_rate).await;
         let verdict = self.send(&claimed).await;
         // The endpoint is free for its next delivery while this one is recorded (its row stays
-        // leased until then); the worker is held until the record is written, so a slow
-        // database slows claiming instead of piling up unrecorded attempts.
+        // leased until then); the worker goes with the verdict to the recorder.
         drop((slot, claim));
-        self.record(&claimed, verdict).await;
-        drop(worker);
-        self.wake.notify_one();
+        let finished = Finished {
+            verdict,
+            _worker: worker,
+        };
+        if self.finished.send(finished).is_err() {
+            tracing::warn!(message_id = %claimed.message.id, "the recorder has stopped; the attempt will be made again");
+        }
     }
 
     async fn send(&self, claimed: &ClaimedDelivery) -> Verdict {
@@ -189,52 +221,6 @@ impl Engine {
                 schedule,
                 jitter,
             ),
-        }
-    }
-
-    async fn record(&self, claimed: &ClaimedDelivery, verdict: Verdict) {
-        let endpoint = &claimed.endpoint.id;
-        let message = &claimed.message.id;
-        let failing_since = match self
-            .store
-            .record_attempt(&verdict.attempt, &verdict.next)
-            .await
-        {
-            Ok(since) => since,
-            Err(error) => {
-                // The lease runs out and the delivery is attempted again: at least once.
-                tracing::warn!(%error, message_id = %message, endpoint_id = %endpoint, "cannot record an attempt");
-                return;
-            }
-        };
-        tracing::debug!(message_id = %message, endpoint_id = %endpoint, status = verdict.attempt.response_status_code, "attempt recorded");
-        if verdict.next.status == hookd_core::model::DeliveryStatus::Fail
-            && verdict.disable.is_none()
-        {
-            tracing::warn!(message_id = %message, endpoint_id = %endpoint, attempts = verdict.next.attempt_count, "delivery failed for good after its last attempt");
-        }
-        let dead_for_days = failing_since.is_some_and(|since| {
-            verdict.attempt.created_at >= since.plus(self.config.disable_after)
-        });
-        let reason = verdict.disable.or_else(|| {
-            dead_for_days.then(|| {
-                format!(
-                    "no successful delivery for {} days",
-                    self.config.disable_after.as_secs() / 86_400
-                )
-            })
-        });
-        if let Some(reason) = reason {
-            match self
-                .store
-                .disable_endpoint(endpoint, &reason, verdict.attempt.created_at)
-                .await
-            {
-                Ok(()) => tracing::warn!(endpoint_id = %endpoint, %reason, "endpoint disabled"),
-                Err(error) => {
-                    tracing::warn!(%error, endpoint_id = %endpoint, "cannot disable an endpoint")
-                }
-            }
         }
     }
 }

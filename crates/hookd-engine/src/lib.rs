@@ -9,6 +9,7 @@
 //! - [`dispatcher`]: [`Engine`], the claim → send → record loop and its [`EngineConfig`].
 //! - `limits`: per-endpoint concurrency and rate limits (fairness).
 //! - `attempt`: the signed request for a delivery, and what its outcome means.
+//! - `recorder`: writes finished attempts to the store, many per transaction.
 //! - [`schedule`]: [`RetrySchedule`] and `Retry-After`.
 //! - [`http`]: [`http::WebhookSender`], the one shared HTTP client: timeouts, no redirects,
 //!   capped response reads.
@@ -19,6 +20,7 @@ mod attempt;
 pub mod dispatcher;
 pub mod http;
 mod limits;
+mod recorder;
 pub mod schedule;
 pub mod ssrf;
 #[cfg(feature = "testing")]

@@ -35,7 +35,7 @@ pub mod store;
 pub mod testing;
 
 pub use error::StoreError;
-pub use queue::{ClaimRequest, ClaimedDelivery, DeliveryQueue};
+pub use queue::{AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Recorded};
 pub use store::*;
 
 /// Every store trait: `use hookd_store::prelude::*;` to call store methods on a concrete store

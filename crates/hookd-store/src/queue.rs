@@ -39,6 +39,23 @@ pub struct ClaimedDelivery {
     pub manual: bool,
 }
 
+/// A finished attempt to record: its row for the delivery log and the delivery's next state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttemptRecord {
+    pub attempt: Attempt,
+    pub next: Delivery,
+}
+
+/// What recording one attempt did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// Written. The endpoint's current streak of failures began at `failing_since` (`None`
+    /// after a success).
+    Written { failing_since: Option<Timestamp> },
+    /// The delivery is gone (its message or endpoint was deleted meanwhile): nothing written.
+    Gone,
+}
+
 /// The queue operations of the delivery engine and of the API's resend and recover.
 #[async_trait]
 pub trait DeliveryQueue: Send + Sync {
@@ -49,15 +66,31 @@ pub trait DeliveryQueue: Send + Sync {
     /// concurrent claimers never get the same row.
     async fn claim_due(&self, request: &ClaimRequest) -> Result<Vec<ClaimedDelivery>, StoreError>;
 
-    /// Records an attempt and moves its delivery to `next` (status, attempt count, due time;
-    /// the manual flag is cleared), and keeps the endpoint's failure streak: a success clears
-    /// it, a failure starts it if not started. Returns when the endpoint's current streak of
-    /// failures began (`None` after a success). One transaction.
+    /// Records finished attempts, in one transaction: for each, the attempt row, its delivery
+    /// moved to `next` (status, attempt count, due time; the manual flag cleared), and the
+    /// endpoint's failure streak (a success clears it, a failure starts it unless started).
+    /// Answers one [`Recorded`] per record, in order. The engine records in batches: one
+    /// transaction for many attempts is what keeps the database from capping deliveries/s.
+    async fn record_attempts(&self, records: &[AttemptRecord])
+    -> Result<Vec<Recorded>, StoreError>;
+
+    /// Records one attempt (see [`DeliveryQueue::record_attempts`]). Returns when the
+    /// endpoint's current streak of failures began (`None` after a success), or
+    /// `NotFound("delivery")` if the delivery is gone.
     async fn record_attempt(
         &self,
         attempt: &Attempt,
         next: &Delivery,
-    ) -> Result<Option<Timestamp>, StoreError>;
+    ) -> Result<Option<Timestamp>, StoreError> {
+        let record = AttemptRecord {
+            attempt: attempt.clone(),
+            next: next.clone(),
+        };
+        match self.record_attempts(std::slice::from_ref(&record)).await?[..] {
+            [Recorded::Written { failing_since }] => Ok(failing_since),
+            _ => Err(StoreError::NotFound("delivery")),
+        }
+    }
 
     /// Disables an endpoint, noting why and when; its pending deliveries wait.
     async fn disable_endpoint(

@@ -11,11 +11,11 @@ use std::collections::BTreeSet;
 
 use harness::fixtures::{app, at, endpoint, message};
 use harness::queue::{
-    LEASE_MS, app_with_endpoints, claim, delivery, pair, pairs, publish, record, request,
+    LEASE_MS, app_with_endpoints, attempt, claim, delivery, pair, pairs, publish, record, request,
 };
 use hookd_core::model::{Delivery, DeliveryStatus, Endpoint, Message};
 use hookd_core::{AppId, EndpointId, MessageId};
-use hookd_store::{ApiToken, Store, StoreError};
+use hookd_store::{ApiToken, AttemptRecord, Recorded, Store, StoreError};
 
 async fn a_claim_takes_the_oldest_due_within_its_limits(store: &dyn Store) {
     let (a, eps) = app_with_endpoints(store, 3).await;
@@ -492,6 +492,56 @@ async fn recording_on_a_deleted_delivery_is_not_found_and_keeps_nothing(store: &
     assert_eq!(streak.unwrap(), Some(at(60)));
 }
 
+async fn a_batch_of_records_is_written_together_and_skips_deleted_deliveries(store: &dyn Store) {
+    let (a, eps) = app_with_endpoints(store, 3).await;
+    let msg = publish(store, &a, 10).await;
+    assert_eq!(claim(store, 20, 10, 10).await.len(), 3);
+    store.delete_endpoint(&eps[1]).await.unwrap();
+    let done = |ep: &Endpoint, status: DeliveryStatus, next: Option<i64>| AttemptRecord {
+        attempt: attempt(&msg, ep, 30, status),
+        next: Delivery {
+            message_id: msg.id.clone(),
+            endpoint_id: ep.id.clone(),
+            status,
+            attempt_count: 1,
+            next_attempt_at: next.map(at),
+            updated_at: at(30),
+        },
+    };
+    let recorded = store
+        .record_attempts(&[
+            done(&eps[2], DeliveryStatus::Pending, Some(90)),
+            done(&eps[1], DeliveryStatus::Success, None),
+            done(&eps[0], DeliveryStatus::Success, None),
+        ])
+        .await
+        .unwrap();
+    // One answer per record, in the batch's order, whatever order the rows were written in.
+    assert_eq!(
+        recorded,
+        vec![
+            Recorded::Written {
+                failing_since: Some(at(30))
+            },
+            Recorded::Gone,
+            Recorded::Written {
+                failing_since: None
+            },
+        ]
+    );
+    let retry = delivery(store, &msg, &eps[2]).await.unwrap();
+    assert_eq!(
+        (retry.status, retry.next_attempt_at),
+        (DeliveryStatus::Pending, Some(at(90)))
+    );
+    let sent = delivery(store, &msg, &eps[0]).await.unwrap();
+    assert_eq!(
+        (sent.status, sent.next_attempt_at),
+        (DeliveryStatus::Success, None)
+    );
+    assert!(store.record_attempts(&[]).await.unwrap().is_empty());
+}
+
 behaviour!(
     a_claim_takes_the_oldest_due_within_its_limits,
     disabled_and_skipped_endpoints_are_not_claimed,
@@ -503,4 +553,5 @@ behaviour!(
     recover_requeues_failed_deliveries_of_messages_in_the_window,
     a_missing_parent_is_not_found,
     recording_on_a_deleted_delivery_is_not_found_and_keeps_nothing,
+    a_batch_of_records_is_written_together_and_skips_deleted_deliveries,
 );

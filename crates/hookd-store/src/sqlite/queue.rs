@@ -5,7 +5,7 @@
 //! marking them `sending`, so two claimers never get the same delivery.
 
 use async_trait::async_trait;
-use hookd_core::model::{Attempt, Delivery, DeliveryStatus};
+use hookd_core::model::DeliveryStatus;
 use hookd_core::{EndpointId, MessageId, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -13,7 +13,7 @@ use super::{SqliteStore, missing, rows};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::error::touched;
 use crate::json::encode;
-use crate::{ClaimRequest, ClaimedDelivery, DeliveryQueue, StoreError};
+use crate::{AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Recorded, StoreError};
 
 #[async_trait]
 impl DeliveryQueue for SqliteStore {
@@ -25,13 +25,14 @@ impl DeliveryQueue for SqliteStore {
         self.db.write(move |conn| claim(conn, &request)).await
     }
 
-    async fn record_attempt(
+    async fn record_attempts(
         &self,
-        attempt: &Attempt,
-        next: &Delivery,
-    ) -> Result<Option<Timestamp>, StoreError> {
-        let (a, d) = (attempt.clone(), next.clone());
-        self.db.write(move |conn| record(conn, &a, &d)).await
+        records: &[AttemptRecord],
+    ) -> Result<Vec<Recorded>, StoreError> {
+        let records = records.to_vec();
+        self.db
+            .write(move |conn| records.iter().map(|r| record(conn, r)).collect())
+            .await
     }
 
     async fn disable_endpoint(
@@ -199,8 +200,9 @@ fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDeliver
     rows::collect(conn, &sql, [encode(&claimed)], rows::claimed)
 }
 
-/// Records one attempt; see [`DeliveryQueue::record_attempt`].
-fn record(conn: &Connection, a: &Attempt, d: &Delivery) -> Result<Option<Timestamp>, StoreError> {
+/// Records one attempt; see [`DeliveryQueue::record_attempts`].
+fn record(conn: &Connection, record: &AttemptRecord) -> Result<Recorded, StoreError> {
+    let (a, d) = (&record.attempt, &record.next);
     // The delivery first: if it is gone (its message or endpoint deleted meanwhile), so is
     // everything the attempt would refer to.
     let rows = conn
@@ -216,7 +218,9 @@ fn record(conn: &Connection, a: &Attempt, d: &Delivery) -> Result<Option<Timesta
             d.next_attempt_at.map(Timestamp::as_millis),
             d.updated_at.as_millis(),
         ])?;
-    touched(rows as u64, "delivery")?;
+    if rows == 0 {
+        return Ok(Recorded::Gone);
+    }
     conn.prepare_cached(
         "INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code, response,
          response_head, response_duration_ms, status, trigger_type, created_at)
@@ -254,7 +258,9 @@ fn record(conn: &Connection, a: &Attempt, d: &Delivery) -> Result<Option<Timesta
             .optional()?
             .ok_or(StoreError::NotFound("endpoint"))?
     };
-    Ok(streak.map(Timestamp::from_millis))
+    Ok(Recorded::Written {
+        failing_since: streak.map(Timestamp::from_millis),
+    })
 }
 
 /// Which parent of a delivery is missing, after a FOREIGN KEY violation.

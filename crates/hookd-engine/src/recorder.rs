@@ -1,0 +1,103 @@
+//! Writing finished attempts to the store, many per transaction.
+//!
+//! Every attempt ends in a write: its row for the delivery log and its delivery's next state.
+//! One transaction per attempt would make the database, not the receivers, the limit on
+//! deliveries per second. So attempt tasks hand their verdicts to one recorder task, which
+//! writes whatever has finished since its last write in one batch. Each attempt's worker is
+//! held until its record is written: a slow database slows claiming instead of piling up
+//! unrecorded attempts, and a crash before the write only lets the lease run out (the attempt
+//! is made again: at least once).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookd_core::model::DeliveryStatus;
+use hookd_store::{AttemptRecord, Recorded, Store};
+use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc};
+
+use crate::attempt::Verdict;
+
+/// Most attempts written in one transaction.
+const MAX_BATCH: usize = 256;
+
+/// A finished attempt waiting for its write, with the worker it holds until then.
+pub struct Finished {
+    pub verdict: Verdict,
+    /// Held, not read: dropping it frees the worker.
+    pub _worker: OwnedSemaphorePermit,
+}
+
+/// The recorder's side: what it needs to write and to react to what it wrote.
+pub struct Recorder {
+    pub store: Arc<dyn Store>,
+    /// Woken after each batch: the workers it frees can claim again.
+    pub wake: Arc<Notify>,
+    /// An endpoint failing without a single success for this long is disabled.
+    pub disable_after: Duration,
+}
+
+impl Recorder {
+    /// Writes finished attempts as they come until every sender is gone.
+    pub async fn run(self, mut finished: mpsc::UnboundedReceiver<Finished>) {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        while finished.recv_many(&mut batch, MAX_BATCH).await > 0 {
+            self.write(&batch).await;
+            batch.clear(); // frees the workers
+            self.wake.notify_one();
+        }
+    }
+
+    async fn write(&self, batch: &[Finished]) {
+        let records: Vec<AttemptRecord> = batch
+            .iter()
+            .map(|f| AttemptRecord {
+                attempt: f.verdict.attempt.clone(),
+                next: f.verdict.next.clone(),
+            })
+            .collect();
+        match self.store.record_attempts(&records).await {
+            Ok(recorded) => {
+                for (finished, recorded) in batch.iter().zip(recorded) {
+                    self.after(&finished.verdict, recorded).await;
+                }
+            }
+            // The leases run out and the deliveries are attempted again: at least once.
+            Err(error) => tracing::warn!(%error, attempts = batch.len(), "cannot record attempts"),
+        }
+    }
+
+    /// Logs what a recorded attempt means and disables its endpoint if it must be.
+    async fn after(&self, verdict: &Verdict, recorded: Recorded) {
+        let endpoint = &verdict.attempt.endpoint_id;
+        let message = &verdict.attempt.message_id;
+        let Recorded::Written { failing_since } = recorded else {
+            tracing::debug!(message_id = %message, endpoint_id = %endpoint, "delivery deleted during its attempt");
+            return;
+        };
+        tracing::debug!(message_id = %message, endpoint_id = %endpoint, status = verdict.attempt.response_status_code, "attempt recorded");
+        if verdict.next.status == DeliveryStatus::Fail && verdict.disable.is_none() {
+            tracing::warn!(message_id = %message, endpoint_id = %endpoint, attempts = verdict.next.attempt_count, "delivery failed for good after its last attempt");
+        }
+        let dead_for_days = failing_since
+            .is_some_and(|since| verdict.attempt.created_at >= since.plus(self.disable_after));
+        let reason = verdict.disable.clone().or_else(|| {
+            dead_for_days.then(|| {
+                format!(
+                    "no successful delivery for {} days",
+                    self.disable_after.as_secs() / 86_400
+                )
+            })
+        });
+        let Some(reason) = reason else { return };
+        match self
+            .store
+            .disable_endpoint(endpoint, &reason, verdict.attempt.created_at)
+            .await
+        {
+            Ok(()) => tracing::warn!(endpoint_id = %endpoint, %reason, "endpoint disabled"),
+            Err(error) => {
+                tracing::warn!(%error, endpoint_id = %endpoint, "cannot disable an endpoint")
+            }
+        }
+    }
+}
