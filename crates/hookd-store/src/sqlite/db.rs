@@ -267,8 +267,8 @@ fn run_batch(conn: &Connection, batch: &mut [Box<dyn WriteJob>]) -> Result<(), r
     })
 }
 
-/// Runs one transaction-control statement, prepared once: these run several times per batch,
-/// and parsing them each time showed in the writer thread's profile.
+/// Runs one transaction-control statement, prepared once: these run several times per batch
+/// (a savepoint per job), and need parsing only once.
 fn run(conn: &Connection, sql: &str) -> Result<(), rusqlite::Error> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }
