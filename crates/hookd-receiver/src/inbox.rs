@@ -119,6 +119,10 @@ pub trait Inbox: Send + Sync {
         webhook_id: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// How many recorded webhooks are not processed yet (claimed or not): how far behind the
+    /// workers are.
+    fn backlog(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
     /// Deletes processed ids received longer ago than the retention window; returns how many.
     fn purge(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }

@@ -37,6 +37,7 @@ impl PgDb {
             record: sql::record(&table),
             claim: sql::claim(&table, "FOR UPDATE SKIP LOCKED"),
             mark_processed: sql::mark_processed(&table),
+            backlog: sql::backlog(&table),
             purge: sql::purge(&table),
             options,
         })
@@ -63,6 +64,7 @@ pub struct PgInbox {
     record: String,
     claim: String,
     mark_processed: String,
+    backlog: String,
     purge: String,
     options: InboxOptions,
 }
@@ -110,6 +112,13 @@ impl Inbox for PgInbox {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    async fn backlog(&self) -> Result<u64, StoreError> {
+        let (count,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(self.backlog.as_str()))
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(count.unsigned_abs())
     }
 
     async fn purge(&self) -> Result<u64, StoreError> {

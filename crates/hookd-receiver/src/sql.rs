@@ -75,6 +75,13 @@ pub(crate) fn mark_processed(table: &Table) -> String {
     )
 }
 
+pub(crate) fn backlog(table: &Table) -> String {
+    format!(
+        "SELECT count(*) FROM {} WHERE processed_at IS NULL",
+        table.0
+    )
+}
+
 /// `$1` cutoff: processed rows received before it.
 pub(crate) fn purge(table: &Table) -> String {
     format!(

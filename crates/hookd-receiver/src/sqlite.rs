@@ -83,6 +83,7 @@ struct InboxStatements {
     record: Arc<str>,
     claim: Arc<str>,
     mark_processed: Arc<str>,
+    backlog: Arc<str>,
     purge: Arc<str>,
 }
 
@@ -92,6 +93,7 @@ impl InboxStatements {
             record: numbered(sql::record(table)),
             claim: numbered(sql::claim(table, "")),
             mark_processed: numbered(sql::mark_processed(table)),
+            backlog: numbered(sql::backlog(table)),
             purge: numbered(sql::purge(table)),
         }
     }
@@ -155,6 +157,15 @@ impl Inbox for SqliteInbox {
             .run(move |c| c.prepare_cached(&sql)?.execute(params![id, now]))
             .await
             .map(drop)
+    }
+
+    async fn backlog(&self) -> Result<u64, StoreError> {
+        let sql = self.statements.backlog.clone();
+        let count: i64 = self
+            .db
+            .run(move |c| c.prepare_cached(&sql)?.query_row([], |row| row.get(0)))
+            .await?;
+        Ok(count.unsigned_abs())
     }
 
     async fn purge(&self) -> Result<u64, StoreError> {

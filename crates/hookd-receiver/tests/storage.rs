@@ -54,6 +54,11 @@ async fn records_once_then_duplicates(inbox: impl Inbox, now: Arc<AtomicI64>) {
     let claimed = inbox.claim(10).await.unwrap();
     let ids: Vec<_> = claimed.iter().map(|p| p.webhook_id.as_str()).collect();
     assert_eq!(ids, ["msg_1", "msg_2"], "each id once, oldest first");
+    assert_eq!(
+        inbox.backlog().await.unwrap(),
+        2,
+        "claimed is still backlog"
+    );
     assert_eq!(claimed[0].payload, b"{\"a\":1}");
     inbox.mark_processed("msg_1").await.unwrap();
     assert_eq!(
@@ -61,6 +66,7 @@ async fn records_once_then_duplicates(inbox: impl Inbox, now: Arc<AtomicI64>) {
         Seen::Duplicate,
         "a processed id still catches retries"
     );
+    assert_eq!(inbox.backlog().await.unwrap(), 1);
 }
 
 async fn concurrent_deliveries_of_one_id_get_one_new(inbox: impl Inbox + Clone + 'static) {

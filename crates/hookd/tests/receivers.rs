@@ -1,0 +1,256 @@
+//! The example receivers, each run against real deliveries from a real `hookd serve`: the Rust
+//! one (`crates/hookd-receiver/examples/receiver.rs`, on SQLite), the Python one with the
+//! official `standardwebhooks` package (on SQLite) and the Node one with the official npm
+//! `standardwebhooks` package (on PostgreSQL), as docs/receiving.md shows them.
+//!
+//! Each gets seed 001's scenario: consignment C-4471 is `loaded` (version 2); `delivered`
+//! (version 4) arrives before the delayed `in transit` (version 3); then each is delivered again
+//! (a resend: same `webhook-id`). Every delivery is acknowledged (2xx in hookd's log); the
+//! record ends at delivered, version 4; duplicates never reach the worker.
+
+mod support;
+
+use std::process::Command;
+
+use hookd_receiver::{Inbox, InboxOptions, PgDb, SqliteDb, VersionStore};
+use serde_json::{Value, json};
+use support::process::{Announced, example_dir, node};
+use support::{Api, Hookd, eventually, python, wait_until};
+use webhook_signature::Secret;
+
+#[allow(dead_code)] // Its `main` is for people running the example, not for this test.
+#[path = "../../hookd-receiver/examples/receiver.rs"]
+mod rust_example;
+
+const TOKEN: &str = "receivers-test-admin-token";
+
+/// Runs the scenario through hookd against the receiver at `url`, which verifies with
+/// `secret`; returns the message ids in publishing order.
+async fn deliver_seed_scenario(url: &str, secret: &str) -> Vec<String> {
+    let (database, _dir) = hookd_store::testing::fresh_sqlite();
+    let hookd = Hookd::serve_local(&database, TOKEN, &[]);
+    let api = Api::new(&hookd, TOKEN);
+    let (_, app) = api.post("/app", json!({"name": "seed-001"})).await.unwrap();
+    let app = app["id"].as_str().unwrap().to_owned();
+    let (status, endpoint) = api
+        .post(
+            &format!("/app/{app}/endpoint"),
+            json!({"url": url, "secret": secret}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{endpoint}");
+    let endpoint = endpoint["id"].as_str().unwrap().to_owned();
+
+    let mut ids = Vec::new();
+    for (status, version) in [("loaded", 2), ("delivered", 4), ("in transit", 3)] {
+        let payload = json!({"consignment": "C-4471", "status": status, "version": version});
+        let (code, message) = api
+            .post(
+                &format!("/app/{app}/msg"),
+                json!({"eventType": "consignment.updated", "payload": payload}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(code, 202, "{message}");
+        let id = message["id"].as_str().unwrap().to_owned();
+        // Each waits for the previous: v4 really arrives before v3.
+        acknowledged(&api, &app, &id, 1).await;
+        ids.push(id);
+    }
+    for id in &ids[1..] {
+        let (code, _) = api
+            .post(
+                &format!("/app/{app}/msg/{id}/endpoint/{endpoint}/resend"),
+                json!({}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(code, 202);
+        acknowledged(&api, &app, id, 2).await;
+    }
+    ids
+}
+
+/// Waits until message `id` has `count` attempts, and asserts each was answered 2xx.
+async fn acknowledged(api: &Api, app: &str, id: &str, count: usize) {
+    let attempts = wait_until(api, &format!("/app/{app}/attempt/msg/{id}"), |a| {
+        a["data"].as_array().is_some_and(|d| d.len() == count)
+    })
+    .await;
+    for attempt in attempts["data"].as_array().unwrap() {
+        let code = attempt["responseStatusCode"].as_i64().unwrap();
+        assert!((200..300).contains(&code), "not acknowledged: {attempt}");
+    }
+}
+
+/// Waits until the receiver's inbox is worked off, then checks the consignment's record.
+async fn assert_ends_delivered(inbox: impl Inbox, consignments: impl VersionStore) {
+    eventually(async || match inbox.backlog().await.unwrap() {
+        0 => Ok(()),
+        n => Err(format!("{n} webhooks never processed")),
+    })
+    .await;
+    let (version, state) = consignments
+        .get("C-4471")
+        .await
+        .unwrap()
+        .expect("C-4471 stored");
+    let state: Value = serde_json::from_str(&state).unwrap();
+    assert_eq!((version, state), (4, json!({"status": "delivered"})));
+}
+
+/// Each id reached the worker exactly once, and only `delivered` changed the record after
+/// `loaded` did.
+fn assert_worker_log(output: &str, ids: &[String]) {
+    let expected = [("2", "applied"), ("4", "applied"), ("3", "stale, skipped")];
+    for (id, (version, outcome)) in ids.iter().zip(expected) {
+        let line = format!("{id}: version {version} {outcome}");
+        assert_eq!(
+            output.matches(&line).count(),
+            1,
+            "{line:?} once in:\n{output}"
+        );
+    }
+    assert_eq!(
+        output.lines().filter(|l| l.starts_with("msg_")).count(),
+        3,
+        "{output}"
+    );
+}
+
+#[tokio::test]
+async fn the_rust_example_receiver_ends_at_delivered_version_4() {
+    let secret = Secret::generate().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let database = dir.path().join("receiver.db");
+    let (router, worker) = rust_example::start(&secret, database.to_str().unwrap())
+        .await
+        .unwrap();
+    let worker = tokio::spawn(worker);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/webhooks", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+
+    deliver_seed_scenario(&url, &secret).await;
+    let db = SqliteDb::open(&database).unwrap();
+    let inbox = db
+        .inbox("webhook_inbox", InboxOptions::default())
+        .await
+        .unwrap();
+    assert_ends_delivered(inbox, db.versions("consignments").await.unwrap()).await;
+    worker.abort();
+}
+
+#[tokio::test]
+async fn the_python_receiver_ends_at_delivered_version_4() {
+    let Some(python) = python() else { return };
+    let secret = Secret::generate().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let database = dir.path().join("receiver.db");
+    let mut command = Command::new(python);
+    command
+        .arg(example_dir("python").join("receiver.py"))
+        .env("WEBHOOK_SECRET", &secret)
+        .env("RECEIVER_DATABASE", &database)
+        .env("RECEIVER_PORT", "0");
+    let receiver = Announced::start(command);
+
+    let ids = deliver_seed_scenario(&receiver.url, &secret).await;
+    let db = SqliteDb::open(&database).unwrap();
+    let inbox = db
+        .inbox("webhook_inbox", InboxOptions::default())
+        .await
+        .unwrap();
+    assert_ends_delivered(inbox, db.versions("consignments").await.unwrap()).await;
+    assert_worker_log(&receiver.output(), &ids);
+}
+
+#[tokio::test]
+async fn the_node_receiver_ends_at_delivered_version_4() {
+    let Some(node) = node() else { return };
+    let Some((database, _guard)) =
+        hookd_store::testing::fresh_postgres("the_node_receiver_ends_at_delivered_version_4").await
+    else {
+        return;
+    };
+    let secret = Secret::generate().to_string();
+    let mut command = Command::new(node);
+    command
+        .arg(example_dir("node").join("receiver.mjs"))
+        .env("WEBHOOK_SECRET", &secret)
+        .env("DATABASE_URL", &database)
+        .env("RECEIVER_PORT", "0");
+    let receiver = Announced::start(command);
+
+    let ids = deliver_seed_scenario(&receiver.url, &secret).await;
+    let db = PgDb::connect(&database).await.unwrap();
+    let inbox = db
+        .inbox("webhook_inbox", InboxOptions::default())
+        .await
+        .unwrap();
+    assert_ends_delivered(inbox, db.versions("consignments").await.unwrap()).await;
+    assert_worker_log(&receiver.output(), &ids);
+}
+
+#[tokio::test]
+async fn the_example_receivers_refuse_a_forged_delivery_with_401() {
+    let secret = Secret::generate().to_string();
+    let forged = Secret::generate();
+    let body = br#"{"consignment":"C-4471","status":"delivered","version":9}"#;
+    let headers = webhook_signature::Signer::new([forged.into()])
+        .headers("msg_forged", webhook_signature::clock::unix_now(), body)
+        .unwrap();
+    let post = async |url: &str| {
+        let mut request = reqwest::Client::new().post(url).body(body.to_vec());
+        for (name, value) in headers.pairs() {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.unwrap();
+        (
+            response.status().as_u16(),
+            response.json::<Value>().await.unwrap_or(Value::Null),
+        )
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let database = dir.path().join("rust.db");
+    let (router, _worker) = rust_example::start(&secret, database.to_str().unwrap())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/webhooks", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let (status, answer) = post(&url).await;
+    assert_eq!(
+        (status, answer["error"].clone()),
+        (401, json!("unverified")),
+        "rust: {answer}"
+    );
+
+    if let Some(python) = python() {
+        let mut command = Command::new(python);
+        command
+            .arg(example_dir("python").join("receiver.py"))
+            .env("WEBHOOK_SECRET", &secret)
+            .env("RECEIVER_DATABASE", dir.path().join("python.db"))
+            .env("RECEIVER_PORT", "0");
+        let receiver = Announced::start(command);
+        let (status, answer) = post(&receiver.url).await;
+        assert_eq!(
+            (status, answer["error"].clone()),
+            (401, json!("unverified")),
+            "python: {answer}"
+        );
+    }
+    let db = SqliteDb::open(&database).unwrap();
+    let inbox = db
+        .inbox("webhook_inbox", InboxOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        inbox.record("msg_forged", b"").await.unwrap(),
+        hookd_receiver::Seen::New,
+        "never recorded"
+    );
+}
