@@ -254,3 +254,35 @@ async fn the_example_receivers_refuse_a_forged_delivery_with_401() {
         "never recorded"
     );
 }
+
+/// The code docs/receiving.md shows is the code these tests run: each ```rust, ```python and
+/// ```js block appears verbatim in its example file.
+#[test]
+fn the_receiving_page_shows_the_tested_code() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
+    let page = read("docs/receiving.md");
+    let sources = [
+        ("```rust\n", "crates/hookd-receiver/examples/receiver.rs"),
+        ("```python\n", "examples/receivers/python/receiver.py"),
+        ("```js\n", "examples/receivers/node/receiver.mjs"),
+    ];
+    for (fence, path) in sources {
+        let source = read(path);
+        let blocks: Vec<&str> = page
+            .split(fence)
+            .skip(1)
+            .map(|rest| rest.split("\n```").next().unwrap())
+            .collect();
+        assert!(
+            !blocks.is_empty(),
+            "no {fence:?} block in docs/receiving.md"
+        );
+        for block in blocks {
+            assert!(
+                source.contains(block),
+                "docs/receiving.md shows code not in {path}:\n{block}"
+            );
+        }
+    }
+}

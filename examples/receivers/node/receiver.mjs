@@ -64,14 +64,21 @@ async function wake() {
       if (rows.length === 0) break;
       rows.sort((a, b) => Number(a.received_at) - Number(b.received_at));
       for (const { webhook_id, payload } of rows) {
-        const event = JSON.parse(payload);
-        const { rowCount } = await db.query(
-          `INSERT INTO consignments (key, version, state) VALUES ($1, $2, $3)
-           ON CONFLICT (key) DO UPDATE SET version = excluded.version, state = excluded.state
-           WHERE consignments.version < excluded.version`,
-          [event.consignment, event.version, JSON.stringify({ status: event.status })],
-        );
-        console.log(`${webhook_id}: version ${event.version} ${rowCount ? "applied" : "stale, skipped"}`);
+        let event;
+        try {
+          event = JSON.parse(payload);
+        } catch {}
+        if (typeof event?.consignment !== "string" || !Number.isInteger(event.version)) {
+          console.log(`${webhook_id}: not a consignment event, ignored`);
+        } else {
+          const { rowCount } = await db.query(
+            `INSERT INTO consignments (key, version, state) VALUES ($1, $2, $3)
+             ON CONFLICT (key) DO UPDATE SET version = excluded.version, state = excluded.state
+             WHERE consignments.version < excluded.version`,
+            [event.consignment, event.version, JSON.stringify({ status: event.status })],
+          );
+          console.log(`${webhook_id}: version ${event.version} ${rowCount ? "applied" : "stale, skipped"}`);
+        }
         await db.query(
           "UPDATE webhook_inbox SET processed_at = $2, payload = NULL WHERE webhook_id = $1",
           [webhook_id, Date.now()],

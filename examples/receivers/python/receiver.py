@@ -12,6 +12,7 @@ import os
 import sqlite3
 import threading
 import time
+from contextlib import closing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
@@ -48,7 +49,7 @@ class Handler(BaseHTTPRequestHandler):
         except WebhookVerificationError as error:
             return self.answer(401, {"error": "unverified", "reason": str(error)})
         webhook_id = self.headers["webhook-id"]
-        with connect() as db:
+        with closing(connect()) as db:
             # One conditional insert: a retry of the same webhook-id inserts nothing.
             inserted = db.execute(
                 "INSERT INTO webhook_inbox (webhook_id, received_at, payload) VALUES (?, ?, ?)"
@@ -75,30 +76,36 @@ def work():
     """Applies recorded webhooks oldest first; only a newer version changes a consignment."""
     db = connect()
     while True:
+        WAKE.clear()
         pending = db.execute(
             "SELECT webhook_id, payload FROM webhook_inbox"
             " WHERE processed_at IS NULL ORDER BY received_at"
         ).fetchall()
         for webhook_id, payload in pending:
-            event = json.loads(payload)
-            applied = db.execute(
-                "INSERT INTO consignments (key, version, state) VALUES (?, ?, ?)"
-                " ON CONFLICT (key) DO UPDATE SET version = excluded.version, state = excluded.state"
-                " WHERE consignments.version < excluded.version",
-                (event["consignment"], event["version"], json.dumps({"status": event["status"]})),
-            ).rowcount
-            print(f"{webhook_id}: version {event['version']} {'applied' if applied else 'stale, skipped'}",
-                  flush=True)
+            try:
+                event = json.loads(payload)
+                row = (event["consignment"], event["version"], json.dumps({"status": event["status"]}))
+            except (ValueError, KeyError, TypeError):
+                print(f"{webhook_id}: not a consignment event, ignored", flush=True)
+            else:
+                applied = db.execute(
+                    "INSERT INTO consignments (key, version, state) VALUES (?, ?, ?)"
+                    " ON CONFLICT (key) DO UPDATE SET version = excluded.version, state = excluded.state"
+                    " WHERE consignments.version < excluded.version",
+                    row,
+                ).rowcount
+                outcome = "applied" if applied else "stale, skipped"
+                print(f"{webhook_id}: version {event['version']} {outcome}", flush=True)
             db.execute(
                 "UPDATE webhook_inbox SET processed_at = ?, payload = NULL WHERE webhook_id = ?",
                 (now_ms(), webhook_id),
             )
         WAKE.wait(timeout=1)
-        WAKE.clear()
 
 
 if __name__ == "__main__":
-    connect().executescript(SCHEMA)
+    with closing(connect()) as db:
+        db.executescript(SCHEMA)
     threading.Thread(target=work, daemon=True).start()
     server = ThreadingHTTPServer(("127.0.0.1", int(os.environ.get("RECEIVER_PORT", "8000"))), Handler)
     print(f"receiving webhooks at http://127.0.0.1:{server.server_port}/webhooks", flush=True)
