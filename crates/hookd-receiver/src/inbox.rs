@@ -3,9 +3,9 @@
 //! until it is processed, which makes the inbox the receiver's work queue too: recording and
 //! enqueueing are one write, so an acknowledged webhook cannot be lost between them.
 //!
-//! Ids are kept for a retention window (default 30 days, longer than hookd's ~3-day retry
-//! schedule and Stripe's 30-day manual resend) and purged after it; a pending row is never
-//! purged.
+//! Ids are kept for a retention window after they are processed (default 30 days, longer than
+//! hookd's ~3-day retry schedule and Stripe's 30-day manual resend) and purged after it; a
+//! pending row is never purged.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -45,7 +45,7 @@ pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 /// Settings every inbox backend shares.
 #[derive(Clone)]
 pub struct InboxOptions {
-    /// Ids older than this are purged (once processed).
+    /// Ids processed longer ago than this are purged.
     pub retention: Duration,
     /// How long a claim lasts; a worker that dies mid-work gives its rows back after it.
     pub lease: Duration,
@@ -80,7 +80,7 @@ impl InboxOptions {
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
     }
 
-    /// The received-at time (unix ms) before which processed ids are purged.
+    /// The processing time (unix ms) before which ids are purged.
     pub fn purge_before_ms(&self) -> i64 {
         self.now_ms()
             .saturating_sub(i64::try_from(self.retention.as_millis()).unwrap_or(i64::MAX))
@@ -123,6 +123,6 @@ pub trait Inbox: Send + Sync {
     /// workers are.
     fn backlog(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
-    /// Deletes processed ids received longer ago than the retention window; returns how many.
+    /// Deletes ids processed longer ago than the retention window; returns how many.
     fn purge(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }

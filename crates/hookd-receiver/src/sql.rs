@@ -25,8 +25,9 @@ impl Table {
     }
 }
 
-/// Inbox table and index; `payload` is the given binary type (BLOB or BYTEA).
-pub(crate) fn create_inbox(table: &Table, binary: &str) -> [String; 2] {
+/// Inbox table and its indexes (pending rows by age for claims; processed rows by when, for
+/// purging); `payload` is the given binary type (BLOB or BYTEA).
+pub(crate) fn create_inbox(table: &Table, binary: &str) -> [String; 3] {
     let t = &table.0;
     [
         format!(
@@ -41,6 +42,10 @@ pub(crate) fn create_inbox(table: &Table, binary: &str) -> [String; 2] {
         format!(
             "CREATE INDEX IF NOT EXISTS {t}_pending ON {t} (received_at) \
              WHERE processed_at IS NULL"
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {t}_processed ON {t} (processed_at) \
+             WHERE processed_at IS NOT NULL"
         ),
     ]
 }
@@ -82,12 +87,9 @@ pub(crate) fn backlog(table: &Table) -> String {
     )
 }
 
-/// `$1` cutoff: processed rows received before it.
+/// `$1` cutoff: rows processed before it (a pending row's NULL never compares true).
 pub(crate) fn purge(table: &Table) -> String {
-    format!(
-        "DELETE FROM {} WHERE received_at < $1 AND processed_at IS NOT NULL",
-        table.0
-    )
+    format!("DELETE FROM {} WHERE processed_at < $1", table.0)
 }
 
 pub(crate) fn create_versions(table: &Table) -> String {

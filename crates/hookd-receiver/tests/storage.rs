@@ -145,24 +145,25 @@ async fn purge_keeps_the_window_and_pending_rows(inbox: impl Inbox, now: Arc<Ato
     );
 }
 
-#[tokio::test]
-async fn inbox_on_sqlite() {
+/// Every inbox scenario, each on a fresh table `open` makes, with its own clock.
+async fn inbox_scenarios<I: Inbox + Clone + 'static>(open: impl AsyncFn(&str, InboxOptions) -> I) {
     let start = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
+    let (now, options) = manual_clock(start);
+    records_once_then_duplicates(open("inbox_a", options.clone()).await, now).await;
+    concurrent_deliveries_of_one_id_get_one_new(open("inbox_b", options).await).await;
+    let (now, options) = manual_clock(start);
+    claims_are_leased_and_come_back_if_not_processed(open("inbox_c", options).await, now).await;
+    let (now, options) = manual_clock(start);
+    purge_keeps_the_window_and_pending_rows(open("inbox_d", options).await, now).await;
+}
+
+#[tokio::test]
+async fn inbox_on_sqlite() {
     let (db, _dir) = sqlite();
-    let (now, options) = manual_clock(start);
-    records_once_then_duplicates(db.inbox("inbox_a", options.clone()).await.unwrap(), now).await;
-    concurrent_deliveries_of_one_id_get_one_new(db.inbox("inbox_b", options).await.unwrap()).await;
-    let (now, options) = manual_clock(start);
-    claims_are_leased_and_come_back_if_not_processed(
-        db.inbox("inbox_c", options).await.unwrap(),
-        now,
-    )
-    .await;
-    let (now, options) = manual_clock(start);
-    purge_keeps_the_window_and_pending_rows(db.inbox("inbox_d", options).await.unwrap(), now).await;
+    inbox_scenarios(async |table, options| db.inbox(table, options).await.unwrap()).await;
 }
 
 #[tokio::test]
@@ -170,21 +171,7 @@ async fn inbox_on_postgres() {
     let Some((db, _guard)) = postgres("inbox_on_postgres").await else {
         return;
     };
-    let start = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    let (now, options) = manual_clock(start);
-    records_once_then_duplicates(db.inbox("inbox_a", options.clone()).await.unwrap(), now).await;
-    concurrent_deliveries_of_one_id_get_one_new(db.inbox("inbox_b", options).await.unwrap()).await;
-    let (now, options) = manual_clock(start);
-    claims_are_leased_and_come_back_if_not_processed(
-        db.inbox("inbox_c", options).await.unwrap(),
-        now,
-    )
-    .await;
-    let (now, options) = manual_clock(start);
-    purge_keeps_the_window_and_pending_rows(db.inbox("inbox_d", options).await.unwrap(), now).await;
+    inbox_scenarios(async |table, options| db.inbox(table, options).await.unwrap()).await;
 }
 
 #[tokio::test]
@@ -306,15 +293,26 @@ async fn concurrent_applies_keep_the_highest(consignments: impl VersionStore + C
     );
 }
 
+/// Both ordering scenarios, on the inbox and version tables `open` makes.
+async fn ordering_scenarios<I: Inbox, V: VersionStore + Clone + 'static>(
+    open: impl AsyncFn(&str) -> (I, V),
+) {
+    let (inbox, consignments) = open("consignments").await;
+    seed_scenario(inbox, consignments).await;
+    concurrent_applies_keep_the_highest(open("orders").await.1).await;
+}
+
 #[tokio::test]
 async fn ordering_on_sqlite() {
     let (db, _dir) = sqlite();
-    let inbox = db
-        .inbox("webhook_inbox", InboxOptions::default())
-        .await
-        .unwrap();
-    seed_scenario(inbox, db.versions("consignments").await.unwrap()).await;
-    concurrent_applies_keep_the_highest(db.versions("orders").await.unwrap()).await;
+    ordering_scenarios(async |table| {
+        let inbox = db
+            .inbox(&format!("{table}_inbox"), InboxOptions::default())
+            .await
+            .unwrap();
+        (inbox, db.versions(table).await.unwrap())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -322,10 +320,12 @@ async fn ordering_on_postgres() {
     let Some((db, _guard)) = postgres("ordering_on_postgres").await else {
         return;
     };
-    let inbox = db
-        .inbox("webhook_inbox", InboxOptions::default())
-        .await
-        .unwrap();
-    seed_scenario(inbox, db.versions("consignments").await.unwrap()).await;
-    concurrent_applies_keep_the_highest(db.versions("orders").await.unwrap()).await;
+    ordering_scenarios(async |table| {
+        let inbox = db
+            .inbox(&format!("{table}_inbox"), InboxOptions::default())
+            .await
+            .unwrap();
+        (inbox, db.versions(table).await.unwrap())
+    })
+    .await;
 }

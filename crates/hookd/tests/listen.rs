@@ -95,14 +95,7 @@ async fn listen_without_a_secret_says_it_did_not_check_and_can_answer_failures()
     let app = api
         .app_with_endpoint(&format!("{}/hook", listener.url))
         .await;
-    let (_, message) = api
-        .post(
-            &format!("/app/{app}/msg"),
-            json!({"eventType": "a.b", "payload": {}}),
-        )
-        .await
-        .unwrap();
-    let msg_id = message["id"].as_str().unwrap();
+    let msg_id = api.publish(&app, "a.b", json!({})).await;
     let output = listener.wait_for_output("answered: 503", 1).await;
     assert!(
         output.contains("verified: not checked (no --secret)"),

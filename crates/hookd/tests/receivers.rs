@@ -12,7 +12,9 @@ mod support;
 
 use std::process::Command;
 
-use hookd_receiver::{Inbox, InboxOptions, PgDb, SqliteDb, VersionStore};
+use hookd_receiver::{
+    Inbox, InboxOptions, PgDb, SqliteDb, SqliteInbox, SqliteVersions, VersionStore,
+};
 use serde_json::{Value, json};
 use support::process::{Announced, example_dir, node};
 use support::{Api, Hookd, eventually, python, wait_until};
@@ -45,15 +47,7 @@ async fn deliver_seed_scenario(url: &str, secret: &str) -> Vec<String> {
     let mut ids = Vec::new();
     for (status, version) in [("loaded", 2), ("delivered", 4), ("in transit", 3)] {
         let payload = json!({"consignment": "C-4471", "status": status, "version": version});
-        let (code, message) = api
-            .post(
-                &format!("/app/{app}/msg"),
-                json!({"eventType": "consignment.updated", "payload": payload}),
-            )
-            .await
-            .unwrap();
-        assert_eq!(code, 202, "{message}");
-        let id = message["id"].as_str().unwrap().to_owned();
+        let id = api.publish(&app, "consignment.updated", payload).await;
         // Each waits for the previous: v4 really arrives before v3.
         acknowledged(&api, &app, &id, 1).await;
         ids.push(id);
@@ -133,13 +127,60 @@ async fn the_rust_example_receiver_ends_at_delivered_version_4() {
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
 
     deliver_seed_scenario(&url, &secret).await;
-    let db = SqliteDb::open(&database).unwrap();
+    let (inbox, consignments) = sqlite_tables(&database).await;
+    assert_ends_delivered(inbox, consignments).await;
+    worker.abort();
+}
+
+/// Starts an example receiver (`command`, verifying with `secret`), runs the scenario through
+/// hookd, then checks its tables (opened by `tables`) and its worker's log.
+async fn example_scenario<I: Inbox, V: VersionStore>(
+    command: Command,
+    secret: &str,
+    tables: impl AsyncFnOnce() -> (I, V),
+) {
+    let receiver = Announced::start(command);
+    let ids = deliver_seed_scenario(&receiver.url, secret).await;
+    let (inbox, consignments) = tables().await;
+    assert_ends_delivered(inbox, consignments).await;
+    assert_worker_log(&receiver.output(), &ids);
+}
+
+async fn sqlite_tables(path: &std::path::Path) -> (SqliteInbox, SqliteVersions) {
+    let db = SqliteDb::open(path).unwrap();
     let inbox = db
         .inbox("webhook_inbox", InboxOptions::default())
         .await
         .unwrap();
-    assert_ends_delivered(inbox, db.versions("consignments").await.unwrap()).await;
-    worker.abort();
+    (inbox, db.versions("consignments").await.unwrap())
+}
+
+/// An example receiver's command: `program` running `examples/receivers/<language>/<file>`,
+/// verifying with `secret`, on a free port, with its database in the environment variable
+/// `database.0`.
+fn example_receiver(
+    program: &str,
+    (language, file): (&str, &str),
+    secret: &str,
+    database: (&str, &std::ffi::OsStr),
+) -> Command {
+    let mut command = Command::new(program);
+    command
+        .arg(example_dir(language).join(file))
+        .env("WEBHOOK_SECRET", secret)
+        .env(database.0, database.1)
+        .env("RECEIVER_PORT", "0");
+    command
+}
+
+fn python_receiver(python: &str, secret: &str, database: &std::path::Path) -> Command {
+    let database = ("RECEIVER_DATABASE", database.as_os_str());
+    example_receiver(python, ("python", "receiver.py"), secret, database)
+}
+
+fn node_receiver(node: &str, secret: &str, database: &str) -> Command {
+    let database = ("DATABASE_URL", std::ffi::OsStr::new(database));
+    example_receiver(node, ("node", "receiver.mjs"), secret, database)
 }
 
 #[tokio::test]
@@ -148,22 +189,8 @@ async fn the_python_receiver_ends_at_delivered_version_4() {
     let secret = Secret::generate().to_string();
     let dir = tempfile::tempdir().unwrap();
     let database = dir.path().join("receiver.db");
-    let mut command = Command::new(python);
-    command
-        .arg(example_dir("python").join("receiver.py"))
-        .env("WEBHOOK_SECRET", &secret)
-        .env("RECEIVER_DATABASE", &database)
-        .env("RECEIVER_PORT", "0");
-    let receiver = Announced::start(command);
-
-    let ids = deliver_seed_scenario(&receiver.url, &secret).await;
-    let db = SqliteDb::open(&database).unwrap();
-    let inbox = db
-        .inbox("webhook_inbox", InboxOptions::default())
-        .await
-        .unwrap();
-    assert_ends_delivered(inbox, db.versions("consignments").await.unwrap()).await;
-    assert_worker_log(&receiver.output(), &ids);
+    let command = python_receiver(&python, &secret, &database);
+    example_scenario(command, &secret, async || sqlite_tables(&database).await).await;
 }
 
 #[tokio::test]
@@ -175,22 +202,16 @@ async fn the_node_receiver_ends_at_delivered_version_4() {
         return;
     };
     let secret = Secret::generate().to_string();
-    let mut command = Command::new(node);
-    command
-        .arg(example_dir("node").join("receiver.mjs"))
-        .env("WEBHOOK_SECRET", &secret)
-        .env("DATABASE_URL", &database)
-        .env("RECEIVER_PORT", "0");
-    let receiver = Announced::start(command);
-
-    let ids = deliver_seed_scenario(&receiver.url, &secret).await;
-    let db = PgDb::connect(&database).await.unwrap();
-    let inbox = db
-        .inbox("webhook_inbox", InboxOptions::default())
-        .await
-        .unwrap();
-    assert_ends_delivered(inbox, db.versions("consignments").await.unwrap()).await;
-    assert_worker_log(&receiver.output(), &ids);
+    let command = node_receiver(node, &secret, &database);
+    example_scenario(command, &secret, async || {
+        let db = PgDb::connect(&database).await.unwrap();
+        let inbox = db
+            .inbox("webhook_inbox", InboxOptions::default())
+            .await
+            .unwrap();
+        (inbox, db.versions("consignments").await.unwrap())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -229,13 +250,8 @@ async fn the_example_receivers_refuse_a_forged_delivery_with_401() {
     );
 
     if let Some(python) = python() {
-        let mut command = Command::new(python);
-        command
-            .arg(example_dir("python").join("receiver.py"))
-            .env("WEBHOOK_SECRET", &secret)
-            .env("RECEIVER_DATABASE", dir.path().join("python.db"))
-            .env("RECEIVER_PORT", "0");
-        let receiver = Announced::start(command);
+        let database = dir.path().join("python.db");
+        let receiver = Announced::start(python_receiver(&python, &secret, &database));
         let (status, answer) = post(&receiver.url).await;
         assert_eq!(
             (status, answer["error"].clone()),
@@ -243,11 +259,19 @@ async fn the_example_receivers_refuse_a_forged_delivery_with_401() {
             "python: {answer}"
         );
     }
-    let db = SqliteDb::open(&database).unwrap();
-    let inbox = db
-        .inbox("webhook_inbox", InboxOptions::default())
-        .await
-        .unwrap();
+    if let Some(node) = node() {
+        let test = "the_example_receivers_refuse_a_forged_delivery_with_401";
+        if let Some((database, _guard)) = hookd_store::testing::fresh_postgres(test).await {
+            let receiver = Announced::start(node_receiver(node, &secret, &database));
+            let (status, answer) = post(&receiver.url).await;
+            assert_eq!(
+                (status, answer["error"].clone()),
+                (401, json!("unverified")),
+                "node: {answer}"
+            );
+        }
+    }
+    let (inbox, _) = sqlite_tables(&database).await;
     assert_eq!(
         inbox.record("msg_forged", b"").await.unwrap(),
         hookd_receiver::Seen::New,

@@ -93,6 +93,11 @@ async function wake() {
 }
 
 setInterval(wake, 1000); // leftovers from a crash, and rows whose lease ran out
+setInterval(() => {
+  // Forget ids processed 30 days ago: longer than hookd's retries and manual resends.
+  db.query("DELETE FROM webhook_inbox WHERE processed_at < $1", [Date.now() - 30 * 86_400_000])
+    .catch((error) => console.error("purge:", error.message));
+}, 3_600_000);
 const server = http.createServer((request, response) => {
   if (request.method !== "POST") return answer(response, 405);
   receive(request, response).catch((error) => {

@@ -19,6 +19,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 VERIFIER = Webhook(os.environ["WEBHOOK_SECRET"])
 DATABASE = os.environ.get("RECEIVER_DATABASE", "receiver.db")
+KEEP_IDS_MS = 30 * 24 * 3600 * 1000  # longer than hookd's retries and manual resends
 WAKE = threading.Event()
 
 SCHEMA = """
@@ -75,8 +76,12 @@ class Handler(BaseHTTPRequestHandler):
 def work():
     """Applies recorded webhooks oldest first; only a newer version changes a consignment."""
     db = connect()
+    next_purge = 0
     while True:
         WAKE.clear()
+        if time.time() >= next_purge:  # hourly: forget ids processed 30 days ago
+            db.execute("DELETE FROM webhook_inbox WHERE processed_at < ?", (now_ms() - KEEP_IDS_MS,))
+            next_purge = time.time() + 3600
         pending = db.execute(
             "SELECT webhook_id, payload FROM webhook_inbox"
             " WHERE processed_at IS NULL ORDER BY received_at"

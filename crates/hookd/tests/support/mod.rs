@@ -118,6 +118,18 @@ impl Api {
         response.json().await.unwrap()
     }
 
+    /// Publishes `payload` as an `event_type` message to `app`, asserting a 202; returns the
+    /// message id.
+    pub async fn publish(&self, app: &str, event_type: &str, payload: serde_json::Value) -> String {
+        let message = serde_json::json!({"eventType": event_type, "payload": payload});
+        let (status, message) = self
+            .post(&format!("/app/{app}/msg"), message)
+            .await
+            .unwrap();
+        assert_eq!(status, 202, "{message}");
+        message["id"].as_str().unwrap().to_owned()
+    }
+
     /// Creates an application with one endpoint at `url`; returns the application's id.
     pub async fn app_with_endpoint(&self, url: &str) -> String {
         let (status, app) = self
