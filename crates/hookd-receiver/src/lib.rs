@@ -16,7 +16,7 @@
 //!
 //! async fn receive(State(app): State<App>, webhook: Webhook) -> StatusCode {
 //!     // Verified before this line runs; a retry is acknowledged and ignored.
-//!     let id = webhook.id.as_deref().unwrap_or_default();
+//!     let Some(id) = webhook.id.as_deref() else { return StatusCode::BAD_REQUEST };
 //!     match app.inbox.record(id, &webhook.body).await {
 //!         Ok(_) => StatusCode::NO_CONTENT, // new or duplicate: a worker processes it later
 //!         Err(_) => StatusCode::SERVICE_UNAVAILABLE, // not stored: let the sender retry
