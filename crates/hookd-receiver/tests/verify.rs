@@ -87,9 +87,11 @@ async fn a_signed_request_reaches_the_handler_with_its_exact_bytes() {
 async fn failures_are_401_with_the_reason_and_never_reach_the_handler() {
     let secret = Secret::generate();
     let other = Secret::generate();
-    let (url, calls) = extractor_receiver(WebhookVerifier::standard([secret.clone().into()])).await;
-    let body = br#"{"a":1}"#;
+    // "Now" pinned: the ±300 s edges must not move while the test runs.
     let now = clock::unix_now();
+    let verifier = WebhookVerifier::standard([secret.clone().into()]).now(now);
+    let (url, calls) = extractor_receiver(verifier).await;
+    let body = br#"{"a":1}"#;
     let good = standard_headers(vec![secret.clone().into()], "msg_1", now, body);
     // (case, headers, body, the reason's start)
     type Case<'a> = (&'a str, Vec<(&'a str, String)>, &'a [u8], &'a str);
@@ -194,7 +196,8 @@ async fn any_of_several_keys_verifies_during_a_rotation_and_v1a_too() {
 async fn stripe_and_github_schemes_with_rotation() {
     let body = br#"{"id":"evt_9f2c","type":"consignment.delivered"}"#;
     let now = clock::unix_now();
-    let (url, _) = extractor_receiver(WebhookVerifier::stripe(["whsec_old", "whsec_new"])).await;
+    let stripe_verifier = WebhookVerifier::stripe(["whsec_old", "whsec_new"]).now(now);
+    let (url, _) = extractor_receiver(stripe_verifier).await;
     let (status, got) = post_raw(
         &url,
         &[(stripe::HEADER, stripe::sign("whsec_new", now, body))],
