@@ -118,3 +118,48 @@ fn listen_refuses_an_unreadable_secret_with_exit_code_2() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--secret"), "{stderr}");
 }
+
+#[tokio::test]
+async fn listen_checks_github_and_stripe_signatures_with_scheme() {
+    let body = br#"{"action":"opened"}"#;
+    let now = webhook_signature::clock::unix_now();
+    let cases = [
+        (
+            "github",
+            webhook_signature::github::HEADER,
+            webhook_signature::github::sign("dev-secret", body),
+        ),
+        (
+            "stripe",
+            webhook_signature::stripe::HEADER,
+            webhook_signature::stripe::sign("dev-secret", now, body),
+        ),
+    ];
+    for (scheme, header, signature) in cases {
+        let listener = listen(&["--scheme", scheme, "--secret", "dev-secret"]);
+        // Signed as is, then the same signature on a changed body.
+        for sent in [&body[..], br#"{"action":"closed"}"#] {
+            let response = reqwest::Client::new()
+                .post(format!("{}/{scheme}", listener.url))
+                .header(header, &signature)
+                .body(sent.to_vec())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+        }
+        let output = listener.wait_for_output("answered: 200", 2).await;
+        assert_eq!(
+            output.matches("verified: yes\n").count(),
+            1,
+            "{scheme}: {output}"
+        );
+        assert_eq!(
+            output
+                .matches("verified: NO: no matching signature\n")
+                .count(),
+            1,
+            "{scheme}: {output}"
+        );
+    }
+}
