@@ -3,7 +3,10 @@
 #
 # 1. A Python venv (.venv) with the reference libraries from scripts/python-requirements.txt,
 #    which the cross-check tests run as code we did not write (HOOKD_TEST_PYTHON points at it).
-# 2. cargo test over the whole workspace.
+# 2. The Node example receiver's packages (examples/receivers/node, from its committed
+#    package-lock.json) when npm is here and they are missing or older than the lockfile; the
+#    Node test says it is skipped without Node (HOOKD_TEST_REQUIRE_NODE=1 makes that a failure).
+# 3. cargo test over the whole workspace.
 #
 # PostgreSQL tests run when HOOKD_TEST_POSTGRES_URL is set (a server URL whose user may create
 # databases); otherwise they print that they are skipped. .ci/run sets it and requires it.
@@ -17,5 +20,11 @@ fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     -r scripts/python-requirements.txt
 export HOOKD_TEST_PYTHON="$PWD/$venv/bin/python"
+
+node_dir=examples/receivers/node
+if command -v npm >/dev/null && \
+    [ "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]; then
+    npm ci --prefix "$node_dir" --no-audit --no-fund --silent
+fi
 
 cargo test --workspace "$@"

@@ -6,34 +6,17 @@ mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use axum::http::StatusCode;
 use hookd_engine::testing::Receiver;
-use serde_json::{Value, json};
-use support::{Api, Hookd};
+use serde_json::json;
+use support::{Api, Hookd, wait_until};
 use webhook_signature::{Secret, Verifier};
 
 const TOKEN: &str = "delivery-test-admin-token";
 
 fn serve(database: &str, extra: &[&str]) -> Hookd {
     Hookd::serve_local(database, TOKEN, extra)
-}
-
-/// Polls `GET path` (bounded) until `done` holds for the answer.
-async fn wait_until(api: &Api, path: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let value = api.get(path).await;
-        if done(&value) {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "GET {path} never got there: {value}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 mod database;
 mod delivery;
 mod keygen;
+mod listen;
 mod migrate;
 mod serve;
 mod sign;
@@ -31,6 +32,7 @@ enum Command {
     Sign(sign::Args),
     Verify(verify::Args),
     Keygen(keygen::Args),
+    Listen(listen::Args),
 }
 
 impl Cli {
@@ -41,6 +43,7 @@ impl Cli {
             Command::Sign(args) => sign::run(args),
             Command::Verify(args) => verify::run(args),
             Command::Keygen(args) => keygen::run(args),
+            Command::Listen(args) => listen::run(args),
         }
     }
 }

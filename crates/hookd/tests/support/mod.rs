@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
+pub mod process;
+
 use std::io::{BufRead, BufReader, Write as _};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -116,6 +118,18 @@ impl Api {
         response.json().await.unwrap()
     }
 
+    /// Publishes `payload` as an `event_type` message to `app`, asserting a 202; returns the
+    /// message id.
+    pub async fn publish(&self, app: &str, event_type: &str, payload: serde_json::Value) -> String {
+        let message = serde_json::json!({"eventType": event_type, "payload": payload});
+        let (status, message) = self
+            .post(&format!("/app/{app}/msg"), message)
+            .await
+            .unwrap();
+        assert_eq!(status, 202, "{message}");
+        message["id"].as_str().unwrap().to_owned()
+    }
+
     /// Creates an application with one endpoint at `url`; returns the application's id.
     pub async fn app_with_endpoint(&self, url: &str) -> String {
         let (status, app) = self
@@ -141,6 +155,36 @@ impl Drop for Hookd {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Retries `check` every 50 ms, for at most 20 s, until it is `Ok`; panics with its last
+/// `Err` otherwise.
+pub async fn eventually<T>(mut check: impl AsyncFnMut() -> Result<T, String>) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match check().await {
+            Ok(value) => return value,
+            Err(last) => assert!(tokio::time::Instant::now() < deadline, "{last}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Polls `GET path` (bounded) until `done` holds for the answer.
+pub async fn wait_until(
+    api: &Api,
+    path: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    eventually(async || {
+        let value = api.get(path).await;
+        if done(&value) {
+            Ok(value)
+        } else {
+            Err(format!("GET {path} never got there: {value}"))
+        }
+    })
+    .await
 }
 
 /// The interpreter with the reference libraries, or `None` (after saying so) when the test is

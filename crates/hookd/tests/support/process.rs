@@ -1,0 +1,117 @@
+//! Programs under test that are not hookd (`hookd listen`, the example receivers in Python and
+//! Node) as child processes: started, their first "… at/on http://…" line read for their URL,
+//! the rest of their output kept for assertions, killed when dropped.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A running child process that announced its URL on stdout.
+pub struct Announced {
+    /// The `http://…` URL from its first line.
+    pub url: String,
+    lines: Arc<Mutex<Vec<String>>>,
+    child: Child,
+}
+
+impl Announced {
+    /// Starts `command` and waits (bounded) for a stdout line containing `http://`.
+    pub fn start(mut command: Command) -> Self {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {command:?}: {e}"));
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let url = loop {
+            assert!(
+                Instant::now() < deadline,
+                "{command:?} did not start in time"
+            );
+            let line = match stdout.next() {
+                Some(Ok(line)) => line,
+                _ => panic!(
+                    "{command:?} exited before announcing its URL: {:?}",
+                    child.wait()
+                ),
+            };
+            if let Some(at) = line.find("http://") {
+                let url = line[at..].split_whitespace().next().unwrap_or_default();
+                break url.to_owned();
+            }
+        };
+        let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in stdout.map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Self { url, lines, child }
+    }
+
+    /// Everything it printed after its first line, so far.
+    pub fn output(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    /// Waits (bounded) until its output holds `pattern` at least `count` times; returns the
+    /// output.
+    pub async fn wait_for_output(&self, pattern: &str, count: usize) -> String {
+        super::eventually(async || {
+            let output = self.output();
+            if output.matches(pattern).count() >= count {
+                Ok(output)
+            } else {
+                Err(format!(
+                    "never printed {pattern:?} {count} times; printed:\n{output}"
+                ))
+            }
+        })
+        .await
+    }
+}
+
+impl Drop for Announced {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The example receivers' directory, `examples/receivers/<language>` at the workspace root.
+pub fn example_dir(language: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../../examples/receivers/{language}"))
+}
+
+/// `node` with the Node receiver's packages installed (`npm ci` from its committed lockfile
+/// when they are missing), or `None` (after saying so) when the test is to be skipped;
+/// `HOOKD_TEST_REQUIRE_NODE=1` (CI) turns a missing Node into a failure.
+pub fn node() -> Option<&'static str> {
+    let runs = |program: &str| {
+        Command::new(program)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !runs("node") || !runs("npm") {
+        if std::env::var("HOOKD_TEST_REQUIRE_NODE").as_deref() == Ok("1") {
+            panic!("node and npm are not on PATH, and HOOKD_TEST_REQUIRE_NODE=1 requires them");
+        }
+        println!("SKIPPED: node or npm not on PATH");
+        return None;
+    }
+    let dir = example_dir("node");
+    if !dir.join("node_modules/standardwebhooks").exists() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .status()
+            .expect("run npm ci");
+        assert!(status.success(), "npm ci in {} failed", dir.display());
+    }
+    Some("node")
+}
