@@ -34,8 +34,18 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    /// Starts a receiver at `http://127.0.0.1:<port>/hook`.
+    /// Starts a receiver at `http://127.0.0.1:<port>/hook` on a free port.
     pub async fn start<F, Fut>(respond: F) -> Self
+    where
+        F: Fn(usize) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = StatusCode> + Send,
+    {
+        Self::start_at("127.0.0.1:0".parse().unwrap(), respond).await
+    }
+
+    /// Starts a receiver at `http://<address>/hook`: a receiver coming back on the address an
+    /// endpoint already points at.
+    pub async fn start_at<F, Fut>(address: std::net::SocketAddr, respond: F) -> Self
     where
         F: Fn(usize) -> Fut + Clone + Send + Sync + 'static,
         Fut: Future<Output = StatusCode> + Send,
@@ -56,7 +66,7 @@ impl Receiver {
             }
         };
         let app = axum::Router::new().route("/hook", axum::routing::post(handler));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind(address).await.unwrap();
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Self {

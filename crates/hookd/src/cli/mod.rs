@@ -1,5 +1,6 @@
 //! Command-line interface: argument definitions and dispatch to one module per subcommand.
 
+mod clock;
 mod database;
 mod delivery;
 mod keygen;

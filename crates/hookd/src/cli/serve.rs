@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use hookd_api::{ApiConfig, ApiState};
-use hookd_core::{Clock, SystemClock};
+use hookd_core::Clock;
 use hookd_engine::Engine;
 use hookd_engine::http::WebhookSender;
 use hookd_store::Store;
@@ -74,7 +74,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let engine_config = args.delivery.engine()?;
     let sender = WebhookSender::new(args.delivery.http())?;
     let store = args.database.open().await?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let clock: Arc<dyn Clock> = super::clock::from_env();
     let config = ApiConfig {
         max_payload_bytes: args.max_payload_bytes,
         strict_event_types: args.strict_event_types,

@@ -19,10 +19,16 @@ impl Hookd {
     /// Starts `hookd serve` on a free loopback port with `args` added, and waits until it
     /// prints the address it listens on.
     pub fn serve(args: &[&str]) -> Self {
+        Self::serve_with_env(args, &[])
+    }
+
+    /// [`Hookd::serve`] with environment variables `env` set for the child.
+    pub fn serve_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_hookd"))
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
             .env("HOOKD_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -48,6 +54,16 @@ impl Hookd {
     /// `hookd serve` on `database` with admin token `token`, delivering to plain-http
     /// loopback receivers (the SSRF guard opened for 127.0.0.0/8 only), plus `extra` options.
     pub fn serve_local(database: &str, token: &str, extra: &[&str]) -> Self {
+        Self::serve_local_with_env(database, token, extra, &[])
+    }
+
+    /// [`Hookd::serve_local`] with environment variables `env` set for the child.
+    pub fn serve_local_with_env(
+        database: &str,
+        token: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut args = vec![
             "--database",
             database,
@@ -58,7 +74,23 @@ impl Hookd {
             "127.0.0.0/8",
         ];
         args.extend_from_slice(extra);
-        Self::serve(&args)
+        Self::serve_with_env(&args, env)
+    }
+
+    /// The child's process id (for reading its memory from `/proc`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The child's resident set size in KiB (`VmRSS` in `/proc/<pid>/status`; Linux only).
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("read /proc/<pid>/status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc/<pid>/status")
     }
 
     /// `kill -9`: the process gets no chance to finish anything.
@@ -128,6 +160,39 @@ impl Api {
             .unwrap();
         assert_eq!(status, 202, "{message}");
         message["id"].as_str().unwrap().to_owned()
+    }
+
+    /// GETs every page of the list at `path` (Svix's `iterator`/`done` envelope) and returns
+    /// all items.
+    pub async fn get_all(&self, path: &str) -> Vec<serde_json::Value> {
+        let separator = if path.contains('?') { '&' } else { '?' };
+        let mut items = Vec::new();
+        let mut iterator: Option<String> = None;
+        loop {
+            let page_path = match &iterator {
+                Some(it) => format!("{path}{separator}limit=250&iterator={it}"),
+                None => format!("{path}{separator}limit=250"),
+            };
+            let page = self.get(&page_path).await;
+            items.extend(page["data"].as_array().cloned().unwrap_or_default());
+            match page["iterator"].as_str() {
+                Some(next) if page["done"] == false => iterator = Some(next.to_owned()),
+                _ => return items,
+            }
+        }
+    }
+
+    /// Creates an endpoint at `url` in `app`; returns its id.
+    pub async fn endpoint(&self, app: &str, url: &str) -> String {
+        let (status, ep) = self
+            .post(
+                &format!("/app/{app}/endpoint"),
+                serde_json::json!({"url": url}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(status, 201, "{ep}");
+        ep["id"].as_str().unwrap().to_owned()
     }
 
     /// Creates an application with one endpoint at `url`; returns the application's id.
