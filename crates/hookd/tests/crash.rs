@@ -1,6 +1,7 @@
 //! `kill -9` of hookd under load loses no accepted message: every message that got a 202 is
-//! delivered after a restart (at least once), with the real binary, a real SQLite file and a
-//! real receiver.
+//! delivered after a restart (at least once), with the real binary, a real SQLite file or
+//! PostgreSQL database and a real receiver. hookd is killed 20 times, each time at a random
+//! moment while messages are being published and delivered.
 
 mod support;
 
@@ -13,6 +14,8 @@ use hookd_engine::testing::Receiver;
 use support::{Api, Hookd};
 
 const TOKEN: &str = "crash-test-admin-token";
+/// How many times hookd is killed in one test.
+const KILLS: usize = 20;
 
 fn serve(database: &str) -> Hookd {
     Hookd::serve_local(
@@ -64,36 +67,40 @@ async fn publish(api: &Api, app: &str, accepted: &Arc<Mutex<HashSet<String>>>, s
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_under_load_loses_no_accepted_message() {
+/// Kills hookd `KILLS` times under publish+deliver load on `database`, then checks that every
+/// accepted message reached the receiver.
+async fn kill_9_under_load(database: &str) {
     let receiver = Receiver::start(|_| async {
         tokio::time::sleep(Duration::from_millis(5)).await;
         StatusCode::OK
     })
     .await;
-    let (database, _dir) = hookd_store::testing::fresh_sqlite();
     let accepted = Arc::new(Mutex::new(HashSet::new()));
-    let mut hookd = serve(&database);
+    let mut hookd = serve(database);
     let app = Api::new(&hookd, TOKEN)
         .app_with_endpoint(&receiver.url)
         .await;
 
-    for _ in 0..3 {
+    for _ in 0..KILLS {
         let api = Api::new(&hookd, TOKEN);
         let killer = {
             let accepted = accepted.clone();
-            let target = accepted.lock().unwrap().len() + 20 + random_below(60);
+            // A random number of accepted messages, then a random few milliseconds more: the
+            // kill lands mid-publish, mid-attempt or mid-commit.
+            let target = accepted.lock().unwrap().len() + 5 + random_below(40);
+            let extra = Duration::from_millis(random_below(20) as u64);
             async move {
                 while accepted.lock().unwrap().len() < target {
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 }
+                tokio::time::sleep(extra).await;
             }
         };
         tokio::join!(publish(&api, &app, &accepted, usize::MAX), async {
             killer.await;
             hookd.kill_hard();
         });
-        hookd = serve(&database);
+        hookd = serve(database);
     }
     let api = Api::new(&hookd, TOKEN);
     publish(&api, &app, &accepted, 50).await;
@@ -118,8 +125,26 @@ async fn kill_9_under_load_loses_no_accepted_message() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
-        accepted.len() > 100,
+        accepted.len() > KILLS * 5,
         "the test published under load ({} accepted)",
         accepted.len()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_twenty_times_under_load_loses_no_accepted_message_on_sqlite() {
+    let (database, _dir) = hookd_store::testing::fresh_sqlite();
+    kill_9_under_load(&database).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_twenty_times_under_load_loses_no_accepted_message_on_postgres() {
+    let Some((database, _guard)) = hookd_store::testing::fresh_postgres(
+        "kill_9_twenty_times_under_load_loses_no_accepted_message_on_postgres",
+    )
+    .await
+    else {
+        return;
+    };
+    kill_9_under_load(&database).await;
 }
