@@ -26,6 +26,7 @@ use url::Url;
 use crate::ssrf::{AddressPolicy, Refused};
 use capture::{Captured, Limits, capture};
 use resolve::GuardedResolver;
+pub use resolve::HostLookup;
 
 /// How the shared client is built.
 #[derive(Debug, Clone)]
@@ -43,6 +44,8 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// Bytes of the response status line and headers kept for the attempt log. Default 8 KiB.
     pub max_head_bytes: usize,
+    /// How host names are resolved; the system resolver when `None` (the default).
+    pub lookup: Option<Arc<dyn HostLookup>>,
 }
 
 impl Default for HttpConfig {
@@ -54,6 +57,7 @@ impl Default for HttpConfig {
             egress_proxy: None,
             max_body_bytes: 64 * 1024,
             max_head_bytes: 8 * 1024,
+            lookup: None,
         }
     }
 }
@@ -235,9 +239,10 @@ fn build_client(config: &HttpConfig) -> Result<Client, BuildError> {
             url: url.clone(),
             source,
         })?),
-        None => builder
-            .no_proxy()
-            .dns_resolver(GuardedResolver::new(config.policy.clone())),
+        None => builder.no_proxy().dns_resolver(GuardedResolver::new(
+            config.policy.clone(),
+            config.lookup.clone(),
+        )),
     };
     builder.build().map_err(BuildError::Client)
 }

@@ -555,3 +555,142 @@ async fn an_invalid_egress_proxy_is_a_build_error() {
     });
     assert!(built.is_err());
 }
+
+/// A resolver with scripted answers: per name, a queue of answers given one per lookup (the
+/// last one repeats), and a count of lookups made.
+#[derive(Debug, Default)]
+struct ScriptedDns {
+    answers: Mutex<std::collections::HashMap<String, Vec<Vec<std::net::IpAddr>>>>,
+    lookups: std::sync::atomic::AtomicUsize,
+}
+
+impl ScriptedDns {
+    fn new(script: &[(&str, &[&[&str]])]) -> Arc<Self> {
+        let answers = script
+            .iter()
+            .map(|(name, answers)| {
+                let answers = answers
+                    .iter()
+                    .map(|answer| answer.iter().map(|ip| ip.parse().unwrap()).collect())
+                    .collect();
+                ((*name).to_owned(), answers)
+            })
+            .collect();
+        Arc::new(Self {
+            answers: Mutex::new(answers),
+            ..Self::default()
+        })
+    }
+}
+
+impl hookd_engine::http::HostLookup for ScriptedDns {
+    fn lookup(
+        &self,
+        host: &str,
+    ) -> std::pin::Pin<Box<dyn Future<Output = std::io::Result<Vec<std::net::IpAddr>>> + Send>>
+    {
+        self.lookups
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut answers = self.answers.lock().unwrap();
+        let queue = answers.get_mut(host).expect("a scripted name");
+        let answer = if queue.len() > 1 {
+            queue.remove(0)
+        } else {
+            queue[0].clone()
+        };
+        Box::pin(async move { Ok(answer) })
+    }
+}
+
+fn sender_with_dns(policy: AddressPolicy, dns: &Arc<ScriptedDns>) -> WebhookSender {
+    let lookup: Arc<dyn hookd_engine::http::HostLookup> = dns.clone();
+    WebhookSender::new(HttpConfig {
+        policy,
+        lookup: Some(lookup),
+        ..HttpConfig::default()
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn names_resolving_into_any_forbidden_range_are_refused() {
+    let dns = ScriptedDns::new(&[
+        ("metadata.test", &[&["169.254.169.254"]]),
+        ("ten.test", &[&["10.1.2.3"]]),
+        ("home.test", &[&["192.168.0.10"]]),
+        ("cgnat.test", &[&["100.64.0.1"]]),
+        ("zero.test", &[&["0.0.0.0"]]),
+        ("mapped.test", &[&["::ffff:127.0.0.1"]]),
+        ("nat64.test", &[&["64:ff9b::a00:1"]]),
+        ("ula.test", &[&["fd00::1"]]),
+        ("linklocal6.test", &[&["fe80::1"]]),
+        ("mixed.test", &[&["93.184.215.14", "10.0.0.1"]]),
+    ]);
+    let sender = sender_with_dns(AddressPolicy::default(), &dns);
+    for name in [
+        "metadata.test",
+        "ten.test",
+        "home.test",
+        "cgnat.test",
+        "zero.test",
+        "mapped.test",
+        "nat64.test",
+        "ula.test",
+        "linklocal6.test",
+        "mixed.test",
+    ] {
+        let url = format!("http://{name}/hook");
+        let outcome = sender.send(post(&url)).await;
+        assert_refused(&outcome, &url);
+        let Some(SendError::Refused(text)) = outcome.error else {
+            unreachable!()
+        };
+        assert!(
+            text.starts_with(&format!("refused {name}: it resolves to ")),
+            "the refusal names the host and its address: {text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_name_that_changes_its_answer_between_lookups_is_checked_on_every_answer() {
+    // A rebinding name: allowed, then private, then allowed, then the metadata address. Each
+    // attempt goes to another port so no pooled connection hides a lookup.
+    let dns = ScriptedDns::new(&[(
+        "rebind.test",
+        &[
+            &["127.0.0.1"],
+            &["10.0.0.7"],
+            &["127.0.0.1"],
+            &["169.254.169.254"],
+        ],
+    )]);
+    let sender = sender_with_dns(
+        AddressPolicy::default().allow("127.0.0.0/8".parse().unwrap()),
+        &dns,
+    );
+    let mut receivers = Vec::new();
+    for _ in 0..4 {
+        receivers.push(Receiver::start(|| answer(204, &[], "")).await);
+    }
+    let mut outcomes = Vec::new();
+    for receiver in &receivers {
+        let url = format!("http://rebind.test:{}/hook", receiver.addr.port());
+        outcomes.push(sender.send(post(&url)).await);
+    }
+
+    assert!(outcomes[0].is_success(), "{:?}", outcomes[0]);
+    assert!(outcomes[2].is_success(), "{:?}", outcomes[2]);
+    for (n, address) in [(1, "10.0.0.7"), (3, "169.254.169.254")] {
+        let Some(SendError::Refused(text)) = &outcomes[n].error else {
+            panic!("attempt {n} was not refused: {:?}", outcomes[n]);
+        };
+        assert!(text.contains(address), "{text}");
+        assert_eq!(receivers[n].hits().len(), 0);
+    }
+    assert_eq!(
+        dns.lookups.load(std::sync::atomic::Ordering::SeqCst),
+        4,
+        "one lookup per connection: the answer checked is the answer connected to"
+    );
+}
