@@ -87,6 +87,27 @@ def add_hookd_fields(schemas):
             schemas[name]["required"] = sorted(set(schemas[name].get("required", [])) | set(required))
 
 
+def declare_path_parameters(paths):
+    """Svix's document leaves some path parameters undeclared (e.g. `app_id` of
+    `GET /api/v1/app/{app_id}`), which makes the document invalid and stops schema-driven
+    fuzzers (schemathesis) from testing those operations. Each missing one is declared as the
+    same parameter is declared elsewhere in the document."""
+    declared = {}
+    for operations in paths.values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "path":
+                    declared.setdefault(parameter["name"], parameter)
+    for path, operations in paths.items():
+        names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
+        for operation in operations.values():
+            parameters = operation.setdefault("parameters", [])
+            present = {p.get("name") for p in parameters if p.get("in") == "path"}
+            for name in names:
+                if name not in present:
+                    parameters.append(json.loads(json.dumps(declared[name])))
+
+
 def refs(node, found):
     if isinstance(node, dict):
         ref = node.get("$ref")
@@ -102,6 +123,7 @@ def refs(node, found):
 def main(source):
     svix = json.loads(Path(source).read_text())
     paths = {p: {m: svix["paths"][p][m] for m in methods} for p, methods in SERVED.items()}
+    declare_path_parameters(paths)
     schemas = svix["components"]["schemas"]
     needed, queue = set(), set()
     refs(paths, queue)
