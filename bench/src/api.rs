@@ -72,6 +72,25 @@ impl Api {
         id_of(&endpoint)
     }
 
+    /// Creates `count` endpoints of `app`, pointing nowhere until [`Api::set_endpoint_url`]
+    /// aims them (a verifying receiver needs their secrets before it starts); returns each
+    /// one's id and secret.
+    pub async fn endpoints_with_secrets(
+        &self,
+        app: &str,
+        count: usize,
+    ) -> anyhow::Result<Vec<(String, String)>> {
+        let mut endpoints = Vec::with_capacity(count);
+        for _ in 0..count {
+            let id = self
+                .create_endpoint(app, "http://127.0.0.1:9/unset")
+                .await?;
+            let secret = self.endpoint_secret(app, &id).await?;
+            endpoints.push((id, secret));
+        }
+        Ok(endpoints)
+    }
+
     /// Publishes one message to `app`; returns its id.
     pub async fn publish(&self, app: &str, message: Value) -> anyhow::Result<String> {
         let message = self.post(&format!("/app/{app}/msg"), message).await?;

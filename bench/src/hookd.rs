@@ -196,13 +196,23 @@ impl Hookd {
 
     /// hookd's peak resident set so far (`VmHWM`), in KiB.
     pub fn peak_rss_kib(&self) -> anyhow::Result<u64> {
+        self.status_kib("VmHWM")
+    }
+
+    /// hookd's resident set now (`VmRSS`), in KiB.
+    pub fn rss_kib(&self) -> anyhow::Result<u64> {
+        self.status_kib("VmRSS")
+    }
+
+    /// A `NAME: N kB` line of hookd's `/proc/PID/status`.
+    fn status_kib(&self, name: &str) -> anyhow::Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
             .context("cannot read hookd's /proc status")?;
         status
             .lines()
-            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
             .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-            .ok_or_else(|| anyhow!("no VmHWM line in /proc/{}/status", self.pid()))
+            .ok_or_else(|| anyhow!("no {name} line in /proc/{}/status", self.pid()))
     }
 
     /// CPU time hookd has used so far (user + system, all threads).

@@ -9,17 +9,22 @@
 //! [`receiver`] (the local webhook receiver), [`api`] (setting hookd up), [`load`] (the
 //! closed-loop load generator with latency histograms), [`machine`] (what it ran on) and
 //! [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
-//! own on top of them: [`publish`], [`ceiling`] and [`deliver`].
+//! own on top of them: [`publish`], [`ceiling`], [`deliver`], [`fanout`], [`isolation`] and
+//! [`memory`]; [`suite`] runs them all with one command.
 
 mod api;
 mod ceiling;
 mod deliver;
+mod fanout;
 mod hookd;
+mod isolation;
 mod load;
 mod machine;
+mod memory;
 mod publish;
 mod receiver;
 mod report;
+mod suite;
 
 use std::process::ExitCode;
 
@@ -40,6 +45,14 @@ enum Command {
     Ceiling(ceiling::Args),
     /// End to end: publish → hookd → verifying receiver; deliveries/s and latency.
     Deliver(deliver::Args),
+    /// One message to many endpoints (default 100).
+    Fanout(fanout::Args),
+    /// A fast endpoint's latency, alone and beside one that answers after 20 s.
+    Isolation(isolation::Args),
+    /// hookd's memory while a backlog for a down endpoint builds up and drains.
+    Memory(memory::Args),
+    /// Every benchmark in turn, with one command (writes every section of the docs).
+    Suite(suite::Args),
     /// Internal: the receiver process the ceiling and deliver benchmarks start.
     #[command(hide = true)]
     Receive {
@@ -49,6 +62,9 @@ enum Command {
         /// Endpoint secret to verify with (repeatable); none: answer without verifying.
         #[arg(long)]
         secret: Vec<String>,
+        /// Count receipts per endpoint (`/hooks/NAME`), not per message.
+        #[arg(long)]
+        per_endpoint: bool,
     },
 }
 
@@ -63,9 +79,18 @@ fn main() -> ExitCode {
             Command::Publish(args) => publish::run(args).await,
             Command::Ceiling(args) => ceiling::run(args).await,
             Command::Deliver(args) => deliver::run(args).await,
-            Command::Receive { port, secret } => {
+            Command::Fanout(args) => fanout::run(args).await,
+            Command::Isolation(args) => isolation::run(args).await,
+            Command::Memory(args) => memory::run(args).await,
+            Command::Suite(args) => suite::run(args).await,
+            Command::Receive {
+                port,
+                secret,
+                per_endpoint,
+            } => {
                 let options = receiver::Options {
                     secrets: secret,
+                    per_endpoint,
                     ..receiver::Options::default()
                 };
                 receiver::serve_process(port, options)

@@ -11,6 +11,7 @@
 //! (clearing them).
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::net::SocketAddr;
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,6 +37,9 @@ pub struct Options {
     /// Endpoint secrets (`whsec_…`); when any, every request is verified and its receipt
     /// recorded.
     pub secrets: Vec<String>,
+    /// Record receipts per endpoint: keyed `NAME/ID` (`NAME` from the `/hooks/NAME` path), so
+    /// a fanned-out message counts once per endpoint instead of as duplicates.
+    pub per_endpoint: bool,
 }
 
 /// What a verifying receiver saw.
@@ -52,6 +56,7 @@ pub struct Receipts {
 /// The state every request handler shares.
 struct Shared {
     delay: Duration,
+    per_endpoint: bool,
     verifier: Option<Verifier>,
     received: AtomicU64,
     receipts: Mutex<Receipts>,
@@ -72,6 +77,7 @@ impl Shared {
         };
         Ok(Self {
             delay: options.delay,
+            per_endpoint: options.per_endpoint,
             verifier,
             received: AtomicU64::new(0),
             receipts: Mutex::new(Receipts::default()),
@@ -79,7 +85,7 @@ impl Shared {
     }
 
     /// Verifies (when it has keys) and records one request.
-    fn record(&self, headers: &HeaderMap, body: &[u8]) {
+    fn record(&self, path: &str, headers: &HeaderMap, body: &[u8]) {
         let at = unix_nanos();
         self.received.fetch_add(1, Ordering::Relaxed);
         let Some(verifier) = &self.verifier else {
@@ -90,15 +96,18 @@ impl Shared {
             .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)));
         let verified = verifier.verify(body, pairs).is_ok();
         let id = headers.get("webhook-id").and_then(|v| v.to_str().ok());
+        let key = id.map(|id| match path.rsplit_once('/') {
+            Some((_, name)) if self.per_endpoint => format!("{name}/{id}"),
+            _ => id.to_owned(),
+        });
         let mut receipts = self.receipts.lock().expect("the receipts");
-        match (verified, id) {
-            (true, Some(id)) => {
-                if receipts.first_seen.contains_key(id) {
-                    receipts.duplicates += 1;
-                } else {
-                    receipts.first_seen.insert(id.to_owned(), at);
+        match (verified, key) {
+            (true, Some(key)) => match receipts.first_seen.entry(key) {
+                Entry::Occupied(_) => receipts.duplicates += 1,
+                Entry::Vacant(first) => {
+                    first.insert(at);
                 }
-            }
+            },
             _ => receipts.bad_signatures += 1,
         }
     }
@@ -193,9 +202,18 @@ pub struct ReceiverProcess {
 impl ReceiverProcess {
     /// Starts `hookd-bench receive` on a free port, verifying with `secrets` if any.
     pub fn start(secrets: &[String]) -> anyhow::Result<Self> {
+        Self::start_with(secrets, false)
+    }
+
+    /// [`ReceiverProcess::start`], recording receipts per endpoint when `per_endpoint` (see
+    /// [`Options::per_endpoint`]).
+    pub fn start_with(secrets: &[String], per_endpoint: bool) -> anyhow::Result<Self> {
         let me = std::env::current_exe().context("cannot tell where hookd-bench runs from")?;
         let mut command = Command::new(me);
         command.args(["receive", "--port", "0"]);
+        if per_endpoint {
+            command.arg("--per-endpoint");
+        }
         for secret in secrets {
             command.args(["--secret", secret]);
         }
@@ -249,13 +267,14 @@ impl Drop for ReceiverProcess {
 
 async fn receive(
     State(shared): State<Arc<Shared>>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> StatusCode {
     if !shared.delay.is_zero() {
         tokio::time::sleep(shared.delay).await;
     }
-    shared.record(&headers, &body);
+    shared.record(uri.path(), &headers, &body);
     StatusCode::NO_CONTENT
 }
 

@@ -21,14 +21,16 @@ section of this file together with the exact command, the date and the machine. 
 generator shares the machine's cores with hookd (and with PostgreSQL), so the numbers are
 what one box does end to end, not what hookd would do with the cores to itself.
 
-To rerun everything and rewrite this file's sections:
+To rerun everything and rewrite this file's sections, with one command:
 
 ```sh
 cargo build --release -p hookd -p hookd-bench
-target/release/hookd-bench publish --backend both --quiet-below 0.7 --write-docs
-target/release/hookd-bench ceiling --quiet-below 0.7 --write-docs
-target/release/hookd-bench deliver --backend both --quiet-below 0.7 --write-docs
+target/release/hookd-bench suite --backend both --quiet-below 0.7 --write-docs
 ```
+
+It runs `publish`, `ceiling`, `deliver`, `fanout`, `isolation` and `memory` in turn, each as
+its own child process; every section records its own command, so any one benchmark can be
+rerun alone. `hookd-bench suite --quick` shrinks everything to check that the suite works.
 
 Wait for an idle machine first (no compiles running; `--quiet-below 0.7` waits for the load
 average before each run): a busy core changes the numbers more than most code changes do.

@@ -1,0 +1,250 @@
+//! `hookd-bench isolation`: one slow endpoint must not slow the others.
+//!
+//! Messages are published open loop at a fixed rate to an application with a fast endpoint
+//! (a verifying receiver process answering at once). The same load runs twice, each on a fresh
+//! hookd and database: with the fast endpoint alone, and with a second endpoint in the same
+//! application that answers only after `--slow-seconds` (default 20 s, past hookd's default
+//! 15 s attempt timeout, so every attempt to it holds a connection until it times out and is
+//! retried). The fast endpoint's publish-to-receipt latency in the two runs is the result.
+//! hookd runs with its default engine settings.
+
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use hdrhistogram::Histogram;
+
+use crate::api::{Api, SendLog};
+use crate::hookd::{Backend, Backends, DEFAULT_POSTGRES_URL, Database, Hookd};
+use crate::load::{self, Outcome};
+use crate::machine::{self, Machine};
+use crate::receiver::{self, Receiver, ReceiverProcess};
+use crate::report;
+
+/// The docs section this benchmark owns.
+const SECTION: &str = "isolation";
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Database(s) to run hookd on; each run gets a fresh one.
+    #[arg(long, value_enum, default_value = "sqlite")]
+    backend: Backends,
+    /// Publishes per second (open loop).
+    #[arg(long, default_value_t = 100.0)]
+    rate: f64,
+    /// Seconds of publishing per run.
+    #[arg(long, default_value_t = 40)]
+    seconds: u64,
+    /// How long the slow endpoint takes to answer.
+    #[arg(long, default_value_t = 20)]
+    slow_seconds: u64,
+    /// PostgreSQL server on which a database `hookd_bench_<random>` is created and dropped.
+    #[arg(
+        long,
+        env = "HOOKD_TEST_POSTGRES_URL",
+        default_value = DEFAULT_POSTGRES_URL,
+        hide_env_values = true
+    )]
+    postgres_url: String,
+    #[command(flatten)]
+    output: report::Output,
+}
+
+impl Args {
+    fn command(&self) -> String {
+        format!(
+            "target/release/hookd-bench isolation --backend {} --rate {} --seconds {} \
+             --slow-seconds {}{}",
+            self.backend.flag(),
+            self.rate,
+            self.seconds,
+            self.slow_seconds,
+            self.output.flags()
+        )
+    }
+}
+
+/// One run: the fast endpoint alone, or beside the slow one.
+struct Run {
+    backend: Backend,
+    beside_slow: bool,
+    publishes: Outcome,
+    /// Publish sent → verified receipt at the fast endpoint, microseconds.
+    fast_latency_us: Histogram<u64>,
+    fast_missing: u64,
+    /// Requests the slow endpoint had received when the run ended.
+    slow_requests: u64,
+    peak_rss_kib: u64,
+}
+
+impl Run {
+    fn latency(&self, quantile: f64) -> Duration {
+        Duration::from_micros(self.fast_latency_us.value_at_quantile(quantile))
+    }
+
+    fn flagged(&self) -> bool {
+        self.fast_missing + self.publishes.error_count() > 0
+    }
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.rate <= 0.0 || args.seconds == 0 {
+        bail!("--rate and --seconds must be positive");
+    }
+    crate::hookd::binary()?;
+    let machine = Machine::describe();
+    println!("machine: {}", machine.summary());
+    println!("{}", header());
+    let mut runs = Vec::new();
+    for backend in args.backend.list() {
+        for beside_slow in [false, true] {
+            machine::settle(args.output.quiet_below).await?;
+            let database = Database::create(backend, &args.postgres_url).await?;
+            let run = measure(backend, beside_slow, &database, &args).await;
+            database.remove().await;
+            let run = run?;
+            println!("{}", row(&run));
+            runs.push(run);
+        }
+    }
+    args.output
+        .write(SECTION, &section(&args, &machine, &runs))?;
+    if runs.iter().any(Run::flagged) {
+        eprintln!("FLAGGED: messages missing at the fast endpoint, or failed publishes");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn measure(
+    backend: Backend,
+    beside_slow: bool,
+    database: &Database,
+    args: &Args,
+) -> anyhow::Result<Run> {
+    let url = database.url().to_owned();
+    let hookd = tokio::task::spawn_blocking(move || Hookd::start(&url, &[])).await??;
+    let api = Api::new(&hookd, 64)?;
+    let app = api.create_app("isolation").await?;
+    let (fast, secret) = api.endpoints_with_secrets(&app, 1).await?.remove(0);
+    let fast_receiver = ReceiverProcess::start(&[secret])?;
+    api.set_endpoint_url(&app, &fast, &fast_receiver.url("fast"))
+        .await?;
+    let slow_receiver = Receiver::start(receiver::Options {
+        delay: Duration::from_secs(args.slow_seconds),
+        ..receiver::Options::default()
+    })
+    .await?;
+    if beside_slow {
+        api.create_endpoint(&app, &slow_receiver.url("slow"))
+            .await?;
+    }
+
+    let log: SendLog = Arc::new(Mutex::new(Vec::new()));
+    let count = (args.rate * args.seconds as f64).round().max(1.0) as u64;
+    let publishes =
+        load::run_paced(args.rate, 0..count, api.publisher(&app, Some(log.clone()))?).await;
+    let sent = std::mem::take(&mut *log.lock().expect("the send log"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fast_receiver.count().await? < sent.len() as u64 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let peak_rss_kib = hookd.peak_rss_kib()?;
+    let receipts = fast_receiver.results().await?;
+    let slow_requests = slow_receiver.received();
+    hookd.stop();
+
+    let mut fast_latency_us = Histogram::new_with_bounds(1, 600_000_000, 3)?;
+    let mut fast_missing = 0;
+    for (id, at) in &sent {
+        match receipts.first_seen.get(id) {
+            Some(&received) => {
+                fast_latency_us.saturating_record(received.saturating_sub(*at) / 1_000);
+            }
+            None => fast_missing += 1,
+        }
+    }
+    Ok(Run {
+        backend,
+        beside_slow,
+        publishes,
+        fast_latency_us,
+        fast_missing,
+        slow_requests,
+        peak_rss_kib,
+    })
+}
+
+fn header() -> String {
+    report::header(&[
+        "backend",
+        "slow endpoint",
+        "publishes",
+        "fast p50",
+        "fast p90",
+        "fast p99",
+        "fast max",
+        "fast missing",
+        "requests the slow endpoint got",
+        "publish errors",
+        "hookd peak RSS",
+    ])
+}
+
+fn row(run: &Run) -> String {
+    let flag = |n: u64| match n {
+        0 => "0".to_owned(),
+        n => format!("**{} (flagged)**", report::thousands(n)),
+    };
+    report::row(&[
+        run.backend.name().to_owned(),
+        if run.beside_slow { "yes" } else { "no" }.to_owned(),
+        report::thousands(run.publishes.completed),
+        report::millis(run.latency(0.50)),
+        report::millis(run.latency(0.90)),
+        report::millis(run.latency(0.99)),
+        report::millis(Duration::from_micros(run.fast_latency_us.max())),
+        flag(run.fast_missing),
+        if run.beside_slow {
+            report::thousands(run.slow_requests)
+        } else {
+            "–".to_owned()
+        },
+        flag(run.publishes.error_count()),
+        format!("{:.0} MiB", run.peak_rss_kib as f64 / 1024.0),
+    ])
+}
+
+fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
+    let mut out = format!(
+        "## Slow-endpoint isolation\n\n\
+         Messages published open loop at {}/s for {} s to one application. Its fast endpoint \
+         is a verifying receiver process that answers at once; \"fast\" columns are publish \
+         sent → verified receipt there. Each backend runs twice on a fresh hookd and \
+         database: the fast endpoint alone, then beside a second endpoint of the same \
+         application that answers only after {} s (every message goes to both; with hookd's \
+         default 15 s attempt timeout each attempt to it holds a connection until it times \
+         out, and is retried on the schedule). hookd runs with its default engine settings. \
+         If one slow endpoint held up the others, the fast endpoint's latency would grow in \
+         the second row of each backend.\n\n\
+         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
+         - Date: {}\n\
+         - Machine: {}\n\
+         - hookd: {}\n\n\
+         {}\n",
+        args.rate,
+        args.seconds,
+        args.slow_seconds,
+        args.command(),
+        report::now(),
+        machine.summary(),
+        report::revision(),
+        header(),
+    );
+    for run in runs {
+        out.push_str(&row(run));
+        out.push('\n');
+    }
+    out
+}

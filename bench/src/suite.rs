@@ -1,0 +1,164 @@
+//! `hookd-bench suite`: every benchmark, one after the other, with one command.
+//!
+//! Each benchmark runs as a child process of this same binary with the arguments it would be
+//! given by hand, so every section of `docs/benchmarks.md` records the exact command that
+//! reproduces it, and a benchmark that fails (or flags lost messages) does not stop the
+//! others. The suite's own section records the suite command, the machine and how each part
+//! ended. `--quick` shrinks every benchmark to a few seconds, to check that the suite works;
+//! its numbers mean little.
+
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use anyhow::Context;
+
+use crate::hookd::Backends;
+use crate::machine::Machine;
+use crate::report;
+
+/// The docs section this command owns.
+const SECTION: &str = "suite";
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Database(s) every benchmark runs on.
+    #[arg(long, value_enum, default_value = "both")]
+    backend: Backends,
+    /// Tiny sizes everywhere: checks that the suite runs, measures little.
+    #[arg(long)]
+    quick: bool,
+    #[command(flatten)]
+    output: report::Output,
+}
+
+impl Args {
+    fn command(&self) -> String {
+        format!(
+            "target/release/hookd-bench suite --backend {}{}{}",
+            self.backend.flag(),
+            if self.quick { " --quick" } else { "" },
+            self.output.flags()
+        )
+    }
+
+    /// The benchmarks and their arguments, in the order they run.
+    fn plan(&self) -> Vec<(&'static str, Vec<String>)> {
+        let backend = ["--backend", self.backend.flag()];
+        let ceiling_quick = [
+            "--ceiling-concurrency",
+            "32",
+            "--ceiling-requests",
+            "5000",
+            "--ceiling-warmup",
+            "500",
+        ];
+        let plan: [(&str, &[&str], &[&str]); 6] = [
+            (
+                "publish",
+                &backend,
+                &["--messages", "3000", "--warmup", "300", "--runs", "1"],
+            ),
+            ("ceiling", &[], &ceiling_quick),
+            (
+                "deliver",
+                &backend,
+                &[
+                    "--messages",
+                    "2000",
+                    "--warmup",
+                    "200",
+                    "--latency-seconds",
+                    "3",
+                    "--ceiling-concurrency",
+                    "32",
+                    "--ceiling-requests",
+                    "5000",
+                    "--ceiling-warmup",
+                    "500",
+                ],
+            ),
+            (
+                "fanout",
+                &backend,
+                &["--endpoints", "100", "--messages", "20"],
+            ),
+            ("isolation", &backend, &["--rate", "50", "--seconds", "5"]),
+            ("memory", &backend, &["--backlog", "2000"]),
+        ];
+        plan.into_iter()
+            .map(|(name, common, quick)| {
+                let mut args: Vec<String> = common.iter().map(|a| (*a).to_owned()).collect();
+                if self.quick {
+                    args.extend(quick.iter().map(|a| (*a).to_owned()));
+                }
+                if let Some(load) = self.output.quiet_below {
+                    args.extend(["--quiet-below".to_owned(), load.to_string()]);
+                }
+                if self.output.write_docs {
+                    args.push("--write-docs".to_owned());
+                }
+                if let Some(file) = &self.output.docs_file {
+                    args.extend(["--docs-file".to_owned(), file.display().to_string()]);
+                }
+                (name, args)
+            })
+            .collect()
+    }
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    crate::hookd::binary()?;
+    let me = std::env::current_exe().context("cannot tell where hookd-bench runs from")?;
+    let machine = Machine::describe();
+    println!("machine: {}", machine.summary());
+    let started = Instant::now();
+    let mut outcomes = Vec::new();
+    for (name, bench_args) in args.plan() {
+        println!("\n=== hookd-bench {name} {}", bench_args.join(" "));
+        let ran = Instant::now();
+        let status = tokio::task::spawn_blocking({
+            let me = me.clone();
+            move || Command::new(me).arg(name).args(&bench_args).status()
+        })
+        .await?
+        .with_context(|| format!("cannot run hookd-bench {name}"))?;
+        let verdict = if status.success() {
+            "completed".to_owned()
+        } else {
+            format!("**failed or flagged ({status})**")
+        };
+        outcomes.push((name, verdict, ran.elapsed().as_secs()));
+    }
+    let mut body = format!(
+        "## The suite\n\n\
+         Every section below was written by one command, which runs each benchmark in turn \
+         as its own `hookd-bench` child process (each section records its own command, so a \
+         single benchmark can be rerun alone):\n\n\
+         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
+         - Date: {}\n\
+         - Machine: {}\n\
+         - hookd: {}\n\
+         - Took {} min in all.\n\n\
+         {}\n",
+        args.command(),
+        report::now(),
+        machine.summary(),
+        report::revision(),
+        started.elapsed().as_secs() / 60,
+        report::header(&["benchmark", "outcome", "seconds"]),
+    );
+    for (name, verdict, seconds) in &outcomes {
+        body.push_str(&report::row(&[
+            (*name).to_owned(),
+            verdict.clone(),
+            seconds.to_string(),
+        ]));
+        body.push('\n');
+    }
+    println!("\n{body}");
+    args.output.write(SECTION, &body)?;
+    if outcomes.iter().any(|(_, v, _)| v != "completed") {
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
