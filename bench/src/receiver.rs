@@ -32,7 +32,8 @@ use crate::api::unix_nanos;
 /// How the receiver behaves.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
-    /// Time taken before answering each request (zero: answer at once).
+    /// Time taken before answering each request (zero: answer at once); the request is
+    /// recorded when it arrives.
     pub delay: Duration,
     /// Endpoint secrets (`whsec_…`); when any, every request is verified and its receipt
     /// recorded.
@@ -271,10 +272,11 @@ async fn receive(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> StatusCode {
+    // Recorded on arrival: a slow receiver's requests count while it is still answering.
+    shared.record(uri.path(), &headers, &body);
     if !shared.delay.is_zero() {
         tokio::time::sleep(shared.delay).await;
     }
-    shared.record(uri.path(), &headers, &body);
     StatusCode::NO_CONTENT
 }
 
