@@ -34,7 +34,7 @@ async fn schemathesis_finds_no_server_error_in_the_api() {
             st.display()
         );
     }
-    let (database, _dir) = hookd_store::testing::fresh_sqlite();
+    let (database, dir) = hookd_store::testing::fresh_sqlite();
     let hookd = Hookd::serve_local_with_env(
         &database,
         TOKEN,
@@ -69,8 +69,11 @@ async fn schemathesis_finds_no_server_error_in_the_api() {
     );
     let schema = format!("{}/api/v1/openapi.json", hookd.base_url);
     let budget = budget();
+    // schemathesis keeps a cache in its working directory: the test's temporary one.
+    let workdir = dir.path().to_owned();
     let output = tokio::task::spawn_blocking(move || {
         Command::new(st)
+            .current_dir(workdir)
             .args(["--config-file", config, "run", &schema])
             .args([
                 "--checks",
