@@ -11,7 +11,7 @@
 //! tables are created and migrated by [`PgStore::connect`] from `migrations/postgres/`.
 //!
 //! One file per resource trait (`applications`, `endpoints`, `event_types`, `messages`,
-//! `auth`, `queue`); this one keeps what they share: connecting and migrating,
+//! `auth`, `queue`, `outbox`); this one keeps what they share: connecting and migrating,
 //! constraint-error mapping and list queries. `rows` holds the row decoders.
 //!
 //! Queries are prepared at run time (`sqlx::query`), never checked against a database at build
@@ -22,6 +22,7 @@ mod auth;
 mod endpoints;
 mod event_types;
 mod messages;
+mod outbox;
 mod queue;
 mod rows;
 
@@ -72,6 +73,10 @@ impl PgStore {
             .await?;
         let mut migrator = sqlx::migrate!("./migrations/postgres");
         migrator.create_schema(SCHEMA);
+        // Migrations only add (tables, columns with defaults, indexes), so a process of an
+        // older version keeps working on a schema a newer one migrated: during a rolling
+        // upgrade both run at once. See docs/deployment.md.
+        migrator.set_ignore_missing(true);
         // With search_path=hookd, sqlx's bookkeeping table is hookd._sqlx_migrations.
         migrator.run(&pool).await.map_err(|e| match e {
             MigrateError::Execute(e) => StoreError::from(e),
