@@ -53,6 +53,8 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pool: PgPool,
+    /// Whether claims hold per-endpoint limits across every process (see `queue`).
+    cluster_limits: bool,
 }
 
 impl PgStore {
@@ -82,7 +84,19 @@ impl PgStore {
             MigrateError::Execute(e) => StoreError::from(e),
             other => StoreError::Config(format!("cannot migrate the PostgreSQL schema: {other}")),
         })?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            cluster_limits: true,
+        })
+    }
+
+    /// With `false`, a claim's `per_endpoint` caps only that claim, as on SQLite, and rate
+    /// limits are left to the claiming process: for a single process whose engine keeps the
+    /// limits in memory. On (the default), claims count every process's deliveries in flight
+    /// and share each endpoint's rate (see [`crate::DeliveryQueue::claim_due`]).
+    pub fn with_cluster_limits(mut self, on: bool) -> Self {
+        self.cluster_limits = on;
+        self
     }
 
     /// The connection pool, for callers that keep their own tables in the `hookd` schema.
