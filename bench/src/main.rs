@@ -9,10 +9,11 @@
 //! [`receiver`] (the local webhook receiver), [`api`] (setting hookd up), [`load`] (the
 //! closed-loop load generator with latency histograms), [`machine`] (what it ran on) and
 //! [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
-//! own on top of them: [`publish`], [`ceiling`] and [`deliver`].
+//! own on top of them: [`publish`], [`ceiling`], [`deliver`] and [`cluster`].
 
 mod api;
 mod ceiling;
+mod cluster;
 mod deliver;
 mod hookd;
 mod load;
@@ -40,6 +41,9 @@ enum Command {
     Ceiling(ceiling::Args),
     /// End to end: publish → hookd → verifying receiver; deliveries/s and latency.
     Deliver(deliver::Args),
+    /// Several hookd processes on one PostgreSQL (deliveries/s with 1, 2, 3) and the outbox's
+    /// commit-to-receipt latency.
+    Cluster(cluster::Args),
     /// Internal: the receiver process the ceiling and deliver benchmarks start.
     #[command(hide = true)]
     Receive {
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
             Command::Publish(args) => publish::run(args).await,
             Command::Ceiling(args) => ceiling::run(args).await,
             Command::Deliver(args) => deliver::run(args).await,
+            Command::Cluster(args) => cluster::run(args).await,
             Command::Receive { port, secret } => {
                 let options = receiver::Options {
                     secrets: secret,

@@ -28,6 +28,7 @@ cargo build --release -p hookd -p hookd-bench
 target/release/hookd-bench publish --backend both --quiet-below 0.7 --write-docs
 target/release/hookd-bench ceiling --quiet-below 0.7 --write-docs
 target/release/hookd-bench deliver --backend both --quiet-below 0.7 --write-docs
+target/release/hookd-bench cluster --quiet-below 0.7 --write-docs
 ```
 
 Wait for an idle machine first (no compiles running; `--quiet-below 0.7` waits for the load
