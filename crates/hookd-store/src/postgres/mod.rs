@@ -53,6 +53,8 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pool: PgPool,
+    /// How to connect: the listener of `outbox` opens its own connection with it.
+    options: PgConnectOptions,
     /// Whether claims hold per-endpoint limits across every process (see `queue`).
     cluster_limits: bool,
 }
@@ -71,7 +73,7 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await?;
         let mut migrator = sqlx::migrate!("./migrations/postgres");
         migrator.create_schema(SCHEMA);
@@ -86,6 +88,7 @@ impl PgStore {
         })?;
         Ok(Self {
             pool,
+            options,
             cluster_limits: true,
         })
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hookd_core::{AppId, Timestamp};
-use sqlx::postgres::{PgConnection, PgListener};
+use sqlx::postgres::{PgConnection, PgListener, PgPoolOptions};
 use sqlx::{Connection as _, Postgres, Transaction};
 
 use super::PgStore;
@@ -80,8 +80,14 @@ impl OutboxStore for PgStore {
     }
 
     async fn watch(&self, wakeups: Wakeups) -> Result<bool, StoreError> {
-        let mut listener = PgListener::connect_with(&self.pool).await?;
-        listener.ignore_pool_close_event(true);
+        // A connection of its own, outside the query pool: it is held for good.
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .max_lifetime(None)
+            .idle_timeout(None)
+            .connect_with(self.options.clone())
+            .await?;
+        let mut listener = PgListener::connect_with(&pool).await?;
         listener
             .listen_all([OUTBOX_CHANNEL, DELIVERIES_CHANNEL])
             .await?;
