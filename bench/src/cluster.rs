@@ -23,7 +23,7 @@ use sqlx::postgres::PgPoolOptions;
 
 use crate::api::{Api, SendLog, unix_nanos};
 use crate::deliver::drain;
-use crate::hookd::{Backend, DEFAULT_POSTGRES_URL, Database, Hookd};
+use crate::hookd::{Backend, Database, Hookd, PostgresServer};
 use crate::load::{self, Outcome, Requests};
 use crate::machine::{self, Machine};
 use crate::receiver::ReceiverProcess;
@@ -58,14 +58,8 @@ pub struct Args {
     /// Outbox latency: seconds of committing.
     #[arg(long, default_value_t = 20)]
     outbox_seconds: u64,
-    /// PostgreSQL server on which a database `hookd_bench_<random>` is created and dropped.
-    #[arg(
-        long,
-        env = "HOOKD_TEST_POSTGRES_URL",
-        default_value = DEFAULT_POSTGRES_URL,
-        hide_env_values = true
-    )]
-    postgres_url: String,
+    #[command(flatten)]
+    postgres: PostgresServer,
     #[command(flatten)]
     output: report::Output,
 }
@@ -143,7 +137,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut scale = Vec::new();
     for processes in 1..=args.max_processes {
         machine::settle(args.output.quiet_below).await?;
-        let database = Database::create(Backend::Postgres, &args.postgres_url).await?;
+        let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
         let result = scale_out(processes, &database, &args).await;
         database.remove().await;
         let run = result?;
@@ -151,7 +145,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         scale.push(run);
     }
     machine::settle(args.output.quiet_below).await?;
-    let database = Database::create(Backend::Postgres, &args.postgres_url).await?;
+    let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
     let result = outbox_latency(&database, &args).await;
     database.remove().await;
     let outbox = result?;

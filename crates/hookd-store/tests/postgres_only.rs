@@ -155,40 +155,14 @@ async fn concurrent_claimers_never_get_the_same_delivery() {
     setup.create_app(&owner).await.unwrap();
     // 20 endpoints × 100 messages: 2,000 due deliveries.
     for i in 0..20 {
-        let created = Timestamp::from_millis(i);
-        let endpoint = Endpoint {
-            id: EndpointId::new(created),
-            app_id: owner.id.clone(),
-            uid: None,
-            url: format!("https://example.com/hook/{i}"),
-            description: String::new(),
-            event_types: None,
-            channels: None,
-            disabled: false,
-            disabled_reason: None,
-            disabled_at: None,
-            throttle_rate: None,
-            timeout_secs: None,
-            metadata: BTreeMap::new(),
-            headers: BTreeMap::new(),
-            secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
-            created_at: created,
-            updated_at: created,
-        };
-        setup.create_endpoint(&endpoint).await.unwrap();
+        setup
+            .create_endpoint(&endpoint_of(&owner, i, None))
+            .await
+            .unwrap();
     }
     for i in 0..100 {
-        let created = Timestamp::from_millis(i);
-        let message = Message {
-            id: MessageId::new(created),
-            app_id: owner.id.clone(),
-            event_type: "order.shipped".into(),
-            event_id: None,
-            channels: None,
-            payload: Some(b"{}".to_vec()),
-            created_at: created,
-        };
-        assert_eq!(setup.create_message(&message).await.unwrap().deliveries, 20);
+        let created = setup.create_message(&message_of(&owner, i)).await.unwrap();
+        assert_eq!(created.deliveries, 20);
     }
     // Four claimers with their own pools, as four processes would be.
     let mut claimers = Vec::new();
@@ -268,6 +242,20 @@ fn endpoint_of(owner: &Application, created: i64, rate: Option<u16>) -> Endpoint
     }
 }
 
+/// A message of `owner` created at `created` ms.
+fn message_of(owner: &Application, created: i64) -> Message {
+    let created = Timestamp::from_millis(created);
+    Message {
+        id: MessageId::new(created),
+        app_id: owner.id.clone(),
+        event_type: "order.shipped".into(),
+        event_id: None,
+        channels: None,
+        payload: Some(b"{}".to_vec()),
+        created_at: created,
+    }
+}
+
 /// What four claimers (own pools, as four processes) claim at once at `now`, per endpoint.
 async fn claim_everywhere(
     claimers: &[PgStore],
@@ -305,17 +293,7 @@ async fn endpoint_limits_hold_across_processes() {
         setup.create_endpoint(endpoint).await.unwrap();
     }
     for i in 0..50 {
-        let created = Timestamp::from_millis(i);
-        let message = Message {
-            id: MessageId::new(created),
-            app_id: owner.id.clone(),
-            event_type: "order.shipped".into(),
-            event_id: None,
-            channels: None,
-            payload: Some(b"{}".to_vec()),
-            created_at: created,
-        };
-        setup.create_message(&message).await.unwrap();
+        setup.create_message(&message_of(&owner, i)).await.unwrap();
     }
     let mut claimers = Vec::new();
     for _ in 0..4 {
