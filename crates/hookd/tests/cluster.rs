@@ -17,17 +17,16 @@ use hookd_store::testing::fresh_postgres;
 use support::{Api, Hookd};
 
 const TOKEN: &str = "cluster-test-admin-token";
-const WORKERS: usize = 16;
+const WORKERS: &str = "16";
 
 fn serve(database: &str, extra: &[&str]) -> Hookd {
-    let workers = WORKERS.to_string();
     let mut args = vec![
         "--lease",
         "4s",
         "--attempt-timeout",
         "1",
         "--workers",
-        &workers,
+        WORKERS,
     ];
     args.extend_from_slice(extra);
     Hookd::serve_local(database, TOKEN, &args)
@@ -169,31 +168,31 @@ async fn three_processes_share_the_work_and_kill_9_of_one_loses_nothing() {
         accepted.iter().all(|id| counts.contains_key(id))
     })
     .await;
-    // Duplicates only for attempts the killed process had in flight: the receiver got one
-    // more than the attempts on record (the killed process never recorded its own).
+    // Duplicates only for attempts the killed process had in flight (the receiver got one
+    // more than the attempts on record: the killed process never recorded its own), or for a
+    // retry after a recorded failure (an attempt that timed out on a loaded machine may still
+    // have reached the receiver). Two recorded successes would be a double delivery.
     let counts = received();
     let duplicated: Vec<(&String, usize)> = counts
         .iter()
         .filter(|(_, n)| **n > 1)
         .map(|(id, n)| (id, *n))
         .collect();
-    assert!(
-        duplicated.len() <= WORKERS,
-        "more duplicates ({}) than the killed process had workers",
-        duplicated.len()
-    );
     for (id, n) in duplicated {
-        let mut recorded = 0;
+        let (mut recorded, mut succeeded) = (0, 0);
         eventually("the duplicate's attempts are recorded", async || {
             let attempts = api1.get(&format!("/app/{app}/attempt/msg/{id}")).await;
-            recorded = attempts["data"].as_array().unwrap().len();
-            recorded + 1 >= n
+            let attempts = attempts["data"].as_array().unwrap().clone();
+            recorded = attempts.len();
+            succeeded = attempts.iter().filter(|a| a["status"] == 0).count();
+            recorded + 1 >= n && succeeded >= 1
         })
         .await;
-        assert_eq!(
-            (n, recorded),
-            (2, 1),
-            "{id}: received {n} times, {recorded} attempts recorded"
+        let in_flight_at_kill = recorded + 1 == n;
+        let retried_after_failure = recorded == n && succeeded < recorded;
+        assert!(
+            succeeded == 1 && (in_flight_at_kill || retried_after_failure),
+            "{id}: received {n} times, {recorded} attempts recorded, {succeeded} successful"
         );
     }
     // A message the killed process committed but could not answer 202 for is delivered too
