@@ -294,7 +294,7 @@ async fn drive(
 
 /// Waits until the receiver has `expected` distinct verified ids, or until no new one has
 /// arrived for [`DRAIN_PATIENCE`] (then the missing ones show in the tally).
-async fn drain(receiver: &ReceiverProcess, expected: u64) -> anyhow::Result<()> {
+pub(crate) async fn drain(receiver: &ReceiverProcess, expected: u64) -> anyhow::Result<()> {
     let (mut last, mut progressed) = (0, Instant::now());
     loop {
         let count = receiver.count().await?;

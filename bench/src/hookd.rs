@@ -80,6 +80,19 @@ impl Backends {
 /// The PostgreSQL server used when none is given: the one the test suite uses.
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
+/// The `--postgres-url` option of a benchmark that runs on PostgreSQL.
+#[derive(Debug, clap::Args)]
+pub struct PostgresServer {
+    /// PostgreSQL server on which a database `hookd_bench_<random>` is created and dropped.
+    #[arg(
+        long = "postgres-url",
+        env = "HOOKD_TEST_POSTGRES_URL",
+        default_value = DEFAULT_POSTGRES_URL,
+        hide_env_values = true
+    )]
+    pub url: String,
+}
+
 /// A database made for one run. [`Database::remove`] deletes it; call it on every path.
 pub enum Database {
     Sqlite {

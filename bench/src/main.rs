@@ -9,11 +9,12 @@
 //! [`receiver`] (the local webhook receiver), [`api`] (setting hookd up), [`load`] (the
 //! closed-loop load generator with latency histograms), [`machine`] (what it ran on) and
 //! [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
-//! own on top of them: [`publish`], [`ceiling`], [`deliver`], [`fanout`], [`isolation`] and
-//! [`memory`]; [`suite`] runs them all with one command.
+//! own on top of them: [`publish`], [`ceiling`], [`deliver`], [`fanout`], [`isolation`],
+//! [`memory`] and [`cluster`]; [`suite`] runs them all with one command.
 
 mod api;
 mod ceiling;
+mod cluster;
 mod deliver;
 mod fanout;
 mod hookd;
@@ -53,6 +54,9 @@ enum Command {
     Memory(memory::Args),
     /// Every benchmark in turn, with one command (writes every section of the docs).
     Suite(suite::Args),
+    /// Several hookd processes on one PostgreSQL (deliveries/s with 1, 2, 3) and the outbox's
+    /// commit-to-receipt latency.
+    Cluster(cluster::Args),
     /// Internal: the receiver process the ceiling and deliver benchmarks start.
     #[command(hide = true)]
     Receive {
@@ -79,6 +83,7 @@ fn main() -> ExitCode {
             Command::Publish(args) => publish::run(args).await,
             Command::Ceiling(args) => ceiling::run(args).await,
             Command::Deliver(args) => deliver::run(args).await,
+            Command::Cluster(args) => cluster::run(args).await,
             Command::Fanout(args) => fanout::run(args).await,
             Command::Isolation(args) => isolation::run(args).await,
             Command::Memory(args) => memory::run(args).await,

@@ -28,8 +28,8 @@ cargo build --release -p hookd -p hookd-bench
 target/release/hookd-bench suite --backend both --quiet-below 0.7 --write-docs
 ```
 
-It runs `publish`, `ceiling`, `deliver`, `fanout`, `isolation` and `memory` in turn, each as
-its own child process; every section records its own command, so any one benchmark can be
+It runs `publish`, `ceiling`, `deliver`, `fanout`, `isolation`, `memory` and (with PostgreSQL)
+`cluster` in turn, each as its own child process; every section records its own command, so any one benchmark can be
 rerun alone. `hookd-bench suite --quick` shrinks everything to check that the suite works.
 
 Wait for an idle machine first (no compiles running; `--quiet-below 0.7` waits for the load

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 
-use crate::hookd::Backends;
+use crate::hookd::{Backend, Backends};
 use crate::machine::Machine;
 use crate::report;
 
@@ -52,7 +52,7 @@ impl Args {
             "--ceiling-warmup",
             "500",
         ];
-        let plan: [(&str, &[&str], &[&str]); 6] = [
+        let plan: [(&str, &[&str], &[&str]); 7] = [
             (
                 "publish",
                 &backend,
@@ -84,8 +84,24 @@ impl Args {
             ),
             ("isolation", &backend, &["--rate", "50", "--seconds", "5"]),
             ("memory", &backend, &["--backlog", "2000"]),
+            // PostgreSQL only (skipped for `--backend sqlite`): several processes on one
+            // database, and the outbox.
+            (
+                "cluster",
+                &[],
+                &[
+                    "--messages",
+                    "1000",
+                    "--warmup",
+                    "100",
+                    "--outbox-seconds",
+                    "3",
+                ],
+            ),
         ];
+        let with_postgres = self.backend.list().contains(&Backend::Postgres);
         plan.into_iter()
+            .filter(|(name, _, _)| *name != "cluster" || with_postgres)
             .map(|(name, common, quick)| {
                 let mut args: Vec<String> = common.iter().map(|a| (*a).to_owned()).collect();
                 if self.quick {

@@ -40,6 +40,60 @@ pub fn channel(text: &str) -> Result<(), NameError> {
     check(text, 128)
 }
 
+/// Why a message to publish was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageError {
+    /// A field breaks its rule; `field` is its API (camelCase) name.
+    #[error("{field}: {reason}")]
+    Field { field: &'static str, reason: String },
+    /// The payload is larger than the server accepts.
+    #[error("the payload is {size} bytes; this server accepts at most {limit}")]
+    TooLarge { size: usize, limit: usize },
+}
+
+/// The rules every published message follows, whether it came through the API or the
+/// outbox: valid names, at most 10 valid channels, and a payload that is a JSON object of at
+/// most `max_payload` bytes. `payload` is the payload's JSON text, already known to be JSON.
+pub fn message(
+    event_type: &str,
+    event_id: Option<&str>,
+    channels: Option<&[String]>,
+    payload: &str,
+    max_payload: usize,
+) -> Result<(), MessageError> {
+    let field = |field: &'static str| {
+        move |e: NameError| MessageError::Field {
+            field,
+            reason: e.to_string(),
+        }
+    };
+    name(event_type).map_err(field("eventType"))?;
+    event_id.map_or(Ok(()), name).map_err(field("eventId"))?;
+    let channels = channels.unwrap_or_default();
+    if channels.len() > 10 {
+        return Err(MessageError::Field {
+            field: "channels",
+            reason: "at most 10 channels".into(),
+        });
+    }
+    for value in channels {
+        channel(value).map_err(field("channels"))?;
+    }
+    if !payload.starts_with('{') {
+        return Err(MessageError::Field {
+            field: "payload",
+            reason: "must be a JSON object".into(),
+        });
+    }
+    if payload.len() > max_payload {
+        return Err(MessageError::TooLarge {
+            size: payload.len(),
+            limit: max_payload,
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,5 +113,36 @@ mod tests {
             channel(&"c".repeat(129)),
             Err(NameError::TooLong { max: 128 })
         );
+    }
+
+    #[test]
+    fn a_message_needs_an_object_payload_within_the_limit() {
+        assert_eq!(message("a.b", Some("e1"), None, "{}", 2), Ok(()));
+        assert!(matches!(
+            message("a.b", None, None, "[1]", 10),
+            Err(MessageError::Field {
+                field: "payload",
+                ..
+            })
+        ));
+        assert_eq!(
+            message("a.b", None, None, "{\"a\":1}", 4),
+            Err(MessageError::TooLarge { size: 7, limit: 4 })
+        );
+        let eleven: Vec<String> = (0..11).map(|n| n.to_string()).collect();
+        assert!(matches!(
+            message("a.b", None, Some(&eleven), "{}", 10),
+            Err(MessageError::Field {
+                field: "channels",
+                ..
+            })
+        ));
+        assert!(matches!(
+            message("a b", None, None, "{}", 10),
+            Err(MessageError::Field {
+                field: "eventType",
+                ..
+            })
+        ));
     }
 }

@@ -7,6 +7,7 @@
 //!
 //! # Layout
 //! - [`dispatcher`]: [`Engine`], the claim → send → record loop and its [`EngineConfig`].
+//! - [`relay`]: [`Relay`], which turns committed outbox rows into messages and deliveries.
 //! - `limits`: per-endpoint concurrency and rate limits (fairness).
 //! - `attempt`: the signed request for a delivery, and what its outcome means.
 //! - `recorder`: writes finished attempts to the store, many per transaction.
@@ -21,10 +22,12 @@ pub mod dispatcher;
 pub mod http;
 mod limits;
 mod recorder;
+pub mod relay;
 pub mod schedule;
 pub mod ssrf;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use dispatcher::{Engine, EngineConfig};
+pub use relay::{Relay, RelayConfig};
 pub use schedule::RetrySchedule;

@@ -8,7 +8,7 @@
 //! # Layout
 //! - [`store`]: the [`Store`] trait, which gathers one trait per resource
 //!   ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`], [`MessageStore`],
-//!   [`AuthStore`]) with their query and result types.
+//!   [`AuthStore`], [`OutboxStore`]) with their query and result types.
 //! - [`queue`]: [`DeliveryQueue`], the deliveries as the delivery engine's work queue.
 //! - [`prelude`]: every store trait, for calling their methods on a concrete store.
 //! - [`error`]: [`StoreError`], the one error every storage call returns.
@@ -17,6 +17,7 @@
 //!   resource trait.
 //! - [`postgres`]: the PostgreSQL implementation on `sqlx`, in a `hookd` schema, for several
 //!   hookd processes sharing one database. One file per resource trait.
+//! - `outbox`: the outbox row's checks and the message it becomes, shared by both relays.
 //! - `columns`, `keyset`, `json`: what both implementations share (the column lists their row
 //!   decoders read, keyset pagination, the JSON text columns' encoding).
 //! - `testing` (cargo feature `testing`): throwaway SQLite files and PostgreSQL databases for
@@ -27,6 +28,7 @@ mod columns;
 pub mod error;
 mod json;
 mod keyset;
+mod outbox;
 pub mod postgres;
 pub mod queue;
 pub mod sqlite;
@@ -44,7 +46,8 @@ pub use store::*;
 pub mod prelude {
     pub use crate::queue::DeliveryQueue;
     pub use crate::store::{
-        ApplicationStore, AuthStore, EndpointStore, EventTypeStore, MessageStore, Store,
+        ApplicationStore, AuthStore, EndpointStore, EventTypeStore, MessageStore, OutboxStore,
+        Store,
     };
 }
 

@@ -22,7 +22,9 @@ pub struct ClaimRequest {
     /// At most this many deliveries in all.
     pub limit: usize,
     /// At most this many deliveries of any one endpoint, oldest due first, so one endpoint's
-    /// backlog cannot fill a claim.
+    /// backlog cannot fill a claim. On PostgreSQL (with cluster limits, the default) this is
+    /// the endpoint's cap on deliveries in flight across every process, and an endpoint's
+    /// rate limit is shared by them too.
     pub per_endpoint: usize,
     /// Endpoints to leave alone this time (at their concurrency or rate limit).
     pub skip_endpoints: Vec<EndpointId>,

@@ -49,7 +49,14 @@ async fn processes_connecting_at_once_migrate_once() {
         .unwrap();
         (applied, tables)
     };
-    assert_eq!(migrations, 1);
+    let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/postgres"))
+        .unwrap()
+        .count();
+    assert_eq!(
+        migrations,
+        i64::try_from(files).unwrap(),
+        "each migration once"
+    );
     assert_eq!(
         tables,
         [
@@ -62,6 +69,7 @@ async fn processes_connecting_at_once_migrate_once() {
             "event_types",
             "idempotent_responses",
             "messages",
+            "outbox",
         ]
     );
 }
@@ -147,40 +155,14 @@ async fn concurrent_claimers_never_get_the_same_delivery() {
     setup.create_app(&owner).await.unwrap();
     // 20 endpoints × 100 messages: 2,000 due deliveries.
     for i in 0..20 {
-        let created = Timestamp::from_millis(i);
-        let endpoint = Endpoint {
-            id: EndpointId::new(created),
-            app_id: owner.id.clone(),
-            uid: None,
-            url: format!("https://example.com/hook/{i}"),
-            description: String::new(),
-            event_types: None,
-            channels: None,
-            disabled: false,
-            disabled_reason: None,
-            disabled_at: None,
-            throttle_rate: None,
-            timeout_secs: None,
-            metadata: BTreeMap::new(),
-            headers: BTreeMap::new(),
-            secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
-            created_at: created,
-            updated_at: created,
-        };
-        setup.create_endpoint(&endpoint).await.unwrap();
+        setup
+            .create_endpoint(&endpoint_of(&owner, i, None))
+            .await
+            .unwrap();
     }
     for i in 0..100 {
-        let created = Timestamp::from_millis(i);
-        let message = Message {
-            id: MessageId::new(created),
-            app_id: owner.id.clone(),
-            event_type: "order.shipped".into(),
-            event_id: None,
-            channels: None,
-            payload: Some(b"{}".to_vec()),
-            created_at: created,
-        };
-        assert_eq!(setup.create_message(&message).await.unwrap().deliveries, 20);
+        let created = setup.create_message(&message_of(&owner, i)).await.unwrap();
+        assert_eq!(created.deliveries, 20);
     }
     // Four claimers with their own pools, as four processes would be.
     let mut claimers = Vec::new();
@@ -191,7 +173,9 @@ async fn concurrent_claimers_never_get_the_same_delivery() {
                 now: Timestamp::from_millis(1_000),
                 lease_until: Timestamp::from_millis(1_000_000),
                 limit: 25,
-                per_endpoint: 3,
+                // A cap no endpoint reaches: this test is about claimers racing for rows (the
+                // cluster-wide caps have their own test below).
+                per_endpoint: 100,
                 skip_endpoints: Vec::new(),
             };
             let mut mine = Vec::new();
@@ -232,4 +216,104 @@ async fn concurrent_claimers_never_get_the_same_delivery() {
         .await
         .unwrap();
     assert_eq!(sending, 2_000);
+}
+
+/// An endpoint of `owner` created at `created` ms, limited to `rate` attempts a second.
+fn endpoint_of(owner: &Application, created: i64, rate: Option<u16>) -> Endpoint {
+    let created = Timestamp::from_millis(created);
+    Endpoint {
+        id: EndpointId::new(created),
+        app_id: owner.id.clone(),
+        uid: None,
+        url: "https://example.com/hook".into(),
+        description: String::new(),
+        event_types: None,
+        channels: None,
+        disabled: false,
+        disabled_reason: None,
+        disabled_at: None,
+        throttle_rate: rate,
+        timeout_secs: None,
+        metadata: BTreeMap::new(),
+        headers: BTreeMap::new(),
+        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+        created_at: created,
+        updated_at: created,
+    }
+}
+
+/// A message of `owner` created at `created` ms.
+fn message_of(owner: &Application, created: i64) -> Message {
+    let created = Timestamp::from_millis(created);
+    Message {
+        id: MessageId::new(created),
+        app_id: owner.id.clone(),
+        event_type: "order.shipped".into(),
+        event_id: None,
+        channels: None,
+        payload: Some(b"{}".to_vec()),
+        created_at: created,
+    }
+}
+
+/// What four claimers (own pools, as four processes) claim at once at `now`, per endpoint.
+async fn claim_everywhere(
+    claimers: &[PgStore],
+    now: i64,
+    per_endpoint: usize,
+) -> BTreeMap<String, usize> {
+    let request = ClaimRequest {
+        now: Timestamp::from_millis(now),
+        lease_until: Timestamp::from_millis(now + 60_000),
+        limit: 100,
+        per_endpoint,
+        skip_endpoints: Vec::new(),
+    };
+    let claims = claimers.iter().map(|store| store.claim_due(&request));
+    let mut counts = BTreeMap::new();
+    for claimed in futures::future::join_all(claims).await {
+        for c in claimed.unwrap() {
+            *counts.entry(c.endpoint.id.to_string()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+#[tokio::test]
+async fn endpoint_limits_hold_across_processes() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::cluster_limits").await else {
+        return;
+    };
+    let setup = PgStore::connect(&url).await.unwrap();
+    let owner = app("app_limits");
+    setup.create_app(&owner).await.unwrap();
+    let capped = endpoint_of(&owner, 1, None);
+    let throttled = endpoint_of(&owner, 2, Some(2));
+    for endpoint in [&capped, &throttled] {
+        setup.create_endpoint(endpoint).await.unwrap();
+    }
+    for i in 0..50 {
+        setup.create_message(&message_of(&owner, i)).await.unwrap();
+    }
+    let mut claimers = Vec::new();
+    for _ in 0..4 {
+        claimers.push(PgStore::connect(&url).await.unwrap());
+    }
+    let (capped, throttled) = (capped.id.to_string(), throttled.id.to_string());
+
+    // Concurrency 3 in all, whichever process claims; the rate-limited endpoint gives one
+    // second of its rate (2) to the first claim.
+    let first = claim_everywhere(&claimers, 1_000, 3).await;
+    assert_eq!(first.get(&capped), Some(&3), "{first:?}");
+    assert_eq!(first.get(&throttled), Some(&2), "{first:?}");
+    // Nothing more while those are in flight and inside the rate window.
+    let busy = claim_everywhere(&claimers, 1_999, 3).await;
+    assert!(busy.is_empty(), "{busy:?}");
+    // The rate window has passed; the throttled endpoint has room for one more under its cap.
+    let next_window = claim_everywhere(&claimers, 2_000, 3).await;
+    assert_eq!(next_window.get(&throttled), Some(&1), "{next_window:?}");
+    assert_eq!(next_window.get(&capped), None, "{next_window:?}");
+    // Leases that ran out (a process died) no longer count: the cap is free again.
+    let after_leases = claim_everywhere(&claimers, 61_001, 3).await;
+    assert_eq!(after_leases.get(&capped), Some(&3), "{after_leases:?}");
 }

@@ -11,13 +11,14 @@ use axum::routing::get;
 use axum::{Extension, Json, Router};
 use hookd_core::MessageId;
 use hookd_core::model::Message;
+use hookd_core::validate::MessageError;
 use hookd_store::MessageFilter;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::extract::{JsonBody, QueryParams};
 use crate::list::{ListOut, page_request};
-use crate::{ApiError, ApiState, Principal, validate};
+use crate::{ApiError, ApiState, Principal};
 
 pub fn routes() -> Router<ApiState> {
     Router::new()
@@ -72,20 +73,19 @@ fn empty_object() -> Box<RawValue> {
 
 impl MessageIn {
     async fn validate(&self, state: &ApiState) -> Result<(), ApiError> {
-        validate::name("eventType", &self.event_type)?;
-        validate::uid("eventId", self.event_id.as_deref())?;
-        validate::channels("channels", self.channels.as_deref())?;
-        let payload = self.payload.get();
-        if !payload.starts_with('{') {
-            return Err(ApiError::body_field("payload", "must be a JSON object"));
-        }
-        let limit = state.config().max_payload_bytes;
-        if payload.len() > limit {
-            return Err(ApiError::PayloadTooLarge(format!(
-                "the payload is {} bytes; this server accepts at most {limit}",
-                payload.len()
-            )));
-        }
+        hookd_core::validate::message(
+            &self.event_type,
+            self.event_id.as_deref(),
+            self.channels.as_deref(),
+            self.payload.get(),
+            state.config().max_payload_bytes,
+        )
+        .map_err(|e| match e {
+            MessageError::Field { field, reason } => ApiError::body_field(field, reason),
+            too_large @ MessageError::TooLarge { .. } => {
+                ApiError::PayloadTooLarge(too_large.to_string())
+            }
+        })?;
         if state.config().strict_event_types {
             let known = state.store().get_event_type(&self.event_type).await?;
             match known {

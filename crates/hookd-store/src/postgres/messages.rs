@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use hookd_core::AppId;
 use hookd_core::model::filters_take;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
-use sqlx::postgres::PgPool;
+use sqlx::postgres::{PgConnection, PgPool};
 
 use super::rows;
 use super::{ListQuery, Param, PgStore, fetch_one_of, missing, refused, sql, text};
@@ -27,69 +27,10 @@ impl MessageStore for PgStore {
         route: &Route,
     ) -> Result<CreatedMessage, StoreError> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(message.id.as_str())
-        .bind(message.app_id.as_str())
-        .bind(&message.event_type)
-        .bind(message.event_id.as_deref())
-        .bind(encode_opt(message.channels.as_ref()))
-        .bind(message.payload.as_deref())
-        .bind(message.created_at.as_millis())
-        .execute(&mut *tx)
-        .await
-        // Dropping `tx` on this early return rolls it back: nothing is written.
-        .map_err(refused(
-            taken::event_id(message.event_id.as_deref()),
-            "application",
-        ))?;
-        let routed: Vec<String> = match route {
-            Route::Subscribers => {
-                // Only the filter columns: this runs for every publish.
-                let rows = sqlx::query_as::<_, (String, Option<String>, Option<String>)>(
-                    "SELECT id, event_types, channels FROM endpoints WHERE app_id = $1 AND NOT disabled",
-                )
-                .bind(message.app_id.as_str())
-                .fetch_all(&mut *tx)
-                .await?;
-                let mut routed = Vec::new();
-                for (id, event_types, channels) in rows {
-                    let event_types: Option<Vec<String>> = decode_opt(event_types)?;
-                    let channels: Option<Vec<String>> = decode_opt(channels)?;
-                    if filters_take(
-                        event_types.as_deref(),
-                        channels.as_deref(),
-                        &message.event_type,
-                        message.channels.as_deref(),
-                    ) {
-                        routed.push(id);
-                    }
-                }
-                routed
-            }
-            Route::Only(endpoint) => vec![endpoint.to_string()],
-        };
-        if !routed.is_empty() {
-            // One statement for every delivery, however many endpoints subscribe.
-            sqlx::query(
-                "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at)
-                 SELECT $1, endpoint_id, $2, 0, $3, $3 FROM UNNEST($4::text[]) AS routed(endpoint_id)",
-            )
-            .bind(message.id.as_str())
-            .bind(i64::from(DeliveryStatus::Pending.code()))
-            .bind(message.created_at.as_millis())
-            .bind(&routed)
-            .execute(&mut *tx)
-            .await
-            .map_err(missing("endpoint"))?;
-        }
+        // Any early return drops `tx` uncommitted: nothing is written.
+        let created = insert_message(&mut tx, message, route).await?;
         tx.commit().await?;
-        Ok(CreatedMessage {
-            message: message.clone(),
-            deliveries: routed.len(),
-        })
+        Ok(created)
     }
 
     async fn get_message(
@@ -231,4 +172,74 @@ async fn attempt_page(
     query.and_time("a.created_at < ?", filter.before);
     query.and_time("a.created_at > ?", filter.after);
     query.page(pool, "a.id", true, page, rows::attempt).await
+}
+
+/// Writes a message and its deliveries on `conn` (inside the caller's transaction, which
+/// decides whether they are kept).
+pub(super) async fn insert_message(
+    conn: &mut PgConnection,
+    message: &Message,
+    route: &Route,
+) -> Result<CreatedMessage, StoreError> {
+    sqlx::query(
+        "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(message.id.as_str())
+    .bind(message.app_id.as_str())
+    .bind(&message.event_type)
+    .bind(message.event_id.as_deref())
+    .bind(encode_opt(message.channels.as_ref()))
+    .bind(message.payload.as_deref())
+    .bind(message.created_at.as_millis())
+    .execute(&mut *conn)
+    .await
+    .map_err(refused(
+        taken::event_id(message.event_id.as_deref()),
+        "application",
+    ))?;
+    let routed: Vec<String> = match route {
+        Route::Subscribers => {
+            // Only the filter columns: this runs for every publish.
+            let rows = sqlx::query_as::<_, (String, Option<String>, Option<String>)>(
+                "SELECT id, event_types, channels FROM endpoints WHERE app_id = $1 AND NOT disabled",
+            )
+            .bind(message.app_id.as_str())
+            .fetch_all(&mut *conn)
+            .await?;
+            let mut routed = Vec::new();
+            for (id, event_types, channels) in rows {
+                let event_types: Option<Vec<String>> = decode_opt(event_types)?;
+                let channels: Option<Vec<String>> = decode_opt(channels)?;
+                if filters_take(
+                    event_types.as_deref(),
+                    channels.as_deref(),
+                    &message.event_type,
+                    message.channels.as_deref(),
+                ) {
+                    routed.push(id);
+                }
+            }
+            routed
+        }
+        Route::Only(endpoint) => vec![endpoint.to_string()],
+    };
+    if !routed.is_empty() {
+        // One statement for every delivery, however many endpoints subscribe.
+        sqlx::query(
+            "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at)
+             SELECT $1, endpoint_id, $2, 0, $3, $3 FROM UNNEST($4::text[]) AS routed(endpoint_id)",
+        )
+        .bind(message.id.as_str())
+        .bind(i64::from(DeliveryStatus::Pending.code()))
+        .bind(message.created_at.as_millis())
+        .bind(&routed)
+        .execute(&mut *conn)
+        .await
+        .map_err(missing("endpoint"))?;
+    }
+    Ok(CreatedMessage {
+        message: message.clone(),
+        deliveries: routed.len(),
+    })
 }

@@ -11,7 +11,7 @@
 //! tables are created and migrated by [`PgStore::connect`] from `migrations/postgres/`.
 //!
 //! One file per resource trait (`applications`, `endpoints`, `event_types`, `messages`,
-//! `auth`, `queue`); this one keeps what they share: connecting and migrating,
+//! `auth`, `queue`, `outbox`); this one keeps what they share: connecting and migrating,
 //! constraint-error mapping and list queries. `rows` holds the row decoders.
 //!
 //! Queries are prepared at run time (`sqlx::query`), never checked against a database at build
@@ -22,6 +22,7 @@ mod auth;
 mod endpoints;
 mod event_types;
 mod messages;
+mod outbox;
 mod queue;
 mod rows;
 
@@ -52,6 +53,10 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pool: PgPool,
+    /// How to connect: the listener of `outbox` opens its own connection with it.
+    options: PgConnectOptions,
+    /// Whether claims hold per-endpoint limits across every process (see `queue`).
+    cluster_limits: bool,
 }
 
 impl PgStore {
@@ -68,16 +73,33 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await?;
         let mut migrator = sqlx::migrate!("./migrations/postgres");
         migrator.create_schema(SCHEMA);
+        // Migrations only add (tables, columns with defaults, indexes), so a process of an
+        // older version keeps working on a schema a newer one migrated: during a rolling
+        // upgrade both run at once. See docs/deployment.md.
+        migrator.set_ignore_missing(true);
         // With search_path=hookd, sqlx's bookkeeping table is hookd._sqlx_migrations.
         migrator.run(&pool).await.map_err(|e| match e {
             MigrateError::Execute(e) => StoreError::from(e),
             other => StoreError::Config(format!("cannot migrate the PostgreSQL schema: {other}")),
         })?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            options,
+            cluster_limits: true,
+        })
+    }
+
+    /// With `false`, a claim's `per_endpoint` caps only that claim, as on SQLite, and rate
+    /// limits are left to the claiming process: for a single process whose engine keeps the
+    /// limits in memory. On (the default), claims count every process's deliveries in flight
+    /// and share each endpoint's rate (see [`crate::DeliveryQueue::claim_due`]).
+    pub fn with_cluster_limits(mut self, on: bool) -> Self {
+        self.cluster_limits = on;
+        self
     }
 
     /// The connection pool, for callers that keep their own tables in the `hookd` schema.

@@ -3,7 +3,14 @@
 //! A claim locks its candidate rows with `FOR UPDATE SKIP LOCKED`: a row another claimer holds
 //! is skipped rather than waited for, and a row another claimer has already marked `sending`
 //! fails the due-time check when re-read after its lock is released. So concurrent claimers
-//! never get the same delivery, and never block one another.
+//! never get the same delivery.
+//!
+//! Per-endpoint limits hold across every process on the database, not per process (unless
+//! [`PgStore::with_cluster_limits`] turned that off): claims take turns under one transaction-scoped advisory lock, so each claim sees every earlier
+//! claim committed, and counts an endpoint's deliveries in flight (`sending` with a live
+//! lease) against its concurrency cap. A rate-limited endpoint gives at most one second's worth
+//! of attempts to one claim and records when the next claim may take more
+//! (`endpoints.next_window_at`); the claiming process spaces those attempts out itself.
 
 use async_trait::async_trait;
 use hookd_core::model::DeliveryStatus;
@@ -13,6 +20,9 @@ use super::{PgStore, missing, rows, sql};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::error::touched;
 use crate::{AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Recorded, StoreError};
+
+/// The advisory-lock key claims take turns under (any constant; "hookd" in ASCII).
+const CLAIM_LOCK: i64 = 0x68_6f6f_6b64;
 
 #[async_trait]
 impl DeliveryQueue for PgStore {
@@ -27,16 +37,34 @@ impl DeliveryQueue for PgStore {
             .collect();
         // Endpoint by endpoint, never scanning a backlog: `ready` finds each enabled endpoint's
         // oldest due time with one probe of deliveries_endpoint_due and keeps the `limit`
-        // endpoints waiting longest; `chosen` takes at most `per_endpoint` of each one's oldest
-        // due rows, skipping rows another claimer holds locked.
+        // endpoints waiting longest, with the room each has left (its cap less its deliveries in
+        // flight anywhere, one second of its rate at most); `chosen` takes that many of each
+        // one's oldest due rows, skipping rows another claimer holds locked; `windows` moves
+        // rate-limited endpoints' next window past the attempts just claimed.
+        let mut tx = self.pool.begin().await?;
+        if self.cluster_limits {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(CLAIM_LOCK)
+                .execute(&mut *tx)
+                .await?;
+        }
         let rows = sql(format!(
             "WITH ready AS (
-                 SELECT e.id, o.oldest FROM endpoints e
+                 SELECT e.id, o.oldest,
+                        LEAST($4 - busy.n,
+                              CASE WHEN $7 THEN COALESCE(NULLIF(e.throttle_rate, 0), $4) ELSE $4 END
+                        ) AS room
+                 FROM endpoints e
                  CROSS JOIN LATERAL (
                      SELECT MIN(d.next_attempt_at) AS oldest FROM deliveries d
                      WHERE d.endpoint_id = e.id AND d.next_attempt_at IS NOT NULL
                  ) o
+                 CROSS JOIN LATERAL (
+                     SELECT count(*) AS n FROM deliveries f
+                     WHERE $7 AND f.endpoint_id = e.id AND f.status = $5 AND f.next_attempt_at > $1
+                 ) busy
                  WHERE NOT e.disabled AND e.id <> ALL ($2::text[]) AND o.oldest <= $1
+                   AND busy.n < $4 AND (NOT $7 OR COALESCE(e.next_window_at, 0) <= $1)
                  ORDER BY o.oldest
                  LIMIT $3
              ), chosen AS (
@@ -46,7 +74,7 @@ impl DeliveryQueue for PgStore {
                      WHERE d.endpoint_id = r.id AND d.next_attempt_at IS NOT NULL
                        AND d.next_attempt_at <= $1
                      ORDER BY d.next_attempt_at
-                     LIMIT $4
+                     LIMIT r.room
                      FOR UPDATE SKIP LOCKED
                  ) p
                  ORDER BY p.next_attempt_at
@@ -55,6 +83,11 @@ impl DeliveryQueue for PgStore {
                  UPDATE deliveries d SET status = $5, next_attempt_at = $6, updated_at = $1
                  FROM chosen c WHERE d.message_id = c.message_id AND d.endpoint_id = c.endpoint_id
                  RETURNING {DELIVERY_COLUMNS}, d.manual, c.due
+             ), windows AS (
+                 UPDATE endpoints e
+                 SET next_window_at = $1 + (c.n * 1000 + e.throttle_rate - 1) / e.throttle_rate
+                 FROM (SELECT endpoint_id, count(*) AS n FROM claimed GROUP BY endpoint_id) c
+                 WHERE $7 AND e.id = c.endpoint_id AND e.throttle_rate > 0
              )
              SELECT {DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}, {ENDPOINT_COLUMNS}
              FROM claimed d
@@ -68,8 +101,10 @@ impl DeliveryQueue for PgStore {
         .bind(sql_count(request.per_endpoint))
         .bind(i64::from(DeliveryStatus::Sending.code()))
         .bind(request.lease_until.as_millis())
-        .fetch_all(&self.pool)
+        .bind(self.cluster_limits)
+        .fetch_all(&mut *tx)
         .await?;
+        tx.commit().await?;
         rows.iter().map(rows::claimed).collect()
     }
 

@@ -25,7 +25,10 @@ const MAX_BATCH: usize = 256;
 /// Prepared statements kept per connection.
 const STATEMENT_CACHE: usize = 128;
 
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../../migrations/sqlite/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../../migrations/sqlite/0001_init.sql")),
+    (4, include_str!("../../migrations/sqlite/0004_outbox.sql")),
+];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.
 trait WriteJob: Send {
@@ -158,12 +161,13 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
     )?;
-    let current: i64 = conn.query_row(
-        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-        [],
-        |row| row.get(0),
-    )?;
-    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+    // Every version not yet applied, not only those above the highest: migrations numbered
+    // on separate branches may arrive out of order.
+    let applied: Vec<i64> = conn
+        .prepare("SELECT version FROM schema_migrations")?
+        .query_map([], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| !applied.contains(v)) {
         tracing::info!(version, "applying SQLite migration");
         let tx = conn.unchecked_transaction()?;
         tx.execute_batch(sql)?;

@@ -190,7 +190,7 @@ impl MessageStore for SqliteStore {
     }
 }
 
-fn insert_message(
+pub(super) fn insert_message(
     conn: &Connection,
     message: &Message,
     route: &Route,

@@ -1,6 +1,6 @@
 //! The [`Store`] contract: everything the API and the delivery engine read and write, as one
 //! trait per resource ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`],
-//! [`MessageStore`], [`AuthStore`], and [`DeliveryQueue`] for the engine) that [`Store`]
+//! [`MessageStore`], [`AuthStore`], [`OutboxStore`], and [`DeliveryQueue`] for the engine) that [`Store`]
 //! gathers.
 //!
 //! Lookups that the API exposes by "id or uid" take the caller's text and match either, so the
@@ -12,12 +12,14 @@ mod auth;
 mod endpoints;
 mod event_types;
 mod messages;
+mod outbox;
 
 pub use applications::ApplicationStore;
 pub use auth::{ApiToken, AuthStore, StoredResponse};
 pub use endpoints::EndpointStore;
 pub use event_types::EventTypeStore;
 pub use messages::{AttemptFilter, CreatedMessage, MessageFilter, MessageStore, Route};
+pub use outbox::{OutboxStore, RelayRules, Relayed, Wakeups};
 
 use crate::DeliveryQueue;
 
@@ -60,6 +62,7 @@ pub trait Store:
     + MessageStore
     + AuthStore
     + DeliveryQueue
+    + OutboxStore
     + Send
     + Sync
     + 'static
@@ -73,6 +76,7 @@ impl<T> Store for T where
         + MessageStore
         + AuthStore
         + DeliveryQueue
+        + OutboxStore
         + Send
         + Sync
         + 'static

@@ -1,15 +1,21 @@
 //! `hookd serve`: the server. Opens (and migrates) the database, makes sure an admin token
-//! exists, and runs the API and the delivery engine until SIGINT or SIGTERM.
+//! exists, and runs the API, the delivery engine and the outbox relay (or, with `--role`, the
+//! API alone or the engine and relay alone) until SIGINT or SIGTERM.
+//!
+//! On PostgreSQL several processes share the database: each one announces the deliveries it
+//! creates (NOTIFY) and listens for the others' and for producers' outbox commits, so work
+//! written by any process is picked up at once by whichever engine is free.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use hookd_api::{ApiConfig, ApiState};
 use hookd_core::Clock;
-use hookd_engine::Engine;
 use hookd_engine::http::WebhookSender;
-use hookd_store::Store;
+use hookd_engine::{Engine, Relay, RelayConfig};
+use hookd_store::{RelayRules, Store, Wakeups};
 use tokio::sync::{Notify, watch};
 
 use super::database::{Database, runtime};
@@ -40,10 +46,40 @@ pub struct Args {
     /// Requests worked on at once; more are answered 503 at once (memory stays bounded).
     #[arg(long, env = "HOOKD_MAX_IN_FLIGHT", default_value_t = 1024)]
     max_in_flight: usize,
+    /// What this process runs: `all` (the API, the delivery engine and the outbox relay),
+    /// `api` (the API alone) or `engine` (the engine and the relay, no listener). Several
+    /// processes on one PostgreSQL database may run any mix.
+    #[arg(long, env = "HOOKD_ROLE", value_enum, default_value_t = Role::All)]
+    role: Role,
     /// Log as JSON lines instead of text.
     #[arg(long, env = "HOOKD_LOG_JSON")]
     log_json: bool,
 }
+
+/// The parts of hookd one process runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Role {
+    All,
+    Api,
+    Engine,
+}
+
+impl Role {
+    fn api(self) -> bool {
+        self != Self::Engine
+    }
+
+    fn engine(self) -> bool {
+        self != Self::Api
+    }
+}
+
+/// Outbox rows relayed in one transaction.
+const RELAY_BATCH: usize = 256;
+/// How often the relay looks at the outbox when nothing signals it: SQLite has no signals, so
+/// it polls often (a cheap read); PostgreSQL's LISTEN wakes it, polling is only a fallback.
+const RELAY_POLL_SQLITE: Duration = Duration::from_millis(50);
+const RELAY_POLL_SIGNALLED: Duration = Duration::from_secs(1);
 
 pub fn run(args: Args) -> ExitCode {
     init_logging(args.log_json);
@@ -86,33 +122,78 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             .map(|t| hookd_api::token_hash(t))
             .collect(),
     };
-    if config.configured_admin_token_hashes.is_empty() {
+    if args.role.api() && config.configured_admin_token_hashes.is_empty() {
         ensure_admin_token(store.as_ref(), clock.as_ref()).await?;
     }
+    // `new_work`: this process created deliveries (the API or the relay). `wakeups`: other
+    // processes did, or a producer committed outbox rows.
     let new_work = Arc::new(Notify::new());
-    let engine = Engine::new(
-        store.clone(),
-        clock.clone(),
-        sender,
-        engine_config,
-        new_work.clone(),
-    );
-    let state = ApiState::new(store, clock, config, new_work);
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
-    let address = listener.local_addr()?;
-    tracing::info!(%address, database = %args.database.display(), "hookd is serving");
-    println!("hookd listening on http://{address}");
+    let wakeups = Wakeups::default();
+    let signalled = store.watch(wakeups.clone()).await?;
+    let engine_wake = if signalled {
+        tokio::spawn(announce(
+            store.clone(),
+            new_work.clone(),
+            wakeups.deliveries.clone(),
+        ));
+        wakeups.deliveries.clone()
+    } else {
+        new_work.clone()
+    };
     let (stop, stopped) = watch::channel(false);
-    let engine = tokio::spawn(engine.run(until(stopped.clone())));
-    axum::serve(listener, hookd_api::router(state))
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            let _ = stop.send(true);
-        })
-        .await?;
-    engine.await?;
+    let mut background = Vec::new();
+    if args.role.engine() {
+        let engine = Engine::new(
+            store.clone(),
+            clock.clone(),
+            sender,
+            engine_config,
+            engine_wake,
+        );
+        let relay = Relay::new(
+            store.clone(),
+            clock.clone(),
+            RelayConfig {
+                rules: RelayRules {
+                    strict_event_types: config.strict_event_types,
+                    max_payload_bytes: config.max_payload_bytes,
+                },
+                batch: RELAY_BATCH,
+                poll_interval: if signalled {
+                    RELAY_POLL_SIGNALLED
+                } else {
+                    RELAY_POLL_SQLITE
+                },
+            },
+            wakeups.outbox.clone(),
+            new_work.clone(),
+        );
+        background.push(tokio::spawn(engine.run(until(stopped.clone()))));
+        background.push(tokio::spawn(relay.run(until(stopped.clone()))));
+    }
+    let stop_on_signal = async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    };
+    if args.role.api() {
+        let state = ApiState::new(store, clock, config, new_work);
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+        let address = listener.local_addr()?;
+        tracing::info!(%address, database = %args.database.display(), role = ?args.role, "hookd is serving");
+        println!("hookd listening on http://{address}");
+        axum::serve(listener, hookd_api::router(state))
+            .with_graceful_shutdown(stop_on_signal)
+            .await?;
+    } else {
+        tracing::info!(database = %args.database.display(), "hookd is delivering (no API)");
+        println!("hookd engine running");
+        stop_on_signal.await;
+    }
+    for task in background {
+        task.await?;
+    }
     tracing::info!("hookd stopped");
     Ok(())
 }
@@ -126,6 +207,19 @@ async fn ensure_admin_token(store: &dyn Store, clock: &dyn Clock) -> anyhow::Res
     let token = hookd_api::create_admin_token(store, clock.now()).await?;
     println!("Created the admin token (shown once; only its hash is stored):\n  {token}");
     Ok(())
+}
+
+/// Passes this process's "deliveries created" on to its own engine at once and announces it
+/// to every other process on the database. Announcements coalesce: wake-ups that arrive while
+/// one is being sent are covered by the next.
+async fn announce(store: Arc<dyn Store>, new_work: Arc<Notify>, engine: Arc<Notify>) {
+    loop {
+        new_work.notified().await;
+        engine.notify_one();
+        if let Err(error) = store.announce_deliveries().await {
+            tracing::warn!(%error, "cannot announce new deliveries; other processes find them at their next poll");
+        }
+    }
 }
 
 /// Completes once `stopped` turns true.

@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 
 /// A running `hookd serve`, killed when dropped.
 pub struct Hookd {
+    /// Where its API listens (empty for `--role engine`, which has none).
     pub base_url: String,
     child: Child,
 }
 
 impl Hookd {
     /// Starts `hookd serve` on a free loopback port with `args` added, and waits until it
-    /// prints the address it listens on.
+    /// prints the address it listens on (or, with `--role engine`, that it runs).
     pub fn serve(args: &[&str]) -> Self {
         Self::serve_with_env(args, &[])
     }
@@ -44,6 +45,9 @@ impl Hookd {
                 .expect("read stdout");
             if let Some(url) = line.strip_prefix("hookd listening on ") {
                 break url.to_owned();
+            }
+            if line == "hookd engine running" {
+                break String::new();
             }
         };
         Self { base_url, child }

@@ -1,0 +1,432 @@
+//! `hookd-bench cluster`: several hookd processes on one PostgreSQL database, and the
+//! transactional outbox's commit-to-receipt latency.
+//!
+//! - **scale-out**: for 1, 2, … `--max-processes` hookd processes (each API and engine) on a
+//!   fresh database, this harness publishes `--messages` through their APIs in turn (a closed
+//!   loop of `--concurrency`) to one endpoint; a verifying receiver process
+//!   (`hookd-bench receive`) stamps each message's first receipt. Deliveries/s runs from the
+//!   first publish sent to the last receipt. On a machine with few cores the point is that
+//!   the total holds while the work is shared, not that it grows.
+//! - **outbox latency**: one hookd process; a producer connection commits single-row
+//!   transactions into `hookd.outbox` open loop at `--outbox-rate` for `--outbox-seconds`,
+//!   stamping each commit's return; latency is the receipt stamp minus that (same machine,
+//!   same clock). Rows carry an `eventId`, which maps each message back to its commit.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use hdrhistogram::Histogram;
+use sqlx::postgres::PgPoolOptions;
+
+use crate::api::{Api, SendLog, unix_nanos};
+use crate::deliver::drain;
+use crate::hookd::{Backend, Database, Hookd, PostgresServer};
+use crate::load::{self, Outcome, Requests};
+use crate::machine::{self, Machine};
+use crate::receiver::ReceiverProcess;
+use crate::report;
+
+/// The docs section this benchmark owns.
+const SECTION: &str = "cluster";
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Scale-out runs with 1, 2, … this many hookd processes.
+    #[arg(long, default_value_t = 3)]
+    max_processes: usize,
+    /// Scale-out: publishes in flight at all times, spread over the processes.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Scale-out: messages published in the measured phase.
+    #[arg(long, default_value_t = 20_000)]
+    messages: u64,
+    /// Messages published (and delivered) first in each scale-out run, not measured.
+    #[arg(long, default_value_t = 1_000)]
+    warmup: u64,
+    /// Each process's `--endpoint-concurrency`: the one endpoint's cap across the cluster.
+    #[arg(long, default_value_t = 64)]
+    endpoint_concurrency: usize,
+    /// Each process's `--workers`.
+    #[arg(long, default_value_t = 128)]
+    workers: usize,
+    /// Outbox latency: single-row transactions committed per second.
+    #[arg(long, default_value_t = 200.0)]
+    outbox_rate: f64,
+    /// Outbox latency: seconds of committing.
+    #[arg(long, default_value_t = 20)]
+    outbox_seconds: u64,
+    #[command(flatten)]
+    postgres: PostgresServer,
+    #[command(flatten)]
+    output: report::Output,
+}
+
+impl Args {
+    /// The command that reproduces these results, every parameter spelled out.
+    fn command(&self) -> String {
+        format!(
+            "target/release/hookd-bench cluster --max-processes {} --concurrency {} --messages {} \
+             --warmup {} --endpoint-concurrency {} --workers {} --outbox-rate {} \
+             --outbox-seconds {}{}",
+            self.max_processes,
+            self.concurrency,
+            self.messages,
+            self.warmup,
+            self.endpoint_concurrency,
+            self.workers,
+            self.outbox_rate,
+            self.outbox_seconds,
+            self.output.flags(),
+        )
+    }
+
+    fn hookd_options(&self) -> Vec<String> {
+        vec![
+            "--endpoint-concurrency".into(),
+            self.endpoint_concurrency.to_string(),
+            "--workers".into(),
+            self.workers.to_string(),
+        ]
+    }
+}
+
+/// One scale-out run.
+struct ScaleRun {
+    processes: usize,
+    publishes: Outcome,
+    delivered: u64,
+    missing: u64,
+    duplicates: u64,
+    bad_signatures: u64,
+    deliveries_per_s: f64,
+    /// Cores each process kept busy over the measured phase.
+    cores: Vec<f64>,
+}
+
+/// The outbox latency run.
+struct OutboxRun {
+    committed: u64,
+    delivered: u64,
+    latency_us: Histogram<u64>,
+}
+
+impl OutboxRun {
+    fn missing(&self) -> u64 {
+        self.committed - self.delivered
+    }
+
+    fn latency(&self, quantile: f64) -> Duration {
+        Duration::from_micros(self.latency_us.value_at_quantile(quantile))
+    }
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.max_processes == 0 || args.concurrency == 0 || args.messages == 0 {
+        bail!("--max-processes, --concurrency and --messages must be at least 1");
+    }
+    if args.outbox_rate <= 0.0 || args.outbox_seconds == 0 {
+        bail!("--outbox-rate and --outbox-seconds must be positive");
+    }
+    crate::hookd::binary()?;
+    let machine = Machine::describe();
+    println!("machine: {}", machine.summary());
+    println!("{}", scale_header());
+    let mut scale = Vec::new();
+    for processes in 1..=args.max_processes {
+        machine::settle(args.output.quiet_below).await?;
+        let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
+        let result = scale_out(processes, &database, &args).await;
+        database.remove().await;
+        let run = result?;
+        println!("{}", scale_row(&run));
+        scale.push(run);
+    }
+    machine::settle(args.output.quiet_below).await?;
+    let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
+    let result = outbox_latency(&database, &args).await;
+    database.remove().await;
+    let outbox = result?;
+    println!("{}\n{}", outbox_header(), outbox_row(&args, &outbox));
+    args.output
+        .write(SECTION, &section(&args, &machine, &scale, &outbox))?;
+    let flagged = scale
+        .iter()
+        .any(|r| r.missing + r.bad_signatures + r.publishes.error_count() > 0)
+        || outbox.missing() > 0;
+    if flagged {
+        eprintln!("FLAGGED: messages missing, bad signatures or failed publishes");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Starts `count` hookd processes on `database`, one after the other (the first migrates).
+async fn start_processes(
+    count: usize,
+    database: &Database,
+    args: &Args,
+) -> anyhow::Result<Vec<Hookd>> {
+    let mut processes = Vec::new();
+    for _ in 0..count {
+        let (url, options) = (database.url().to_owned(), args.hookd_options());
+        processes.push(tokio::task::spawn_blocking(move || Hookd::start(&url, &options)).await??);
+    }
+    Ok(processes)
+}
+
+/// A verifying receiver with an application and one endpoint aimed at it, set up through
+/// `api`; returns the application's id.
+async fn receiver_for(api: &Api, name: &str) -> anyhow::Result<(String, ReceiverProcess)> {
+    let app = api.create_app("bench").await?;
+    let endpoint = api
+        .create_endpoint(&app, "http://127.0.0.1:9/unset")
+        .await?;
+    let secret = api.endpoint_secret(&app, &endpoint).await?;
+    let receiver = ReceiverProcess::start(&[secret])?;
+    api.set_endpoint_url(&app, &endpoint, &receiver.url(name))
+        .await?;
+    Ok((app, receiver))
+}
+
+/// Publishes to the processes in turn: message `i` through process `i % n`.
+fn round_robin(apis: &[Api], app: &str, log: Option<SendLog>) -> anyhow::Result<Requests> {
+    let publishers = apis
+        .iter()
+        .map(|api| api.publisher(app, log.clone()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Arc::new(move |i| {
+        publishers[(i % publishers.len() as u64) as usize](i)
+    }))
+}
+
+async fn scale_out(processes: usize, database: &Database, args: &Args) -> anyhow::Result<ScaleRun> {
+    let hookds = start_processes(processes, database, args).await?;
+    let apis = hookds
+        .iter()
+        .map(|h| Api::new(h, args.concurrency))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (app, receiver) = receiver_for(&apis[0], "cluster").await?;
+    let warmup = load::run(
+        args.concurrency,
+        0..args.warmup,
+        round_robin(&apis, &app, None)?,
+    )
+    .await;
+    drain(&receiver, args.warmup - warmup.error_count()).await?;
+
+    let log: SendLog = Arc::new(Mutex::new(Vec::new()));
+    let cpu_before = hookds
+        .iter()
+        .map(Hookd::cpu_time)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let started = Instant::now();
+    let publishes = load::run(
+        args.concurrency,
+        args.warmup..args.warmup + args.messages,
+        round_robin(&apis, &app, Some(log.clone()))?,
+    )
+    .await;
+    let sent = std::mem::take(&mut *log.lock().expect("the send log"));
+    drain(
+        &receiver,
+        args.warmup - warmup.error_count() + sent.len() as u64,
+    )
+    .await?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let cores = hookds
+        .iter()
+        .zip(cpu_before)
+        .map(|(h, before)| Ok(h.cpu_time()?.saturating_sub(before).as_secs_f64() / elapsed))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let receipts = receiver.results().await?;
+    drop(hookds);
+    let (mut delivered, mut last) = (0, 0);
+    for (id, _) in &sent {
+        if let Some(&at) = receipts.first_seen.get(id) {
+            delivered += 1;
+            last = last.max(at);
+        }
+    }
+    let first = sent.iter().map(|(_, at)| *at).min().unwrap_or(0);
+    let span = Duration::from_nanos(last.saturating_sub(first));
+    Ok(ScaleRun {
+        processes,
+        publishes,
+        delivered,
+        missing: sent.len() as u64 - delivered,
+        duplicates: receipts.duplicates,
+        bad_signatures: receipts.bad_signatures,
+        deliveries_per_s: delivered as f64 / span.as_secs_f64().max(1e-9),
+        cores,
+    })
+}
+
+async fn outbox_latency(database: &Database, args: &Args) -> anyhow::Result<OutboxRun> {
+    let hookd = start_processes(1, database, args).await?.remove(0);
+    let api = Api::new(&hookd, 4)?;
+    let (app, receiver) = receiver_for(&api, "outbox").await?;
+    let producer = PgPoolOptions::new()
+        .max_connections(16)
+        .connect(database.url())
+        .await
+        .context("cannot connect the outbox producer")?;
+    let committed: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    let count = (args.outbox_rate * args.outbox_seconds as f64)
+        .round()
+        .max(1.0) as u64;
+    let commit: Requests = {
+        let (producer, app, committed) = (producer.clone(), app.clone(), committed.clone());
+        Arc::new(move |i| {
+            let (producer, app, committed) = (producer.clone(), app.clone(), committed.clone());
+            Box::pin(async move {
+                let event_id = format!("bench-{i}");
+                let mut tx = producer.begin().await.map_err(|e| e.to_string())?;
+                sqlx::query(
+                    "INSERT INTO hookd.outbox (app, event_type, payload, event_id)
+                     VALUES ($1, 'bench.outbox', $2::json, $3)",
+                )
+                .bind(&app)
+                .bind(format!(r#"{{"n": {i}}}"#))
+                .bind(&event_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| e.to_string())?;
+                tx.commit().await.map_err(|e| e.to_string())?;
+                let at = unix_nanos();
+                committed.lock().expect("commits").insert(event_id, at);
+                Ok(())
+            })
+        })
+    };
+    let outcome = load::run_paced(args.outbox_rate, 0..count, commit).await;
+    let committed = std::mem::take(&mut *committed.lock().expect("commits"));
+    drain(&receiver, committed.len() as u64).await?;
+    let receipts = receiver.results().await?;
+    let ids: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT id, event_id FROM hookd.messages")
+            .fetch_all(&producer)
+            .await?;
+    producer.close().await;
+    hookd.stop();
+    if outcome.error_count() > 0 {
+        eprintln!("warning: {} outbox commits failed", outcome.error_count());
+    }
+    let mut latency_us =
+        Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds");
+    for (message, event_id) in ids {
+        let commit = event_id.and_then(|e| committed.get(&e).copied());
+        if let (Some(commit), Some(&received)) = (commit, receipts.first_seen.get(&message)) {
+            latency_us.saturating_record(received.saturating_sub(commit) / 1_000);
+        }
+    }
+    Ok(OutboxRun {
+        committed: committed.len() as u64,
+        delivered: latency_us.len(),
+        latency_us,
+    })
+}
+
+fn scale_header() -> String {
+    report::header(&[
+        "processes",
+        "publish rate",
+        "deliveries/s",
+        "delivered",
+        "missing",
+        "duplicates",
+        "bad signatures",
+        "publish errors",
+        "CPU per process",
+    ])
+}
+
+fn scale_row(run: &ScaleRun) -> String {
+    let cores: Vec<String> = run.cores.iter().map(|c| format!("{c:.2}")).collect();
+    report::row(&[
+        run.processes.to_string(),
+        format!(
+            "{}/s",
+            report::thousands(run.publishes.throughput().round() as u64)
+        ),
+        report::thousands(run.deliveries_per_s.round() as u64),
+        report::thousands(run.delivered),
+        report::thousands(run.missing),
+        report::thousands(run.duplicates),
+        report::thousands(run.bad_signatures),
+        report::thousands(run.publishes.error_count()),
+        format!("{} cores", cores.join(" + ")),
+    ])
+}
+
+fn outbox_header() -> String {
+    report::header(&[
+        "commits/s",
+        "committed",
+        "delivered",
+        "missing",
+        "p50",
+        "p90",
+        "p99",
+        "max",
+    ])
+}
+
+fn outbox_row(args: &Args, run: &OutboxRun) -> String {
+    report::row(&[
+        format!("{}", args.outbox_rate),
+        report::thousands(run.committed),
+        report::thousands(run.delivered),
+        report::thousands(run.missing()),
+        report::millis(run.latency(0.50)),
+        report::millis(run.latency(0.90)),
+        report::millis(run.latency(0.99)),
+        report::millis(Duration::from_micros(run.latency_us.max())),
+    ])
+}
+
+fn section(args: &Args, machine: &Machine, scale: &[ScaleRun], outbox: &OutboxRun) -> String {
+    let mut out = format!(
+        "## Several processes on one PostgreSQL, and the outbox\n\n\
+         **Scale-out**: 1 to {} `hookd serve` processes (each API and engine, `{}`) on one \
+         fresh PostgreSQL database; the harness publishes {} messages ({} in flight, after {} \
+         warm-up messages) through their APIs in turn to one endpoint, whose cap of {} \
+         attempts in flight holds across the whole cluster; a receiver in its own process \
+         verifies every signature. Deliveries/s from the first publish sent to the last \
+         receipt. With few cores the point is that the total holds while the work is shared, \
+         not that it grows.\n\n\
+         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
+         - Date: {}\n\
+         - Machine: {}\n\
+         - hookd: {}\n\n\
+         {}\n",
+        args.max_processes,
+        args.hookd_options().join(" "),
+        report::thousands(args.messages),
+        args.concurrency,
+        report::thousands(args.warmup),
+        args.endpoint_concurrency,
+        args.command(),
+        report::now(),
+        machine.summary(),
+        report::revision(),
+        scale_header(),
+    );
+    for run in scale {
+        out.push_str(&scale_row(run));
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "\n**Outbox commit-to-receipt**: one hookd process; a producer commits single-row \
+         transactions into `hookd.outbox` at {} per second for {} s (open loop); latency is \
+         the receiver's first verified receipt minus the moment the producer's `COMMIT` \
+         returned. hookd's relay wakes on the outbox trigger's NOTIFY.\n\n{}\n{}\n",
+        args.outbox_rate,
+        args.outbox_seconds,
+        outbox_header(),
+        outbox_row(args, outbox),
+    ));
+    out
+}

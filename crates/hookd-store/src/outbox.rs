@@ -1,0 +1,94 @@
+//! What both implementations of the outbox relay share: a waiting row, the checks it must
+//! pass before it becomes a message, and the message it becomes.
+
+use hookd_core::model::Message;
+use hookd_core::{AppId, MessageId, Timestamp};
+use serde::de::IgnoredAny;
+
+use crate::RelayRules;
+
+/// The notification channel producers' commits signal (a trigger on the outbox table).
+pub const OUTBOX_CHANNEL: &str = "hookd_outbox";
+/// The notification channel on which processes announce new deliveries to each other.
+pub const DELIVERIES_CHANNEL: &str = "hookd_deliveries";
+
+/// An outbox row waiting to be relayed.
+pub struct OutboxRow {
+    pub id: i64,
+    pub app: String,
+    pub event_type: String,
+    pub payload: String,
+    pub event_id: Option<String>,
+    pub channels: Option<Vec<String>>,
+    /// A column that could not be read as the contract says, found while loading the row.
+    pub problem: Option<String>,
+}
+
+impl OutboxRow {
+    /// Sets the channels from a JSON list of strings (or NULL); anything else is the row's
+    /// problem, kept on it.
+    pub fn with_channels_json(mut self, channels: Option<&str>) -> Self {
+        match channels
+            .map(serde_json::from_str::<Vec<String>>)
+            .transpose()
+        {
+            Ok(channels) => self.channels = channels,
+            Err(_) => self.problem = Some("channels: must be a list of channel names".into()),
+        }
+        self
+    }
+
+    /// Checks the row by the API's rules for a published message (those the database alone
+    /// can answer, application and event type, are the caller's). The error is kept on the
+    /// row for whoever inspects it.
+    pub fn check(&self, rules: &RelayRules) -> Result<(), String> {
+        if let Some(problem) = &self.problem {
+            return Err(problem.clone());
+        }
+        let payload = self.payload();
+        if serde_json::from_str::<IgnoredAny>(payload).is_err() {
+            return Err("payload: is not valid JSON".into());
+        }
+        hookd_core::validate::message(
+            &self.event_type,
+            self.event_id.as_deref(),
+            self.channels.as_deref(),
+            payload,
+            rules.max_payload_bytes,
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    /// The payload text without surrounding whitespace: the bytes receivers get.
+    fn payload(&self) -> &str {
+        self.payload.trim_matches([' ', '\t', '\n', '\r'])
+    }
+
+    /// The message this row becomes in application `app`.
+    pub fn message(&self, app: AppId, now: Timestamp) -> Message {
+        Message {
+            id: MessageId::new(now),
+            app_id: app,
+            event_type: self.event_type.clone(),
+            event_id: self.event_id.clone(),
+            channels: self.channels.clone(),
+            payload: Some(self.payload().as_bytes().to_vec()),
+            created_at: now,
+        }
+    }
+}
+
+/// Why a row's event type is refused in strict mode, given whether the catalog has it and
+/// whether it is archived.
+pub fn strict_event_type(archived: Option<bool>) -> Result<(), String> {
+    match archived {
+        Some(false) => Ok(()),
+        Some(true) => Err("eventType: this event type is archived".into()),
+        None => Err("eventType: no event type of this name exists".into()),
+    }
+}
+
+/// The error kept on a row naming an application that does not exist.
+pub fn unknown_app(app: &str) -> String {
+    format!("app: no application has the id or uid {app:?}")
+}

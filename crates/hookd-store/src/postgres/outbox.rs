@@ -1,0 +1,212 @@
+//! [`OutboxStore`] on PostgreSQL: the outbox relayed by any number of hookd processes, and
+//! LISTEN/NOTIFY between them.
+//!
+//! A relay pass locks its rows with `FOR UPDATE SKIP LOCKED` and, in the same transaction,
+//! writes their messages and deletes them: another relay skips rows held, and after the
+//! commit they are gone. Uncommitted rows are invisible and rolled-back rows never existed.
+//! A refused row rolls back to its own savepoint and keeps its error; the pass goes on.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hookd_core::{AppId, Timestamp};
+use sqlx::postgres::{PgConnection, PgListener, PgPoolOptions};
+use sqlx::{Connection as _, Postgres, Transaction};
+
+use super::PgStore;
+use super::messages::insert_message;
+use crate::outbox::{
+    DELIVERIES_CHANNEL, OUTBOX_CHANNEL, OutboxRow, strict_event_type, unknown_app,
+};
+use crate::{OutboxStore, RelayRules, Relayed, Route, StoreError, Wakeups};
+
+/// How long the listener waits before reconnecting after an error.
+const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
+
+#[async_trait]
+impl OutboxStore for PgStore {
+    async fn relay_outbox(
+        &self,
+        limit: usize,
+        rules: &RelayRules,
+        now: Timestamp,
+    ) -> Result<Relayed, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let rows = waiting(&mut tx, limit).await?;
+        let mut apps = HashMap::new();
+        let mut relayed = Relayed::default();
+        let (mut done, mut failed_ids, mut failures) = (Vec::new(), Vec::new(), Vec::new());
+        for row in rows {
+            match relay_row(&mut tx, &row, rules, now, &mut apps).await {
+                Ok(deliveries) => {
+                    done.push(row.id);
+                    relayed.messages += 1;
+                    relayed.deliveries += deliveries;
+                }
+                Err(Refusal::Row(why)) => {
+                    failed_ids.push(row.id);
+                    failures.push(why);
+                }
+                Err(Refusal::Store(error)) => return Err(error),
+            }
+        }
+        relayed.failed = failures.len();
+        sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
+            .bind(&done)
+            .execute(&mut *tx)
+            .await?;
+        if !failures.is_empty() {
+            sqlx::query(
+                "UPDATE outbox o SET error = f.error, failed_at = to_timestamp($3::float8 / 1000)
+                 FROM UNNEST($1::bigint[], $2::text[]) AS f(id, error) WHERE o.id = f.id",
+            )
+            .bind(&failed_ids)
+            .bind(&failures)
+            .bind(now.as_millis() as f64)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(relayed)
+    }
+
+    async fn announce_deliveries(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT pg_notify($1, '')")
+            .bind(DELIVERIES_CHANNEL)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn watch(&self, wakeups: Wakeups) -> Result<bool, StoreError> {
+        // A connection of its own, outside the query pool: it is held for good.
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .max_lifetime(None)
+            .idle_timeout(None)
+            .connect_with(self.options.clone())
+            .await?;
+        let mut listener = PgListener::connect_with(&pool).await?;
+        listener
+            .listen_all([OUTBOX_CHANNEL, DELIVERIES_CHANNEL])
+            .await?;
+        tokio::spawn(async move {
+            loop {
+                match listener.try_recv().await {
+                    Ok(Some(signal)) if signal.channel() == OUTBOX_CHANNEL => {
+                        wakeups.outbox.notify_one();
+                    }
+                    Ok(Some(_)) => wakeups.deliveries.notify_one(),
+                    // The connection was lost (and is re-established): signals sent meanwhile
+                    // are gone, so look at everything once.
+                    Ok(None) => wake_all(&wakeups),
+                    Err(error) => {
+                        tracing::warn!(%error, "lost the PostgreSQL notification connection; polling until it is back");
+                        tokio::time::sleep(RECONNECT_PAUSE).await;
+                        wake_all(&wakeups);
+                    }
+                }
+            }
+        });
+        Ok(true)
+    }
+}
+
+fn wake_all(wakeups: &Wakeups) {
+    wakeups.outbox.notify_one();
+    wakeups.deliveries.notify_one();
+}
+
+/// Why a row was not relayed: the row's fault (kept on it), or the database's (retried).
+enum Refusal {
+    Row(String),
+    Store(StoreError),
+}
+
+impl From<sqlx::Error> for Refusal {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Store(error.into())
+    }
+}
+
+/// Writes the row's message and deliveries inside a savepoint; returns how many deliveries.
+/// `apps` remembers this pass's application lookups.
+async fn relay_row(
+    tx: &mut Transaction<'static, Postgres>,
+    row: &OutboxRow,
+    rules: &RelayRules,
+    now: Timestamp,
+    apps: &mut HashMap<String, Option<String>>,
+) -> Result<usize, Refusal> {
+    row.check(rules).map_err(Refusal::Row)?;
+    let app = match apps.get(&row.app) {
+        Some(app) => app.clone(),
+        None => {
+            let app: Option<String> = sqlx::query_scalar(
+                "SELECT id FROM applications WHERE id = $1 OR uid = $1
+                 ORDER BY id = $1 DESC LIMIT 1",
+            )
+            .bind(&row.app)
+            .fetch_optional(&mut **tx)
+            .await?;
+            apps.insert(row.app.clone(), app.clone());
+            app
+        }
+    };
+    let app = app.ok_or_else(|| Refusal::Row(unknown_app(&row.app)))?;
+    if rules.strict_event_types {
+        let archived: Option<bool> =
+            sqlx::query_scalar("SELECT archived FROM event_types WHERE name = $1")
+                .bind(&row.event_type)
+                .fetch_optional(&mut **tx)
+                .await?;
+        strict_event_type(archived).map_err(Refusal::Row)?;
+    }
+    let message = row.message(AppId::from_stored(app), now);
+    let mut savepoint = (**tx).begin().await?;
+    match insert_message(&mut savepoint, &message, &Route::Subscribers).await {
+        Ok(created) => {
+            savepoint.commit().await?;
+            Ok(created.deliveries)
+        }
+        Err(StoreError::Conflict(why)) => {
+            savepoint.rollback().await?;
+            Err(Refusal::Row(why))
+        }
+        Err(StoreError::NotFound(what)) => {
+            savepoint.rollback().await?;
+            Err(Refusal::Row(format!("{what} not found")))
+        }
+        Err(other) => Err(Refusal::Store(other)),
+    }
+}
+
+/// An outbox row as selected: id, app, event type, payload, event id, channels (JSON).
+type RowColumns = (i64, String, String, String, Option<String>, Option<String>);
+
+/// Up to `limit` waiting rows, oldest first, locked; rows other relays hold are skipped.
+async fn waiting(tx: &mut PgConnection, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {
+    let rows: Vec<RowColumns> = sqlx::query_as(
+        "SELECT id, app, event_type, payload::text, event_id, to_json(channels)::text
+             FROM outbox WHERE error IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
+    )
+    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+    .fetch_all(tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, app, event_type, payload, event_id, channels)| {
+            OutboxRow {
+                id,
+                app,
+                event_type,
+                payload,
+                event_id,
+                channels: None,
+                problem: None,
+            }
+            .with_channels_json(channels.as_deref())
+        })
+        .collect())
+}

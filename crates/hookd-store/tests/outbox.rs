@@ -1,0 +1,356 @@
+//! The transactional outbox: a producer's committed row becomes exactly one message, a
+//! rolled-back (or not yet committed) one never does, bad rows keep their error without
+//! blocking the rows behind them, and concurrent relays never relay a row twice. Producers are
+//! separate connections, as an application's would be, writing through `hookd-outbox`.
+
+mod harness;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use harness::fixtures::{app, endpoint, first_page};
+use hookd_core::{Clock, SystemClock};
+use hookd_outbox::Event;
+use hookd_store::postgres::PgStore;
+use hookd_store::prelude::*;
+use hookd_store::testing::fresh_postgres;
+use hookd_store::{MessageFilter, RelayRules, Relayed};
+use sqlx::postgres::PgPoolOptions;
+
+const RULES: RelayRules = RelayRules {
+    strict_event_types: false,
+    max_payload_bytes: 1024,
+};
+
+/// An application (uid `acme`) with one endpoint taking everything; returns its id.
+async fn acme(store: &dyn Store) -> String {
+    let app = app(Some("acme"), 0);
+    store.create_app(&app).await.unwrap();
+    store
+        .create_endpoint(&endpoint(&app, None, None, None))
+        .await
+        .unwrap();
+    app.id.to_string()
+}
+
+async fn relay(store: &dyn Store, rules: &RelayRules) -> Relayed {
+    store
+        .relay_outbox(100, rules, SystemClock.now())
+        .await
+        .unwrap()
+}
+
+/// The event ids of the application's messages, with their delivery counts.
+async fn published(store: &dyn Store, app: &str) -> Vec<(String, usize)> {
+    let app = store.get_app(app).await.unwrap().unwrap();
+    let page = store
+        .list_messages(&app.id, &MessageFilter::default(), &first_page(1000))
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for message in page.items {
+        let deliveries = store
+            .list_message_deliveries(&app.id, &message)
+            .await
+            .unwrap();
+        out.push((
+            message.event_id.clone().unwrap_or_default(),
+            deliveries.len(),
+        ));
+    }
+    out.sort();
+    out
+}
+
+fn event(event_id: &str) -> Event {
+    Event::from_json_text("acme", "order.shipped", r#"{"order": 1}"#).event_id(event_id)
+}
+
+#[tokio::test]
+async fn postgres_commit_relays_once_rollback_and_uncommitted_never() {
+    let Some((url, _db)) = fresh_postgres("outbox::postgres_commit").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    acme(&store).await;
+    let producer = PgPoolOptions::new().connect(&url).await.unwrap();
+
+    let mut committed = producer.begin().await.unwrap();
+    event("committed").insert(&mut *committed).await.unwrap();
+    committed.commit().await.unwrap();
+    let mut rolled_back = producer.begin().await.unwrap();
+    event("rolled-back")
+        .insert(&mut *rolled_back)
+        .await
+        .unwrap();
+    rolled_back.rollback().await.unwrap();
+    let mut open = producer.begin().await.unwrap();
+    event("open").insert(&mut *open).await.unwrap();
+
+    let first = relay(&store, &RULES).await;
+    assert_eq!((first.messages, first.deliveries, first.failed), (1, 1, 0));
+    assert_eq!(published(&store, "acme").await, [("committed".into(), 1)]);
+    assert_eq!(
+        relay(&store, &RULES).await,
+        Relayed::default(),
+        "each row once"
+    );
+
+    open.commit().await.unwrap();
+    assert_eq!(relay(&store, &RULES).await.messages, 1);
+    assert_eq!(
+        published(&store, "acme").await,
+        [("committed".into(), 1), ("open".into(), 1)]
+    );
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM hookd.outbox")
+        .fetch_one(&producer)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "relayed rows are deleted");
+}
+
+#[tokio::test]
+async fn postgres_bad_rows_keep_their_error_and_never_block() {
+    let Some((url, _db)) = fresh_postgres("outbox::postgres_bad_rows").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    acme(&store).await;
+    let producer = PgPoolOptions::new().connect(&url).await.unwrap();
+    let rows = [
+        Event::from_json_text("nobody", "order.shipped", "{}"),
+        Event::from_json_text("acme", "order.shipped", "[1, 2]"),
+        Event::from_json_text("acme", "order shipped", "{}"),
+        event("once"),
+        event("once"),
+        Event::from_json_text(
+            "acme",
+            "order.shipped",
+            format!(r#"{{"big": "{}"}}"#, "x".repeat(2000)),
+        ),
+        event("good"),
+    ];
+    for row in &rows {
+        row.insert(&producer).await.unwrap();
+    }
+    sqlx::query("INSERT INTO hookd.outbox (app, event_type, payload, channels) VALUES ('acme', 'a.b', '{}', ARRAY[NULL]::text[])")
+        .execute(&producer)
+        .await
+        .unwrap();
+
+    let relayed = relay(&store, &RULES).await;
+    assert_eq!((relayed.messages, relayed.failed), (2, 6), "{relayed:?}");
+    assert_eq!(
+        published(&store, "acme").await,
+        [("good".into(), 1), ("once".into(), 1)]
+    );
+    let errors: Vec<String> = sqlx::query_scalar(
+        "SELECT error FROM hookd.outbox WHERE error IS NOT NULL AND failed_at IS NOT NULL ORDER BY id",
+    )
+    .fetch_all(&producer)
+    .await
+    .unwrap();
+    assert_eq!(errors.len(), 6);
+    for (error, expected) in errors.iter().zip([
+        "app: no application has the id or uid \"nobody\"",
+        "payload: must be a JSON object",
+        "eventType: may contain only",
+        "a message with eventId \"once\" already exists",
+        "the payload is",
+        "channels: must be a list of channel names",
+    ]) {
+        assert!(
+            error.starts_with(expected),
+            "{error:?} is not {expected:?}…"
+        );
+    }
+    assert_eq!(
+        relay(&store, &RULES).await,
+        Relayed::default(),
+        "kept rows are skipped"
+    );
+
+    // Once the cause is fixed, clearing the error relays the row.
+    let nobody = app(Some("nobody"), 5);
+    store.create_app(&nobody).await.unwrap();
+    sqlx::query("UPDATE hookd.outbox SET error = NULL WHERE app = 'nobody'")
+        .execute(&producer)
+        .await
+        .unwrap();
+    assert_eq!(relay(&store, &RULES).await.messages, 1);
+}
+
+#[tokio::test]
+async fn postgres_strict_mode_refuses_unknown_event_types() {
+    let Some((url, _db)) = fresh_postgres("outbox::postgres_strict").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    acme(&store).await;
+    event("unknown").insert(store.pool()).await.unwrap();
+    let strict = RelayRules {
+        strict_event_types: true,
+        ..RULES
+    };
+    assert_eq!(relay(&store, &strict).await.failed, 1);
+    let error: String = sqlx::query_scalar("SELECT error FROM hookd.outbox")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(error, "eventType: no event type of this name exists");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_ten_thousand_rows_from_concurrent_producers_three_relays_no_duplicates() {
+    const PRODUCERS: usize = 8;
+    const TRANSACTIONS: usize = 50;
+    const ROWS: usize = 25; // 8 × 50 × 25 = 10,000
+    let Some((url, _db)) = fresh_postgres("outbox::postgres_ten_thousand").await else {
+        return;
+    };
+    let relays: Vec<PgStore> = futures::future::join_all((0..3).map(|_| PgStore::connect(&url)))
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    acme(&relays[0]).await;
+    let producing = Arc::new(AtomicBool::new(true));
+    let relay_tasks: Vec<_> = relays
+        .into_iter()
+        .map(|store| {
+            let producing = producing.clone();
+            tokio::spawn(async move {
+                let mut relayed = 0;
+                loop {
+                    let done = !producing.load(Ordering::SeqCst);
+                    let pass = relay(&store, &RULES).await;
+                    assert_eq!(pass.failed, 0);
+                    relayed += pass.messages;
+                    if done && pass.rows() == 0 {
+                        return (store, relayed);
+                    }
+                }
+            })
+        })
+        .collect();
+    let producer = PgPoolOptions::new()
+        .max_connections(PRODUCERS as u32)
+        .connect(&url)
+        .await
+        .unwrap();
+    let producers = (0..PRODUCERS).map(|p| {
+        let producer = producer.clone();
+        tokio::spawn(async move {
+            for t in 0..TRANSACTIONS {
+                let mut tx = producer.begin().await.unwrap();
+                for r in 0..ROWS {
+                    let payload = format!(r#"{{"row": "{p}-{t}-{r}"}}"#);
+                    Event::from_json_text("acme", "order.shipped", payload)
+                        .insert(&mut *tx)
+                        .await
+                        .unwrap();
+                }
+                tx.commit().await.unwrap();
+                let mut doomed = producer.begin().await.unwrap();
+                Event::from_json_text("acme", "order.shipped", r#"{"rolledBack": true}"#)
+                    .insert(&mut *doomed)
+                    .await
+                    .unwrap();
+                doomed.rollback().await.unwrap();
+            }
+        })
+    });
+    for task in producers.collect::<Vec<_>>() {
+        task.await.unwrap();
+    }
+    producing.store(false, Ordering::SeqCst);
+    let mut per_relay = Vec::new();
+    let mut stores = Vec::new();
+    for task in relay_tasks {
+        let (store, relayed) = task.await.unwrap();
+        per_relay.push(relayed);
+        stores.push(store);
+    }
+    let total = PRODUCERS * TRANSACTIONS * ROWS;
+    assert_eq!(per_relay.iter().sum::<usize>(), total, "{per_relay:?}");
+    let payloads: Vec<Vec<u8>> = sqlx::query_scalar("SELECT payload FROM hookd.messages")
+        .fetch_all(stores[0].pool())
+        .await
+        .unwrap();
+    assert_eq!(payloads.len(), total);
+    let distinct: HashSet<&Vec<u8>> = payloads.iter().collect();
+    assert_eq!(distinct.len(), total, "no row was relayed twice");
+    assert!(
+        !distinct.contains(&br#"{"rolledBack": true}"#.to_vec()),
+        "no rolled-back row was relayed"
+    );
+    let deliveries: i64 = sqlx::query_scalar("SELECT count(*) FROM hookd.deliveries")
+        .fetch_one(stores[0].pool())
+        .await
+        .unwrap();
+    assert_eq!(deliveries, i64::try_from(total).unwrap());
+}
+
+#[tokio::test]
+async fn sqlite_a_connection_sharing_the_file_commits_once_and_rolls_back_never() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hookd.db");
+    let store = hookd_store::sqlite::SqliteStore::open(&path).await.unwrap();
+    acme(&store).await;
+    // The application's own connection, with its own table, as another process would have.
+    let mut producer = rusqlite::Connection::open(&path).unwrap();
+    producer
+        .execute_batch("PRAGMA busy_timeout = 5000; CREATE TABLE orders (id INTEGER PRIMARY KEY);")
+        .unwrap();
+    let tx = producer.transaction().unwrap();
+    tx.execute("INSERT INTO orders (id) VALUES (1)", [])
+        .unwrap();
+    event("committed").insert_sqlite(&tx).unwrap();
+    tx.commit().unwrap();
+    let tx = producer.transaction().unwrap();
+    tx.execute("INSERT INTO orders (id) VALUES (2)", [])
+        .unwrap();
+    event("rolled-back").insert_sqlite(&tx).unwrap();
+    tx.rollback().unwrap();
+    Event::from_json_text("acme", "order.shipped", "not json")
+        .insert_sqlite(&producer)
+        .unwrap();
+    producer
+        .execute("INSERT INTO outbox (app, event_type, payload, channels) VALUES ('acme', 'a.b', '{}', '\"x\"')", [])
+        .unwrap();
+    Event::from_json_text("acme", "order.shipped", "{}")
+        .event_id("after")
+        .channels(["eu"])
+        .insert_sqlite(&producer)
+        .unwrap();
+
+    let relayed = relay(&store, &RULES).await;
+    assert_eq!(
+        (relayed.messages, relayed.deliveries, relayed.failed),
+        (2, 2, 2)
+    );
+    assert_eq!(
+        published(&store, "acme").await,
+        [("after".into(), 1), ("committed".into(), 1)]
+    );
+    assert_eq!(
+        relay(&store, &RULES).await,
+        Relayed::default(),
+        "each row once"
+    );
+    let errors: Vec<String> = producer
+        .prepare("SELECT error FROM outbox ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        errors,
+        [
+            "payload: is not valid JSON",
+            "channels: must be a list of channel names"
+        ]
+    );
+}
