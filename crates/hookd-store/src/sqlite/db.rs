@@ -25,7 +25,10 @@ const MAX_BATCH: usize = 256;
 /// Prepared statements kept per connection.
 const STATEMENT_CACHE: usize = 128;
 
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../../migrations/sqlite/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../../migrations/sqlite/0001_init.sql")),
+    (2, include_str!("../../migrations/sqlite/0002_keys.sql")),
+];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.
 trait WriteJob: Send {

@@ -4,9 +4,11 @@ mod database;
 mod delivery;
 mod keygen;
 mod listen;
+mod master_key;
 mod migrate;
 mod serve;
 mod sign;
+mod token;
 mod verify;
 
 use std::fmt::Display;
@@ -33,6 +35,10 @@ enum Command {
     Verify(verify::Args),
     Keygen(keygen::Args),
     Listen(listen::Args),
+    /// Create, list and revoke API tokens (on the database, without the server).
+    Token(token::Args),
+    /// Make a master key, or rotate the master key that seals endpoint secrets at rest.
+    MasterKey(master_key::Args),
 }
 
 impl Cli {
@@ -44,6 +50,8 @@ impl Cli {
             Command::Verify(args) => verify::run(args),
             Command::Keygen(args) => keygen::run(args),
             Command::Listen(args) => listen::run(args),
+            Command::Token(args) => token::run(args),
+            Command::MasterKey(args) => master_key::run(args),
         }
     }
 }

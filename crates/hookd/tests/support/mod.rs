@@ -9,6 +9,10 @@ use std::io::{BufRead, BufReader, Write as _};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The master key the tests' hookd processes seal endpoint secrets with (in the environment,
+/// so a restarted process on the same database opens what the first one sealed).
+pub const TEST_MASTER_KEY: &str = "aG9va2QgdGVzdCBtYXN0ZXIga2V5IC0tIDMyIGJ5dGU=";
+
 /// A running `hookd serve`, killed when dropped.
 pub struct Hookd {
     pub base_url: String,
@@ -23,6 +27,7 @@ impl Hookd {
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
             .env("HOOKD_LOG", "warn")
+            .env("HOOKD_MASTER_KEY", TEST_MASTER_KEY)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
