@@ -95,7 +95,9 @@ async fn create(
     JsonBody(input): JsonBody<TokenIn>,
 ) -> Result<Response, ApiError> {
     principal.require_admin()?;
-    validate::text("name", &input.name, 256)?;
+    if !input.name.is_empty() {
+        validate::text("name", &input.name, 256)?;
+    }
     let app_id = match &input.app_id {
         Some(app) => Some(state.app(&principal, app).await?.id),
         None => None,

@@ -66,6 +66,11 @@ pub async fn start_default() -> TestApi {
 }
 
 impl TestApi {
+    /// The directory holding the database file.
+    pub fn dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
     /// Sends a request with `token` (if any) and an optional body; returns status and JSON.
     pub async fn call_as(
         &self,
