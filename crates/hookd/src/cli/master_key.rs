@@ -51,7 +51,8 @@ impl MasterKeyOptions {
     /// The keyring, from the environment or the key file; outside production mode the default
     /// key file is created (and announced) when missing.
     pub fn load(&self, database: &Database) -> anyhow::Result<(Keyring, KeySource)> {
-        if !self.master_key.is_empty() {
+        // An empty HOOKD_MASTER_KEY (say, left blank in a compose file) is no key.
+        if self.master_key.iter().any(|k| !k.trim().is_empty()) {
             let keyring = Keyring::parse(&self.master_key.join("\n"))
                 .map_err(|e| anyhow::anyhow!("HOOKD_MASTER_KEY / --master-key: {e}"))?;
             return Ok((keyring, KeySource::Environment));

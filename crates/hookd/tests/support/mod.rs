@@ -23,13 +23,20 @@ impl Hookd {
     /// Starts `hookd serve` on a free loopback port with `args` added, and waits until it
     /// prints the address it listens on.
     pub fn serve(args: &[&str]) -> Self {
+        Self::serve_with(args, &[], Stdio::inherit())
+    }
+
+    /// [`Hookd::serve`] with environment variables `env` set (after the defaults: the test
+    /// master key, warnings-only logging) and its stderr sent to `stderr`.
+    pub fn serve_with(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_hookd"))
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
             .env("HOOKD_LOG", "warn")
             .env("HOOKD_MASTER_KEY", TEST_MASTER_KEY)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start hookd");
         let stdout = child.stdout.take().expect("piped stdout");
