@@ -138,6 +138,34 @@ async fn the_master_key_file_is_made_on_first_start_rotated_by_command_and_requi
 }
 
 #[tokio::test]
+async fn a_plaintext_secret_left_by_schema_v1_is_sealed_at_the_next_start() {
+    let (url, dir) = hookd_store::testing::fresh_sqlite();
+    let hookd_1 = Hookd::serve_local(&url, TOKEN, &[]);
+    let secret_path = endpoint_with_secret(&Api::new(&hookd_1, TOKEN)).await;
+    drop(hookd_1);
+    let db = rusqlite::Connection::open(dir.path().join("hookd.db")).unwrap();
+    let legacy = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+    let endpoint_id = secret_path.split('/').nth(4).unwrap();
+    db.execute(
+        "UPDATE endpoints SET secret = ?1 WHERE id = ?2",
+        [legacy, endpoint_id],
+    )
+    .unwrap();
+
+    let hookd_2 = Hookd::serve_local(&url, TOKEN, &[]);
+    let secret = Api::new(&hookd_2, TOKEN).get(&secret_path).await;
+    assert_eq!(secret["key"], legacy, "the old secret still signs");
+    let stored: String = db
+        .query_row(
+            "SELECT secret FROM endpoints WHERE id = ?1",
+            [endpoint_id],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert!(stored.starts_with("hk1:"), "sealed at start: {stored}");
+}
+
+#[tokio::test]
 async fn a_postgres_dump_holds_no_secret() {
     let Some((url, _db)) =
         hookd_store::testing::fresh_postgres("a_postgres_dump_holds_no_secret").await

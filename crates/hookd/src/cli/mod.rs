@@ -28,7 +28,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the server: the API over durable storage.
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Apply pending database migrations and exit.
     Migrate(migrate::Args),
     Sign(sign::Args),
@@ -44,7 +44,7 @@ enum Command {
 impl Cli {
     pub fn run(self) -> ExitCode {
         match self.command {
-            Command::Serve(args) => serve::run(args),
+            Command::Serve(args) => serve::run(*args),
             Command::Migrate(args) => migrate::run(args),
             Command::Sign(args) => sign::run(args),
             Command::Verify(args) => verify::run(args),
