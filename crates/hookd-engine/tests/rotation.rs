@@ -14,26 +14,12 @@ use axum::http::StatusCode;
 use common::{Harness, Receiver};
 use hookd_core::Clock;
 use hookd_core::model::{DeliveryStatus, Endpoint};
-use hookd_engine::testing::Received;
+use hookd_engine::testing::{Received, python};
 use hookd_vault::{EndpointKeys, Scheme};
 use serde_json::{Value, json};
 use webhook_signature::{Secret, SigningKey, Verifier, VerifyingKey};
 
 const DAY: Duration = Duration::from_secs(24 * 3600);
-
-/// The interpreter to use, or `None` (after saying so) when the test is to be skipped.
-fn python() -> Option<String> {
-    match std::env::var("HOOKD_TEST_PYTHON") {
-        Ok(python) if !python.is_empty() => Some(python),
-        _ if std::env::var("HOOKD_TEST_REQUIRE_PYTHON").as_deref() == Ok("1") => {
-            panic!("HOOKD_TEST_PYTHON not set, and HOOKD_TEST_REQUIRE_PYTHON=1 requires it")
-        }
-        _ => {
-            let _ = writeln!(std::io::stderr(), "SKIPPED: HOOKD_TEST_PYTHON not set");
-            None
-        }
-    }
-}
 
 /// Rotates the endpoint's keys as the API does: open, rotate, seal, swap if unchanged.
 async fn rotate(h: &Harness, endpoint: &Endpoint, new: SigningKey, overlap: Duration) {

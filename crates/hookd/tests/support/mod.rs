@@ -5,7 +5,7 @@
 
 pub mod process;
 
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -199,20 +199,8 @@ pub async fn wait_until(
     .await
 }
 
-/// The interpreter with the reference libraries, or `None` (after saying so) when the test is
-/// to be skipped; `HOOKD_TEST_REQUIRE_PYTHON=1` (CI) turns a missing one into a failure.
-pub fn python() -> Option<String> {
-    match std::env::var("HOOKD_TEST_PYTHON") {
-        Ok(python) if !python.is_empty() => Some(python),
-        _ if std::env::var("HOOKD_TEST_REQUIRE_PYTHON").as_deref() == Ok("1") => {
-            panic!("HOOKD_TEST_PYTHON not set, and HOOKD_TEST_REQUIRE_PYTHON=1 requires it")
-        }
-        _ => {
-            let _ = writeln!(std::io::stderr(), "SKIPPED: HOOKD_TEST_PYTHON not set");
-            None
-        }
-    }
-}
+#[allow(unused_imports)] // Each test binary uses a different part of this module.
+pub use hookd_engine::testing::python;
 
 /// Runs one of `scripts/crosscheck/*.py` with `args`; panics with its output if it fails.
 pub fn run_python_script(python: &str, script: &str, args: &[&str]) -> String {
