@@ -14,6 +14,9 @@ SERVED = {
     "/api/v1/app/{app_id}/endpoint": ["get", "post"],
     "/api/v1/app/{app_id}/endpoint/{endpoint_id}": ["get", "put", "patch", "delete"],
     "/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret": ["get"],
+    "/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret/rotate": ["post"],
+    "/api/v1/auth/app-portal-access/{app_id}": ["post"],
+    "/api/v1/auth/logout": ["post"],
     "/api/v1/app/{app_id}/endpoint/{endpoint_id}/headers": ["get", "put", "patch"],
     "/api/v1/app/{app_id}/endpoint/{endpoint_id}/msg": ["get"],
     "/api/v1/app/{app_id}/endpoint/{endpoint_id}/recover": ["post"],
@@ -51,12 +54,47 @@ RATE_LIMIT = {
     "description": "hookd: the same as throttleRate (deliveries per second), under its newer name.",
     "format": "uint16", "nullable": True, "type": "integer",
 }
+SCHEMES = {
+    "description": "hookd addition: the signature schemes the endpoint signs with: `v1` "
+    "(HMAC-SHA256 with the whsec_ secret; the default) and/or `v1a` (ed25519; receivers verify "
+    "with `publicKey`, hookd keeps the private key sealed).",
+    "items": {"enum": ["v1", "v1a"], "type": "string"}, "minItems": 1, "type": "array",
+}
+PUBLIC_KEY = {
+    "description": "hookd addition: the whpk_ ed25519 public key receivers verify `v1a` "
+    "signatures with, when the endpoint signs `v1a`.",
+    "nullable": True, "type": "string",
+}
 # hookd's additions to Svix's schemas: (properties, names added to `required`).
 ADDITIONS = {
-    "EndpointIn": ({"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT}, []),
-    "EndpointUpdate": ({"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT}, []),
-    "EndpointPatch": ({"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT}, []),
-    "EndpointOut": ({"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT, **DISABLED}, []),
+    "EndpointSecretOut": ({"publicKey": PUBLIC_KEY}, []),
+    "EndpointSecretRotateIn": (
+        {
+            "key": {
+                "description": "The new key: a whsec_ secret rotates `v1`, a whsk_ ed25519 key "
+                "(hookd addition) rotates `v1a`. Without it hookd makes a new key for every "
+                "scheme the endpoint signs with.",
+                "nullable": True, "type": "string",
+            }
+        },
+        [],
+    ),
+    "EndpointIn": (
+        {"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT, "signatureSchemes": SCHEMES}, []
+    ),
+    "EndpointUpdate": (
+        {"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT, "signatureSchemes": SCHEMES}, []
+    ),
+    "EndpointPatch": (
+        {"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT, "signatureSchemes": SCHEMES}, []
+    ),
+    "EndpointOut": (
+        {
+            "timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT, **DISABLED,
+            "signatureSchemes": SCHEMES, "publicKey": PUBLIC_KEY,
+        },
+        [],
+    ),
     "MessageEndpointOut": ({"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT, **DISABLED}, []),
     "MessageAttemptOut": (
         {
@@ -78,6 +116,117 @@ ADDITIONS = {
         [],
     ),
 }
+
+
+TOKEN_OUT = {
+    "properties": {
+        "id": {"type": "string"},
+        "name": {"type": "string"},
+        "appId": {"description": "The application the token is limited to; null for an admin "
+                  "token.", "nullable": True, "type": "string"},
+        "createdAt": {"format": "date-time", "type": "string"},
+        "expiresAt": {"format": "date-time", "nullable": True, "type": "string"},
+        "revokedAt": {"format": "date-time", "nullable": True, "type": "string"},
+        "rateLimit": {"description": "Requests per second; the server's default when null.",
+                      "format": "uint32", "nullable": True, "type": "integer"},
+        "readOnly": {"type": "boolean"},
+    },
+    "required": ["id", "name", "createdAt", "readOnly"],
+    "type": "object",
+}
+TOKEN_IN = {
+    "properties": {
+        "name": {"maxLength": 256, "type": "string"},
+        "appId": {"description": "Limit the token to this application (id or uid); an admin "
+                  "token without it.", "nullable": True, "type": "string"},
+        "expiresInSeconds": {"format": "uint64", "nullable": True, "type": "integer"},
+        "rateLimit": {"format": "uint32", "minimum": 1, "nullable": True, "type": "integer"},
+        "readOnly": {"default": False, "type": "boolean"},
+    },
+    "type": "object",
+}
+TOKEN_CREATED = {
+    "allOf": [
+        {"$ref": "#/components/schemas/ApiTokenOut"},
+        {"properties": {"token": {"description": "The token itself, shown only here.",
+                                  "type": "string"}},
+         "required": ["token"], "type": "object"},
+    ]
+}
+TOKEN_LIST = {
+    "properties": {
+        "data": {"items": {"$ref": "#/components/schemas/ApiTokenOut"}, "type": "array"},
+        "done": {"type": "boolean"},
+        "iterator": {"nullable": True, "type": "string"},
+        "prevIterator": {"nullable": True, "type": "string"},
+    },
+    "required": ["data", "done"],
+    "type": "object",
+}
+ERRORS = {
+    "401": {"description": "Unauthorized"},
+    "403": {"description": "Forbidden: not an admin token"},
+    "429": {"description": "The token's rate limit: Retry-After says when to retry"},
+}
+# hookd's own operations (not in Svix's document).
+HOOKD_PATHS = {
+    "/api/v1/auth/token": {
+        "get": {
+            "description": "hookd addition: API tokens, never their text (admin only).",
+            "operationId": "hookd.token.list", "tags": ["Authentication"],
+            "parameters": [{"in": "query", "name": "limit", "schema": {"type": "integer"}},
+                           {"in": "query", "name": "iterator", "schema": {"type": "string"}}],
+            "responses": {"200": {"content": {"application/json": {"schema": {
+                "$ref": "#/components/schemas/ListResponse_ApiTokenOut_"}}}, "description": ""},
+                **ERRORS},
+        },
+        "post": {
+            "description": "hookd addition: creates an admin or app-scoped token; its text is "
+            "in this answer only (admin only).",
+            "operationId": "hookd.token.create", "tags": ["Authentication"],
+            "requestBody": {"content": {"application/json": {"schema": {
+                "$ref": "#/components/schemas/ApiTokenIn"}}}, "required": True},
+            "responses": {"201": {"content": {"application/json": {"schema": {
+                "$ref": "#/components/schemas/ApiTokenCreatedOut"}}}, "description": ""},
+                **ERRORS},
+        },
+    },
+    "/api/v1/auth/token/{token_id}": {
+        "delete": {
+            "description": "hookd addition: revokes a token; it stays listed, revoked.",
+            "operationId": "hookd.token.revoke", "tags": ["Authentication"],
+            "parameters": [{"in": "path", "name": "token_id", "required": True,
+                            "schema": {"type": "string"}}],
+            "responses": {"204": {"description": "no content"}, **ERRORS},
+        },
+    },
+}
+HOOKD_SCHEMAS = {
+    "ApiTokenOut": TOKEN_OUT,
+    "ApiTokenIn": TOKEN_IN,
+    "ApiTokenCreatedOut": TOKEN_CREATED,
+    "ListResponse_ApiTokenOut_": TOKEN_LIST,
+}
+# Where hookd answers otherwise than Svix's document, following what the official SDKs expect.
+RESPONSES = {
+    ("/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret/rotate", "post"): {
+        "200": {
+            "content": {"application/json": {"schema": {
+                "$ref": "#/components/schemas/EndpointSecretOut"}}},
+            "description": "hookd (as the Svix SDKs read it): the new secret, or for a "
+            "v1a-only endpoint the new public key.",
+        },
+    },
+}
+
+
+def add_hookd_operations(document):
+    document["paths"].update(HOOKD_PATHS)
+    document["components"]["schemas"].update(HOOKD_SCHEMAS)
+    for (path, method), responses in RESPONSES.items():
+        answers = document["paths"][path][method]["responses"]
+        answers.pop("204", None)
+        answers.update(responses)
 
 
 def add_hookd_fields(schemas):
@@ -147,6 +296,7 @@ def main(source):
         },
     }
     add_hookd_fields(document["components"]["schemas"])
+    add_hookd_operations(document)
     out = Path(__file__).resolve().parent.parent / "crates/hookd-api/openapi.json"
     out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
     print(f"wrote {out}: {len(paths)} paths, {len(needed)} schemas")

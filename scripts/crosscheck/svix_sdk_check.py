@@ -6,18 +6,22 @@
 RECEIVER_URL is an HTTP receiver that answers 2xx; the delivery half of the check publishes to
 it and reads the attempts back. Exits non-zero (with a traceback) on the first call that fails or returns the wrong thing.
 """
+import base64
+import os
 import sys
 import time
 import uuid
 from datetime import datetime, timezone
 
 from svix.api import (
+    AppPortalAccessIn,
     ApplicationIn,
     ApplicationPatch,
     EndpointHeadersIn,
     EndpointHeadersPatchIn,
     EndpointIn,
     EndpointPatch,
+    EndpointSecretRotateIn,
     EndpointUpsertIn,
     EventTypeIn,
     EventTypePatch,
@@ -74,6 +78,25 @@ def deliveries(svix, app_id, event_type, receiver_url):
     check(len(by_endpoint) == 3, "message_attempt.list_by_endpoint shows all three attempts")
 
 
+def portal(svix, base_url, app_id, ep_id):
+    """A portal link for one application: its token reads that application only."""
+    access = svix.authentication.app_portal_access(app_id, AppPortalAccessIn())
+    check(access.url == f"{base_url}/portal/login#token={access.token}", "authentication.app_portal_access link")
+    customer = Svix(access.token, SvixOptions(server_url=base_url, retry_schedule=[]))
+    check(ep_id in [e.id for e in customer.endpoint.list(app_id).data], "the portal token reads its application")
+    try:
+        customer.application.list()
+        check(False, "the portal token cannot list applications")
+    except HttpError as e:
+        check(e.status_code == 403, "the portal token is scoped: 403 elsewhere")
+    customer.authentication.logout()
+    try:
+        customer.endpoint.list(app_id)
+        check(False, "a logged-out token is refused")
+    except HttpError as e:
+        check(e.status_code == 401, "authentication.logout revokes the token")
+
+
 def main(base_url, token, receiver_url):
     svix = Svix(token, SvixOptions(server_url=base_url, retry_schedule=[]))
     suffix = uuid.uuid4().hex[:8]
@@ -126,6 +149,17 @@ def main(base_url, token, receiver_url):
     check([e.id for e in svix.endpoint.list(app.id).data] == [ep.id], "endpoint.list")
     secret = svix.endpoint.get_secret(app.id, ep.id)
     check(secret.key.startswith("whsec_"), "endpoint.get_secret")
+    rotated = svix.endpoint.rotate_secret(app.id, ep.id, EndpointSecretRotateIn())
+    check(rotated.key.startswith("whsec_") and rotated.key != secret.key, "endpoint.rotate_secret answers a new secret")
+    check(svix.endpoint.get_secret(app.id, ep.id).key == rotated.key, "the rotated secret is current")
+    own = "whsec_" + base64.b64encode(os.urandom(24)).decode()
+    rotated = svix.endpoint.rotate_secret(app.id, ep.id, EndpointSecretRotateIn(key=own, grace_period_seconds=3600))
+    check(rotated.key == own, "endpoint.rotate_secret takes the caller's key and grace period")
+    try:
+        svix.endpoint.rotate_secret(app.id, ep.id, EndpointSecretRotateIn(grace_period_seconds=8 * 86400))
+        check(False, "a grace period over 7 days refused")
+    except HTTPValidationError as e:
+        check(e.detail[0].loc[-1] == "gracePeriodSeconds", "a grace period over 7 days is HTTPValidationError")
     svix.endpoint.set_headers(app.id, ep.id, EndpointHeadersIn(headers={"X-Tenant": "42"}))
     svix.endpoint.patch_headers(app.id, ep.id, EndpointHeadersPatchIn(headers={"X-Region": "eu"}))
     check(svix.endpoint.get_headers(app.id, ep.id).headers == {"X-Tenant": "42", "X-Region": "eu"}, "endpoint headers")
@@ -159,6 +193,7 @@ def main(base_url, token, receiver_url):
     check([m.id for m in attempted.data] == [msg.id], "message_attempt.list_attempted_messages")
 
     deliveries(svix, app.id, name, receiver_url)
+    portal(svix, base_url, app.id, ep.id)
 
     # Clean-up verbs
     svix.endpoint.delete(app.id, ep.id)

@@ -1,13 +1,16 @@
-//! Bearer-token authentication and the scope a token grants.
+//! Bearer-token authentication, the scope a token grants, its rate limit, and the audit line
+//! every authenticated request leaves (tracing target `hookd::audit`).
 //!
 //! Tokens are never stored: only their SHA-256 digest is, in the database or in configuration.
 //! A request's token is hashed and matched by digest; configured digests are compared in
 //! constant time. Looked-up tokens are cached briefly so the hot publish path does not read
-//! the database for every request.
+//! the database for every request: a token revoked through another process stops working
+//! within [`TOKEN_CACHE_TTL`]; revoked through this one, at once.
 
 use std::time::Duration;
 
 use axum::extract::{Request, State};
+use axum::http::Method;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::Response;
@@ -53,27 +56,71 @@ pub fn token_hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
-/// Creates and stores a new admin token, returning its text: the only time it exists in the
-/// clear. Used on first start, when no admin token is configured or stored.
-pub async fn create_admin_token(store: &dyn Store, now: Timestamp) -> Result<String, StoreError> {
+/// The token id of an admin token given in configuration.
+pub const CONFIGURED_TOKEN_ID: &str = "configured";
+
+/// The token behind a request, as the audit log and the limits see it.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub principal: Principal,
+    /// The stored token's id, or `configured` for an admin token given in configuration.
+    pub token_id: String,
+    /// Requests per second, if limited.
+    pub rate_limit: Option<u32>,
+    /// May only read.
+    pub read_only: bool,
+    pub expires_at: Option<Timestamp>,
+}
+
+/// What a new token may do.
+#[derive(Clone, Debug, Default)]
+pub struct NewToken {
+    /// `None` for an admin token.
+    pub app_id: Option<AppId>,
+    pub name: String,
+    pub expires_at: Option<Timestamp>,
+    pub rate_limit: Option<u32>,
+    pub read_only: bool,
+}
+
+/// Creates and stores a token, returning its text (the only time it exists in the clear) and
+/// the stored record.
+pub async fn issue_token(
+    store: &dyn Store,
+    now: Timestamp,
+    new: NewToken,
+) -> Result<(String, ApiToken), StoreError> {
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret).expect("the OS random number generator failed");
     let text = format!("hookd_{}", hex::encode(secret));
+    let hash = token_hash(&text);
     let token = ApiToken {
-        id: format!(
-            "tok_{}",
-            &hex::encode(Sha256::digest(text.as_bytes()))[..16]
-        ),
-        token_hash: token_hash(&text),
-        app_id: None,
+        id: format!("tok_{}", &hash[..16]),
+        token_hash: hash,
+        app_id: new.app_id,
         created_at: now,
-        expires_at: None,
+        expires_at: new.expires_at,
+        name: new.name,
+        revoked_at: None,
+        rate_limit: new.rate_limit,
+        read_only: new.read_only,
     };
     store.create_token(&token).await?;
-    Ok(text)
+    Ok((text, token))
 }
 
-/// Middleware: resolves the bearer token to a [`Principal`] request extension, or answers 401.
+/// Creates and stores a new admin token, returning its text. Used on first start, when no
+/// admin token is configured or stored.
+pub async fn create_admin_token(store: &dyn Store, now: Timestamp) -> Result<String, StoreError> {
+    let new = NewToken {
+        name: "first-start admin token".into(),
+        ..NewToken::default()
+    };
+    Ok(issue_token(store, now, new).await?.0)
+}
+
+/// Middleware: resolves the bearer token to a [`Principal`] (and [`Caller`]) request extension,
+/// or answers 401; applies the token's read-only scope and rate limit; writes the audit line.
 pub async fn authenticate(
     State(state): State<ApiState>,
     mut request: Request,
@@ -90,12 +137,57 @@ pub async fn authenticate(
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .ok_or(ApiError::Unauthorized)?;
-    let principal = principal_for(&state, token).await?;
-    request.extensions_mut().insert(principal);
-    Ok(next.run(request).await)
+    let caller = caller_for(&state, token).await?;
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let outcome = admit(&state, &caller, &method);
+    let status = match &outcome {
+        Ok(()) => None,
+        Err(error) => Some(error.status()),
+    };
+    let response = match outcome {
+        Ok(()) => {
+            request.extensions_mut().insert(caller.principal.clone());
+            request.extensions_mut().insert(caller.clone());
+            next.run(request).await
+        }
+        Err(error) => axum::response::IntoResponse::into_response(error),
+    };
+    let status = status.unwrap_or_else(|| response.status()).as_u16();
+    let app_id = match &caller.principal {
+        Principal::Admin => None,
+        Principal::App(app) => Some(app.as_str()),
+    };
+    tracing::info!(target: "hookd::audit", action = "token.use", token_id = %caller.token_id, app_id, %method, path, status);
+    Ok(response)
 }
 
-async fn principal_for(state: &ApiState, token: &str) -> Result<Principal, ApiError> {
+/// Whether `caller` may make a `method` request now: expiry, read-only scope, rate limit.
+fn admit(state: &ApiState, caller: &Caller, method: &Method) -> Result<(), ApiError> {
+    let now = state.clock().now();
+    if caller.expires_at.is_some_and(|at| at <= now) {
+        return Err(ApiError::Unauthorized);
+    }
+    if caller.read_only && !matches!(*method, Method::GET | Method::HEAD) {
+        return Err(ApiError::Forbidden);
+    }
+    let default = match caller.principal {
+        Principal::App(_) => Some(state.config().app_token_rate_limit),
+        Principal::Admin => None,
+    };
+    match caller.rate_limit.or(default).filter(|&l| l > 0) {
+        Some(limit) => state
+            .limiter()
+            .check(&caller.token_id, limit, now)
+            .map_err(|wait| ApiError::RateLimited {
+                retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
+                limit,
+            }),
+        None => Ok(()),
+    }
+}
+
+async fn caller_for(state: &ApiState, token: &str) -> Result<Caller, ApiError> {
     let hash = token_hash(token);
     let configured = state
         .config()
@@ -105,26 +197,34 @@ async fn principal_for(state: &ApiState, token: &str) -> Result<Principal, ApiEr
             found | bool::from(known.as_bytes().ct_eq(hash.as_bytes()))
         });
     if configured {
-        return Ok(Principal::Admin);
+        return Ok(Caller {
+            principal: Principal::Admin,
+            token_id: CONFIGURED_TOKEN_ID.into(),
+            rate_limit: None,
+            read_only: false,
+            expires_at: None,
+        });
     }
-    if let Some(principal) = state.tokens().get(&hash) {
-        return Ok(principal);
+    if let Some(caller) = state.tokens().get(&hash) {
+        return Ok(caller);
     }
     let stored: ApiToken = state
         .store()
         .find_token(&hash)
         .await?
         .ok_or(ApiError::Unauthorized)?;
-    if !bool::from(stored.token_hash.as_bytes().ct_eq(hash.as_bytes())) {
-        return Err(ApiError::Unauthorized);
-    }
-    if stored
-        .expires_at
-        .is_some_and(|at| at <= state.clock().now())
+    if !bool::from(stored.token_hash.as_bytes().ct_eq(hash.as_bytes()))
+        || stored.revoked_at.is_some()
     {
         return Err(ApiError::Unauthorized);
     }
-    let principal = stored.app_id.map_or(Principal::Admin, Principal::App);
-    state.tokens().put(hash, principal.clone());
-    Ok(principal)
+    let caller = Caller {
+        principal: stored.app_id.map_or(Principal::Admin, Principal::App),
+        token_id: stored.id,
+        rate_limit: stored.rate_limit,
+        read_only: stored.read_only,
+        expires_at: stored.expires_at,
+    };
+    state.tokens().put(hash, caller.clone());
+    Ok(caller)
 }

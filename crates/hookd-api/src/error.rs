@@ -4,7 +4,8 @@
 //! lists the failing fields as `{"loc": ["body", "url"], "msg": …, "type": …}` so the official
 //! SDKs raise their `HTTPValidationError` with the field named.
 
-use axum::http::StatusCode;
+use axum::http::header::RETRY_AFTER;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use hookd_store::StoreError;
 use serde_json::json;
@@ -36,6 +37,11 @@ pub enum ApiError {
         location: Vec<String>,
         message: String,
     },
+    /// The token made more requests than its rate limit allows; nothing was done.
+    #[error(
+        "this token is limited to {limit} requests per second; retry after {retry_after_secs} s"
+    )]
+    RateLimited { retry_after_secs: u64, limit: u32 },
     /// More requests are in progress than the server takes at once; nothing was done.
     #[error("the server is busy; retry shortly")]
     Overloaded,
@@ -72,7 +78,7 @@ impl ApiError {
         }
     }
 
-    fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -81,6 +87,7 @@ impl ApiError {
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Overloaded | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -95,6 +102,7 @@ impl ApiError {
             Self::Conflict(_) => "conflict",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::Validation { .. } => "validation",
+            Self::RateLimited { .. } => "rate_limited",
             Self::Overloaded => "overloaded",
             Self::Unavailable(_) => "unavailable",
             Self::Internal(_) => "internal",
@@ -131,6 +139,15 @@ impl IntoResponse for ApiError {
             }
             _ => json!({ "code": self.code(), "detail": self.to_string() }),
         };
-        (status, axum::Json(body)).into_response()
+        let mut response = (status, axum::Json(body)).into_response();
+        if let Self::RateLimited {
+            retry_after_secs, ..
+        } = self
+        {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(retry_after_secs));
+        }
+        response
     }
 }

@@ -7,8 +7,10 @@
 //!
 //! # Layout
 //! - [`routes`]: one module per resource (application, endpoint, event_type, message,
-//!   attempt, redelivery, health).
-//! - [`auth`]: bearer tokens → [`Principal`] (admin or one application).
+//!   attempt, redelivery, auth (tokens, portal access), health).
+//! - [`auth`]: bearer tokens → [`Principal`] (admin or one application), read-only scope,
+//!   expiry, the per-token rate limit and the `hookd::audit` line of every request.
+//! - `rate_limit`: the per-token request buckets.
 //! - `idempotency`: `Idempotency-Key` replays.
 //! - `cache`: the short-lived token and application caches of the hot path.
 //! - `overload`: the bound on requests in progress (503 past it).
@@ -25,6 +27,7 @@ mod extract;
 mod idempotency;
 mod list;
 mod overload;
+mod rate_limit;
 pub mod routes;
 pub mod state;
 mod validate;
@@ -34,7 +37,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::middleware::from_fn_with_state;
 use tower_http::catch_panic::CatchPanicLayer;
 
-pub use auth::{Principal, create_admin_token, token_hash};
+pub use auth::{NewToken, Principal, create_admin_token, issue_token, token_hash};
 pub use error::ApiError;
 pub use state::{ApiConfig, ApiState};
 
@@ -50,6 +53,7 @@ pub fn router(state: ApiState) -> Router {
         .merge(routes::message::routes())
         .merge(routes::attempt::routes())
         .merge(routes::redelivery::routes())
+        .merge(routes::auth::routes())
         .layer(from_fn_with_state(state.clone(), idempotency::replay))
         .layer(from_fn_with_state(state.clone(), auth::authenticate));
     let body_limit = state.config().max_payload_bytes + ENVELOPE_ALLOWANCE;

@@ -7,11 +7,13 @@ use std::time::Duration;
 use hookd_core::Clock;
 use hookd_core::model::Application;
 use hookd_store::Store;
+use hookd_vault::Keyring;
 use tokio::sync::Notify;
 
 use crate::ApiError;
-use crate::auth::{Principal, TOKEN_CACHE_TTL};
+use crate::auth::{Caller, Principal, TOKEN_CACHE_TTL};
 use crate::cache::TtlCache;
+use crate::rate_limit::RateLimiter;
 
 /// How long a looked-up application is used without asking the database again; another
 /// process's change to an application is seen within this time.
@@ -30,6 +32,18 @@ pub struct ApiConfig {
     pub configured_admin_token_hashes: Vec<String>,
     /// Requests worked on at once; more are answered 503 at once.
     pub max_in_flight: usize,
+    /// The master keys endpoint signing keys are sealed under. The default is a new in-memory
+    /// key (for tests); `hookd serve` gives the configured one.
+    pub keyring: Arc<Keyring>,
+    /// How long a rotated-out endpoint key keeps signing beside the new one, unless the
+    /// rotation asks otherwise.
+    pub rotation_overlap: Duration,
+    /// Where hookd is reached from outside (`https://hooks.example.com`): the base of portal
+    /// links.
+    pub public_url: String,
+    /// Requests per second an app-scoped token may make unless it has its own limit (admin
+    /// tokens are unlimited unless they have one); 0 for no default limit.
+    pub app_token_rate_limit: u32,
 }
 
 impl Default for ApiConfig {
@@ -40,6 +54,10 @@ impl Default for ApiConfig {
             allow_http_endpoints: false,
             configured_admin_token_hashes: Vec::new(),
             max_in_flight: 1024,
+            keyring: Arc::new(Keyring::ephemeral()),
+            rotation_overlap: Duration::from_secs(24 * 3600),
+            public_url: "http://127.0.0.1:8071".into(),
+            app_token_rate_limit: 100,
         }
     }
 }
@@ -53,8 +71,9 @@ struct Inner {
     clock: Arc<dyn Clock>,
     config: ApiConfig,
     new_work: Arc<Notify>,
-    tokens: TtlCache<Principal>,
+    tokens: TtlCache<Caller>,
     apps: TtlCache<Application>,
+    limiter: RateLimiter,
 }
 
 impl ApiState {
@@ -72,6 +91,7 @@ impl ApiState {
             new_work,
             tokens: TtlCache::new(TOKEN_CACHE_TTL),
             apps: TtlCache::new(APP_CACHE_TTL),
+            limiter: RateLimiter::default(),
         }))
     }
 
@@ -87,8 +107,16 @@ impl ApiState {
         &self.0.config
     }
 
-    pub(crate) fn tokens(&self) -> &TtlCache<Principal> {
+    pub(crate) fn tokens(&self) -> &TtlCache<Caller> {
         &self.0.tokens
+    }
+
+    pub(crate) fn limiter(&self) -> &RateLimiter {
+        &self.0.limiter
+    }
+
+    pub fn keyring(&self) -> &Keyring {
+        &self.0.config.keyring
     }
 
     /// Tells the delivery engine that deliveries were written.

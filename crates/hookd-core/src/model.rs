@@ -46,8 +46,8 @@ pub struct Endpoint {
     pub metadata: Metadata,
     /// Extra headers sent with every delivery (never ones that collide with ours).
     pub headers: BTreeMap<String, String>,
-    /// The signing secret, `whsec_…`.
-    pub secret: String,
+    /// The signing keys (HMAC secrets, ed25519 private keys), sealed: see [`SealedKeys`].
+    pub keys: SealedKeys,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -85,6 +85,31 @@ pub fn filters_take(
         _ => true,
     };
     type_matches && channel_matches
+}
+
+/// An endpoint's signing keys as stored: ciphertext sealed under a master key (`hookd-vault`
+/// seals and opens it), never a key in the clear. Whoever holds only this and the database
+/// holds no secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SealedKeys(String);
+
+impl SealedKeys {
+    /// The stored text.
+    pub fn from_stored(text: String) -> Self {
+        Self(text)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Short: the ciphertext says nothing useful and fills logs.
+impl std::fmt::Debug for SealedKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let key_id = self.0.split(':').nth(1).unwrap_or("?");
+        write!(f, "SealedKeys(key {key_id})")
+    }
 }
 
 /// An entry of the event-type catalog.
@@ -228,7 +253,7 @@ mod tests {
             timeout_secs: None,
             metadata: Metadata::new(),
             headers: BTreeMap::new(),
-            secret: "whsec_x".into(),
+            keys: SealedKeys::from_stored("hk1:x:y".into()),
             created_at: Timestamp::from_millis(0),
             updated_at: Timestamp::from_millis(0),
         }

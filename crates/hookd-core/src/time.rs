@@ -10,7 +10,7 @@ use ::time::OffsetDateTime;
 use ::time::format_description::well_known::Rfc3339;
 
 /// A point in time as unix milliseconds (UTC), the form both databases store.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(i64);
 
 /// Text that is not an RFC 3339 date-time.

@@ -11,15 +11,17 @@ use bytes::Bytes;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
 use hookd_core::{AttemptId, Timestamp};
 use hookd_store::ClaimedDelivery;
-use webhook_signature::{Secret, Signer, SigningKey};
+use hookd_vault::{EndpointKeys, Keyring};
 
 use crate::http::{OutgoingRequest, SendOutcome};
 use crate::schedule::{RetrySchedule, parse_retry_after};
 
 /// The signed POST for a claimed delivery, stamped `now`, allowed `timeout` (clamped to the
-/// 1..=30 s hookd accepts). The body is the stored bytes.
+/// 1..=30 s hookd accepts). The body is the stored bytes. Every key of the endpoint that signs
+/// at `now` adds an entry to the signature: during a rotation's overlap, the old and the new.
 pub fn request(
     claimed: &ClaimedDelivery,
+    keyring: &Keyring,
     now: Timestamp,
     timeout: Duration,
     svix_headers: bool,
@@ -27,10 +29,11 @@ pub fn request(
     let message = &claimed.message;
     let endpoint = &claimed.endpoint;
     let body = message.payload.clone().ok_or("the payload was expunged")?;
-    let secret = Secret::parse(&endpoint.secret)
-        .map_err(|e| format!("the endpoint's secret is unusable: {e}"))?;
+    let signer = EndpointKeys::open(keyring, &endpoint.id, &endpoint.keys)
+        .and_then(|keys| keys.signer_at(now))
+        .map_err(|e| format!("the endpoint's keys are unusable: {e}"))?;
     let timestamp = now.as_secs().max(0) as u64;
-    let signature = Signer::new([SigningKey::Hmac(secret)])
+    let signature = signer
         .signature(message.id.as_str(), timestamp, &body)
         .map_err(|e| format!("cannot sign: {e}"))?;
     let mut headers = vec![
@@ -153,11 +156,17 @@ mod tests {
 
     use hookd_core::model::{Endpoint, Message};
     use hookd_core::{AppId, EndpointId, MessageId};
-    use webhook_signature::Verifier;
+    use hookd_vault::Scheme;
+    use webhook_signature::{Secret, Verifier};
 
     use super::*;
 
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    fn keyring() -> &'static Keyring {
+        static KEYRING: std::sync::OnceLock<Keyring> = std::sync::OnceLock::new();
+        KEYRING.get_or_init(Keyring::ephemeral)
+    }
 
     fn claimed(attempt_count: u32) -> ClaimedDelivery {
         let at = Timestamp::from_millis(1_700_000_000_000);
@@ -170,8 +179,12 @@ mod tests {
             payload: Some(br#"{"orderId": 1003}"#.to_vec()),
             created_at: at,
         };
+        let id = EndpointId::new(at);
+        let keys = EndpointKeys::new(&[Scheme::V1], Some(Secret::parse(SECRET).unwrap()))
+            .unwrap()
+            .seal(keyring(), &id);
         let endpoint = Endpoint {
-            id: EndpointId::new(at),
+            id,
             app_id: message.app_id.clone(),
             uid: None,
             url: "https://example.com/hook".into(),
@@ -185,7 +198,7 @@ mod tests {
             timeout_secs: None,
             metadata: BTreeMap::new(),
             headers: BTreeMap::from([("X-Tenant".into(), "42".into())]),
-            secret: SECRET.into(),
+            keys,
             created_at: at,
             updated_at: at,
         };
@@ -220,7 +233,7 @@ mod tests {
     fn the_request_is_signed_over_the_stored_bytes() {
         let claimed = claimed(0);
         let now = Timestamp::from_millis(1_700_000_123_000);
-        let request = request(&claimed, now, Duration::from_secs(99), false).unwrap();
+        let request = request(&claimed, keyring(), now, Duration::from_secs(99), false).unwrap();
         assert_eq!(&request.body[..], br#"{"orderId": 1003}"#);
         let header = |name: &str| {
             request
@@ -256,6 +269,7 @@ mod tests {
     fn svix_headers_repeat_the_webhook_headers() {
         let request = request(
             &claimed(0),
+            keyring(),
             Timestamp::from_millis(0),
             Duration::from_secs(15),
             true,

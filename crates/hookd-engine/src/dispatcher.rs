@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use hookd_core::Clock;
 use hookd_store::{ClaimRequest, ClaimedDelivery, Store};
+use hookd_vault::Keyring;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::attempt::{self, Happened, Verdict};
@@ -40,6 +41,9 @@ pub struct EngineConfig {
     pub disable_after: Duration,
     /// Also send `svix-id`, `svix-timestamp` and `svix-signature`.
     pub svix_headers: bool,
+    /// The master keys that open endpoints' sealed signing keys. The default is a new
+    /// in-memory key (for tests); `hookd serve` gives the configured one.
+    pub keyring: Arc<Keyring>,
 }
 
 impl Default for EngineConfig {
@@ -53,6 +57,7 @@ impl Default for EngineConfig {
             schedule: RetrySchedule::default(),
             disable_after: Duration::from_secs(5 * 24 * 3600),
             svix_headers: false,
+            keyring: Arc::new(Keyring::ephemeral()),
         }
     }
 }
@@ -203,7 +208,8 @@ impl Engine {
                 Duration::from_secs(u64::from(s))
             })
             .min(self.config.lease / 3);
-        match attempt::request(claimed, started, timeout, self.config.svix_headers) {
+        let keyring = &self.config.keyring;
+        match attempt::request(claimed, keyring, started, timeout, self.config.svix_headers) {
             Ok(request) => {
                 let outcome = self.sender.send(request).await;
                 attempt::judge(

@@ -9,7 +9,8 @@
 //! - [`dispatcher`]: [`Engine`], the claim → send → record loop and its [`EngineConfig`].
 //! - [`relay`]: [`Relay`], which turns committed outbox rows into messages and deliveries.
 //! - `limits`: per-endpoint concurrency and rate limits (fairness).
-//! - `attempt`: the signed request for a delivery, and what its outcome means.
+//! - `attempt`: the signed request for a delivery (signed with every key of the endpoint live
+//!   at that instant, opened from their sealed form), and what its outcome means.
 //! - `recorder`: writes finished attempts to the store, many per transaction.
 //! - [`schedule`]: [`RetrySchedule`] and `Retry-After`.
 //! - [`http`]: [`http::WebhookSender`], the one shared HTTP client: timeouts, no redirects,

@@ -1,5 +1,6 @@
 //! Test support for hookd's own tests (cargo feature `testing`): a real HTTP receiver on
-//! loopback that records what it gets and answers as the test decides.
+//! loopback that records what it gets and answers as the test decides, and the Python
+//! interpreter that runs the reference libraries (code we did not write) against hookd.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -102,5 +103,23 @@ impl Receiver {
         })
         .await
         .unwrap_or_else(|_| panic!("expected {n} requests, got {}", self.count()));
+    }
+}
+
+/// The interpreter with the reference libraries (`HOOKD_TEST_PYTHON`), or `None` (after saying
+/// so) when the test is to be skipped; `HOOKD_TEST_REQUIRE_PYTHON=1` (CI) turns a missing one
+/// into a failure.
+pub fn python() -> Option<String> {
+    match std::env::var("HOOKD_TEST_PYTHON") {
+        Ok(python) if !python.is_empty() => Some(python),
+        _ if std::env::var("HOOKD_TEST_REQUIRE_PYTHON").as_deref() == Ok("1") => {
+            panic!("HOOKD_TEST_PYTHON not set, and HOOKD_TEST_REQUIRE_PYTHON=1 requires it")
+        }
+        _ => {
+            // Written to the real stderr, past the test harness's capture, so it is seen.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "SKIPPED: HOOKD_TEST_PYTHON not set");
+            None
+        }
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use hookd_core::model::{Application, Endpoint, Message};
+use hookd_core::model::{Application, Endpoint, Message, SealedKeys};
 use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 use hookd_store::postgres::PgStore;
 use hookd_store::prelude::*;
@@ -236,7 +236,7 @@ fn endpoint_of(owner: &Application, created: i64, rate: Option<u16>) -> Endpoint
         timeout_secs: None,
         metadata: BTreeMap::new(),
         headers: BTreeMap::new(),
-        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+        keys: SealedKeys::from_stored("hk1:test:sealed".into()),
         created_at: created,
         updated_at: created,
     }

@@ -443,7 +443,7 @@ async fn a_missing_parent_is_not_found(store: &dyn Store) {
         token_hash: "ef".repeat(32),
         app_id: Some(AppId::new(at(0))),
         created_at: at(0),
-        expires_at: None,
+        ..ApiToken::default()
     };
     let created = store.create_token(&token).await;
     assert!(

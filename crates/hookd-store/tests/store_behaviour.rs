@@ -6,8 +6,10 @@
 mod harness;
 
 use harness::fixtures::{app, at, endpoint, first_page, message};
-use hookd_core::AttemptId;
-use hookd_core::model::{Application, Attempt, Delivery, DeliveryStatus, EventType, TriggerType};
+use hookd_core::model::{
+    Application, Attempt, Delivery, DeliveryStatus, EventType, SealedKeys, TriggerType,
+};
+use hookd_core::{AttemptId, EndpointId};
 use hookd_store::{
     ApiToken, AttemptFilter, Cursor, MessageFilter, PageRequest, Route, Store, StoreError,
     StoredResponse,
@@ -416,7 +418,11 @@ async fn tokens_are_found_by_hash(store: &dyn Store) {
         token_hash: "ab".repeat(32),
         app_id: None,
         created_at: at(0),
-        expires_at: None,
+        expires_at: Some(at(9_000)),
+        name: "deploys".into(),
+        revoked_at: None,
+        rate_limit: Some(7),
+        read_only: true,
     };
     store.create_token(&token).await.unwrap();
     assert!(store.has_admin_token().await.unwrap());
@@ -425,6 +431,95 @@ async fn tokens_are_found_by_hash(store: &dyn Store) {
         Some(token)
     );
     assert_eq!(store.find_token(&"cd".repeat(32)).await.unwrap(), None);
+}
+
+async fn revoked_tokens_stay_listed_and_stop_counting_as_admin(store: &dyn Store) {
+    let app = app(Some("acme"), 0);
+    store.create_app(&app).await.unwrap();
+    for (id, app_id) in [("tok_a", None), ("tok_b", Some(app.id.clone()))] {
+        let token = ApiToken {
+            id: id.into(),
+            token_hash: id.repeat(8),
+            app_id,
+            created_at: at(0),
+            ..ApiToken::default()
+        };
+        store.create_token(&token).await.unwrap();
+    }
+    store.revoke_token("tok_a", at(5)).await.unwrap();
+    store.revoke_token("tok_a", at(9)).await.unwrap();
+    assert!(!store.has_admin_token().await.unwrap());
+    assert!(matches!(
+        store.revoke_token("tok_none", at(5)).await,
+        Err(StoreError::NotFound("token"))
+    ));
+    let first = PageRequest {
+        limit: 1,
+        cursor: None,
+    };
+    let page = store.list_tokens(&first).await.unwrap();
+    assert!(page.has_more);
+    assert_eq!(page.items[0].id, "tok_a");
+    assert_eq!(
+        page.items[0].revoked_at,
+        Some(at(5)),
+        "the first revocation stands"
+    );
+    let rest = PageRequest {
+        limit: 10,
+        cursor: Some(Cursor::After("tok_a".into())),
+    };
+    let page = store.list_tokens(&rest).await.unwrap();
+    assert_eq!(page.items.len(), 1);
+    assert_eq!(page.items[0].app_id, Some(app.id.clone()));
+}
+
+async fn endpoint_keys_change_only_by_compare_and_swap(store: &dyn Store) {
+    let a = app(Some("acme"), 0);
+    store.create_app(&a).await.unwrap();
+    let ep = endpoint(&a, None, None, None);
+    store.create_endpoint(&ep).await.unwrap();
+    let rotated = SealedKeys::from_stored("hk1:test:rotated".into());
+    let stale = SealedKeys::from_stored("hk1:test:stale".into());
+    assert!(
+        !store
+            .replace_endpoint_keys(&ep.id, &stale, &rotated, at(2))
+            .await
+            .unwrap(),
+        "keys that changed meanwhile are not overwritten"
+    );
+    assert!(
+        store
+            .replace_endpoint_keys(&ep.id, &ep.keys, &rotated, at(2))
+            .await
+            .unwrap()
+    );
+    let mut edited = ep.clone();
+    edited.description = "edited".into();
+    store.update_endpoint(&edited).await.unwrap();
+    let stored = store
+        .get_endpoint(&a.id, ep.id.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.keys, rotated, "an update leaves the keys alone");
+    assert_eq!(stored.description, "edited");
+    let ghost = EndpointId::new(at(3));
+    assert!(matches!(
+        store
+            .replace_endpoint_keys(&ghost, &rotated, &stale, at(3))
+            .await,
+        Err(StoreError::NotFound("endpoint"))
+    ));
+    let all = store.list_sealed_keys(None, 10).await.unwrap();
+    assert_eq!(all, vec![(ep.id.clone(), rotated)]);
+    assert!(
+        store
+            .list_sealed_keys(Some(&ep.id), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn idempotent_responses_keep_the_first_until_they_expire(store: &dyn Store) {
@@ -543,6 +638,8 @@ behaviour!(
     attempts_are_recorded_and_listed,
     deleting_an_app_removes_everything_it_owns,
     tokens_are_found_by_hash,
+    revoked_tokens_stay_listed_and_stop_counting_as_admin,
+    endpoint_keys_change_only_by_compare_and_swap,
     idempotent_responses_keep_the_first_until_they_expire,
     concurrent_publishes_all_land,
 );

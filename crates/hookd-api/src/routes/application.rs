@@ -22,7 +22,7 @@ pub fn routes() -> Router<ApiState> {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ApplicationIn {
+pub(crate) struct ApplicationIn {
     name: String,
     uid: Option<String>,
     #[serde(default)]
@@ -68,12 +68,12 @@ impl From<Application> for ApplicationOut {
 }
 
 impl ApplicationIn {
-    fn validate(&self) -> Result<(), ApiError> {
+    pub(crate) fn validate(&self) -> Result<(), ApiError> {
         validate::text("name", &self.name, 256)?;
         validate::uid("uid", self.uid.as_deref())
     }
 
-    fn into_new(self, state: &ApiState) -> Application {
+    pub(crate) fn into_new(self, state: &ApiState) -> Application {
         let now = state.clock().now();
         Application {
             id: AppId::new(now),

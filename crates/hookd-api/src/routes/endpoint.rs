@@ -1,18 +1,25 @@
 //! `/api/v1/app/{app}/endpoint`: the URLs of an application that receive its messages, with
-//! their filters, signing secret and custom headers.
+//! their filters, signing keys (read, rotated) and custom headers.
+//!
+//! Signing keys are sealed here before they reach the store and opened only to show the
+//! current secret or public key, or to change them; every change goes through the store's
+//! compare-and-swap, so two rotations racing never lose one.
 
 use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use hookd_core::model::{Application, Endpoint, Metadata};
 use hookd_core::{EndpointId, Timestamp};
+use hookd_store::Page;
+use hookd_vault::{EndpointKeys, Scheme};
 use serde::{Deserialize, Serialize};
-use webhook_signature::Secret;
+use webhook_signature::{Ed25519SecretKey, Secret, SigningKey};
 
+use crate::auth::Caller;
 use crate::extract::{JsonBody, QueryParams, patch_field};
 use crate::list::{ListOut, page_request};
 use crate::{ApiError, ApiState, Principal, validate};
@@ -25,6 +32,10 @@ pub fn routes() -> Router<ApiState> {
             get(fetch).put(upsert).patch(patch).delete(remove),
         )
         .route("/app/{app_id}/endpoint/{endpoint_id}/secret", get(secret))
+        .route(
+            "/app/{app_id}/endpoint/{endpoint_id}/secret/rotate",
+            post(rotate_secret),
+        )
         .route(
             "/app/{app_id}/endpoint/{endpoint_id}/headers",
             get(headers).put(replace_headers).patch(patch_headers),
@@ -51,6 +62,8 @@ struct EndpointIn {
     throttle_rate: Option<u16>,
     /// hookd addition: this endpoint's attempt timeout, 1..=30 seconds.
     timeout_seconds: Option<u16>,
+    /// hookd addition: `v1` (HMAC, the default), `v1a` (ed25519) or both.
+    signature_schemes: Option<Vec<Scheme>>,
 }
 
 #[derive(Deserialize)]
@@ -70,6 +83,7 @@ struct EndpointPatch {
     throttle_rate: Option<Option<u16>>,
     #[serde(default, deserialize_with = "patch_field")]
     timeout_seconds: Option<Option<u16>>,
+    signature_schemes: Option<Vec<Scheme>>,
 }
 
 #[derive(Serialize)]
@@ -93,6 +107,23 @@ pub struct EndpointOut {
     metadata: Metadata,
     created_at: String,
     updated_at: String,
+    /// hookd addition: the schemes the endpoint signs with (shown by the endpoint routes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signature_schemes: Option<Vec<Scheme>>,
+    /// hookd addition: the `whpk_` key receivers verify `v1a` with, if it signs `v1a`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    public_key: Option<String>,
+}
+
+impl EndpointOut {
+    /// The endpoint with its schemes and public key, from its opened keys.
+    fn with_keys(ep: Endpoint, keys: &EndpointKeys) -> Self {
+        Self {
+            signature_schemes: Some(keys.schemes()),
+            public_key: keys.public_key().map(|k| k.to_string()),
+            ..ep.into()
+        }
+    }
 }
 
 impl From<Endpoint> for EndpointOut {
@@ -113,6 +144,8 @@ impl From<Endpoint> for EndpointOut {
             metadata: ep.metadata,
             created_at: ep.created_at.to_rfc3339(),
             updated_at: ep.updated_at.to_rfc3339(),
+            signature_schemes: None,
+            public_key: None,
         }
     }
 }
@@ -127,24 +160,39 @@ impl EndpointIn {
             validate::custom_headers("headers", headers)?;
         }
         validate::timeout_seconds("timeoutSeconds", self.timeout_seconds)?;
+        if let Some(schemes) = &self.signature_schemes {
+            schemes_field(schemes)?;
+        }
         Ok(())
     }
 
-    /// The endpoint's secret: the caller's, if valid, or a new random one.
-    fn secret(&self) -> Result<String, ApiError> {
-        match &self.secret {
-            None => Ok(Secret::generate().to_string()),
-            Some(text) => Secret::parse_endpoint(text)
-                .map(|s| s.to_string())
-                .map_err(|e| ApiError::body_field("secret", e.to_string())),
+    /// The new endpoint's keys: one per scheme asked for (`v1` alone by default), the
+    /// caller's secret as the `v1` key if given.
+    fn keys(&self) -> Result<EndpointKeys, ApiError> {
+        let secret = match &self.secret {
+            None => None,
+            Some(text) => Some(
+                Secret::parse_endpoint(text)
+                    .map_err(|e| ApiError::body_field("secret", e.to_string()))?,
+            ),
+        };
+        let schemes = self.signature_schemes.as_deref().unwrap_or(&[Scheme::V1]);
+        if secret.is_some() && !schemes.contains(&Scheme::V1) {
+            return Err(ApiError::body_field(
+                "secret",
+                "a whsec_ secret is for v1; this endpoint does not sign v1",
+            ));
         }
+        EndpointKeys::new(schemes, secret)
+            .map_err(|e| ApiError::body_field("signatureSchemes", e.to_string()))
     }
 
     fn into_new(self, app: &Application, state: &ApiState) -> Result<Endpoint, ApiError> {
         let now = state.clock().now();
-        let secret = self.secret()?;
+        let id = EndpointId::new(now);
+        let keys = self.keys()?.seal(state.keyring(), &id);
         let mut ep = Endpoint {
-            id: EndpointId::new(now),
+            id,
             app_id: app.id.clone(),
             uid: self.uid,
             url: self.url,
@@ -158,7 +206,7 @@ impl EndpointIn {
             timeout_secs: self.timeout_seconds,
             metadata: self.metadata,
             headers: self.headers.unwrap_or_default(),
-            secret,
+            keys,
             created_at: now,
             updated_at: now,
         };
@@ -180,6 +228,17 @@ impl EndpointIn {
             ep.headers = headers;
         }
     }
+}
+
+/// `signatureSchemes` must name at least one scheme.
+fn schemes_field(schemes: &[Scheme]) -> Result<(), ApiError> {
+    if schemes.is_empty() {
+        return Err(ApiError::body_field(
+            "signatureSchemes",
+            "name at least one of v1, v1a",
+        ));
+    }
+    Ok(())
 }
 
 /// Why an endpoint disabled through the API is disabled.
@@ -214,11 +273,65 @@ pub(crate) async fn find(
         .ok_or(ApiError::NotFound("endpoint"))
 }
 
-/// Stores a changed endpoint, stamping the change.
-async fn save(state: &ApiState, mut ep: Endpoint) -> Result<EndpointOut, ApiError> {
+/// Stores a changed endpoint, stamping the change; with `schemes`, also makes it sign with
+/// exactly those.
+async fn save(
+    state: &ApiState,
+    mut ep: Endpoint,
+    schemes: Option<&[Scheme]>,
+) -> Result<EndpointOut, ApiError> {
     ep.updated_at = state.clock().now();
     state.store().update_endpoint(&ep).await?;
-    Ok(ep.into())
+    let keys = match schemes {
+        Some(schemes) => {
+            change_keys(state, &ep, |keys| {
+                keys.set_schemes(schemes)
+                    .map_err(|e| ApiError::body_field("signatureSchemes", e.to_string()))
+            })
+            .await?
+        }
+        None => open_keys(state, &ep)?,
+    };
+    Ok(EndpointOut::with_keys(ep, &keys))
+}
+
+/// The endpoint's keys in the clear (in memory only).
+pub(crate) fn open_keys(state: &ApiState, ep: &Endpoint) -> Result<EndpointKeys, ApiError> {
+    EndpointKeys::open(state.keyring(), &ep.id, &ep.keys)
+        .map_err(|e| ApiError::Internal(format!("cannot open the keys of {}: {e}", ep.id)))
+}
+
+/// Applies `change` to the endpoint's keys and stores them sealed, if nobody changed them
+/// meanwhile (then again on what they changed them to: a few tries, then 409).
+async fn change_keys(
+    state: &ApiState,
+    ep: &Endpoint,
+    change: impl Fn(&mut EndpointKeys) -> Result<(), ApiError>,
+) -> Result<EndpointKeys, ApiError> {
+    let mut sealed = ep.keys.clone();
+    for _ in 0..3 {
+        let mut keys = EndpointKeys::open(state.keyring(), &ep.id, &sealed)
+            .map_err(|e| ApiError::Internal(format!("cannot open the keys of {}: {e}", ep.id)))?;
+        change(&mut keys)?;
+        let new = keys.seal(state.keyring(), &ep.id);
+        let now = state.clock().now();
+        if state
+            .store()
+            .replace_endpoint_keys(&ep.id, &sealed, &new, now)
+            .await?
+        {
+            return Ok(keys);
+        }
+        sealed = state
+            .store()
+            .get_endpoint(&ep.app_id, ep.id.as_str())
+            .await?
+            .ok_or(ApiError::NotFound("endpoint"))?
+            .keys;
+    }
+    Err(ApiError::Conflict(
+        "the endpoint's keys kept changing under this request; retry".into(),
+    ))
 }
 
 async fn list(
@@ -232,11 +345,15 @@ async fn list(
         .store()
         .list_endpoints(&app.id, &page_request(&query)?)
         .await?;
-    Ok(Json(ListOut::from_page(
-        page,
-        |e| e.id.to_string(),
-        EndpointOut::from,
-    )))
+    let shown = Page {
+        items: page
+            .items
+            .into_iter()
+            .map(|ep| shown(&state, ep))
+            .collect::<Result<Vec<_>, _>>()?,
+        has_more: page.has_more,
+    };
+    Ok(Json(ListOut::from_page(shown, |e| e.id.clone(), |e| e)))
 }
 
 async fn create(
@@ -249,7 +366,13 @@ async fn create(
     input.validate(&state)?;
     let ep = input.into_new(&app, &state)?;
     state.store().create_endpoint(&ep).await?;
-    Ok((StatusCode::CREATED, Json(EndpointOut::from(ep))).into_response())
+    Ok((StatusCode::CREATED, Json(shown(&state, ep)?)).into_response())
+}
+
+/// The endpoint as the endpoint routes show it, with its schemes and public key.
+fn shown(state: &ApiState, ep: Endpoint) -> Result<EndpointOut, ApiError> {
+    let keys = open_keys(state, &ep)?;
+    Ok(EndpointOut::with_keys(ep, &keys))
 }
 
 async fn fetch(
@@ -257,11 +380,8 @@ async fn fetch(
     Extension(principal): Extension<Principal>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
 ) -> Result<Json<EndpointOut>, ApiError> {
-    Ok(Json(
-        find(&state, &principal, &app_id, &endpoint_id)
-            .await?
-            .into(),
-    ))
+    let ep = find(&state, &principal, &app_id, &endpoint_id).await?;
+    Ok(Json(shown(&state, ep)?))
 }
 
 /// PUT replaces the endpoint, or creates it (with the path as its uid) when missing.
@@ -275,8 +395,9 @@ async fn upsert(
     input.validate(&state)?;
     match state.store().get_endpoint(&app.id, &endpoint_id).await? {
         Some(mut ep) => {
+            let schemes = input.signature_schemes.clone();
             input.apply_to(&mut ep, state.clock().now());
-            Ok(Json(save(&state, ep).await?).into_response())
+            Ok(Json(save(&state, ep, schemes.as_deref()).await?).into_response())
         }
         None if EndpointId::looks_like(&endpoint_id) => Err(ApiError::NotFound("endpoint")),
         None => {
@@ -284,7 +405,7 @@ async fn upsert(
             let mut ep = input.into_new(&app, &state)?;
             ep.uid = Some(endpoint_id);
             state.store().create_endpoint(&ep).await?;
-            Ok((StatusCode::CREATED, Json(EndpointOut::from(ep))).into_response())
+            Ok((StatusCode::CREATED, Json(shown(&state, ep)?)).into_response())
         }
     }
 }
@@ -328,7 +449,12 @@ async fn patch(
         validate::timeout_seconds("timeoutSeconds", timeout)?;
         ep.timeout_secs = timeout;
     }
-    Ok(Json(save(&state, ep).await?))
+    if let Some(schemes) = &input.signature_schemes {
+        schemes_field(schemes)?;
+    }
+    Ok(Json(
+        save(&state, ep, input.signature_schemes.as_deref()).await?,
+    ))
 }
 
 async fn remove(
@@ -341,18 +467,127 @@ async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Svix's `EndpointSecretOut`: `key` is the current `whsec_` secret, or for an endpoint that
+/// signs `v1a` only, its `whpk_` public key. An ed25519 private key is never shown.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct SecretOut {
     key: String,
+    /// hookd addition: the `whpk_` key receivers verify `v1a` with, if it signs `v1a`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    public_key: Option<String>,
+}
+
+impl From<&EndpointKeys> for SecretOut {
+    fn from(keys: &EndpointKeys) -> Self {
+        let public_key = keys.public_key().map(|k| k.to_string());
+        let key = keys
+            .secret()
+            .map(|s| s.to_string())
+            .or_else(|| public_key.clone())
+            .unwrap_or_default();
+        Self { key, public_key }
+    }
 }
 
 async fn secret(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
+    Extension(caller): Extension<Caller>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
 ) -> Result<Json<SecretOut>, ApiError> {
+    if caller.read_only {
+        return Err(ApiError::Forbidden);
+    }
     let ep = find(&state, &principal, &app_id, &endpoint_id).await?;
-    Ok(Json(SecretOut { key: ep.secret }))
+    let keys = open_keys(&state, &ep)?;
+    tracing::info!(target: "hookd::audit", action = "secret.read", token_id = %caller.token_id, app_id = %ep.app_id, endpoint_id = %ep.id);
+    Ok(Json(SecretOut::from(&keys)))
+}
+
+/// Svix's `EndpointSecretRotateIn`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RotateIn {
+    /// The new key: a `whsec_` secret (rotates `v1`) or a `whsk_` ed25519 key (rotates `v1a`);
+    /// without one, hookd makes a new key for every scheme the endpoint signs with.
+    key: Option<String>,
+    /// How long the old key keeps signing beside the new one: 0..=7 days.
+    grace_period_seconds: Option<u64>,
+}
+
+/// Longest overlap a rotation may ask for, as Svix allows.
+const MAX_GRACE: u64 = 7 * 24 * 3600;
+
+impl RotateIn {
+    /// The new keys and the overlap, checked against the schemes the endpoint signs with.
+    fn plan(
+        &self,
+        schemes: &[Scheme],
+        default_overlap: std::time::Duration,
+    ) -> Result<(Vec<SigningKey>, std::time::Duration), ApiError> {
+        let overlap = match self.grace_period_seconds {
+            Some(secs) if secs > MAX_GRACE => {
+                return Err(ApiError::body_field(
+                    "gracePeriodSeconds",
+                    format!("must be between 0 and {MAX_GRACE} (7 days)"),
+                ));
+            }
+            Some(secs) => std::time::Duration::from_secs(secs),
+            None => default_overlap,
+        };
+        let keys = match &self.key {
+            None => schemes.iter().map(|s| s.generate()).collect(),
+            Some(text) if text.starts_with(webhook_signature::ED25519_SECRET_PREFIX) => {
+                let key = Ed25519SecretKey::parse(text)
+                    .map_err(|e| ApiError::body_field("key", e.to_string()))?;
+                vec![SigningKey::Ed25519(key)]
+            }
+            Some(text) => {
+                let secret = Secret::parse_endpoint(text)
+                    .map_err(|e| ApiError::body_field("key", e.to_string()))?;
+                vec![SigningKey::Hmac(secret)]
+            }
+        };
+        let unsigned = keys.iter().any(|k| {
+            let scheme = match k {
+                SigningKey::Hmac(_) => Scheme::V1,
+                SigningKey::Ed25519(_) => Scheme::V1a,
+            };
+            !schemes.contains(&scheme)
+        });
+        if unsigned {
+            return Err(ApiError::body_field(
+                "key",
+                "this endpoint does not sign with that key's scheme (see signatureSchemes)",
+            ));
+        }
+        Ok((keys, overlap))
+    }
+}
+
+/// Makes new keys current; the old ones keep signing beside them for the overlap. Answers with
+/// the new secret (as the Svix SDKs read it), or the new public key for a `v1a`-only endpoint.
+async fn rotate_secret(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Extension(caller): Extension<Caller>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    JsonBody(input): JsonBody<RotateIn>,
+) -> Result<Json<SecretOut>, ApiError> {
+    let ep = find(&state, &principal, &app_id, &endpoint_id).await?;
+    let schemes = open_keys(&state, &ep)?.schemes();
+    let (new_keys, overlap) = input.plan(&schemes, state.config().rotation_overlap)?;
+    let now = state.clock().now();
+    let keys = change_keys(&state, &ep, |keys| {
+        for key in &new_keys {
+            keys.rotate(key, now, overlap);
+        }
+        Ok(())
+    })
+    .await?;
+    tracing::info!(target: "hookd::audit", action = "secret.rotate", token_id = %caller.token_id, app_id = %ep.app_id, endpoint_id = %ep.id, overlap_secs = overlap.as_secs());
+    Ok(Json(SecretOut::from(&keys)))
 }
 
 #[derive(Serialize)]
@@ -392,7 +627,7 @@ async fn replace_headers(
     let mut ep = find(&state, &principal, &app_id, &endpoint_id).await?;
     validate::custom_headers("headers", &input.headers)?;
     ep.headers = input.headers;
-    save(&state, ep).await?;
+    save(&state, ep, None).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -411,6 +646,6 @@ async fn patch_headers(
         };
     }
     validate::custom_headers("headers", &ep.headers)?;
-    save(&state, ep).await?;
+    save(&state, ep, None).await?;
     Ok(StatusCode::NO_CONTENT)
 }

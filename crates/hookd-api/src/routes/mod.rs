@@ -2,6 +2,7 @@
 
 pub mod application;
 pub mod attempt;
+pub mod auth;
 pub mod endpoint;
 pub mod event_type;
 pub mod health;

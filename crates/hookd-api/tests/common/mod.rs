@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use hookd_api::{ApiConfig, ApiState, token_hash};
-use hookd_core::{SystemClock, Timestamp};
+use hookd_core::{Clock, SystemClock, Timestamp};
 use hookd_store::sqlite::SqliteStore;
 use hookd_store::{ApiToken, Store};
 use reqwest::{Method, StatusCode};
@@ -23,7 +23,12 @@ pub struct TestApi {
 }
 
 /// Starts the API with `config` (plus the test admin token) and returns once it listens.
-pub async fn start(mut config: ApiConfig) -> TestApi {
+pub async fn start(config: ApiConfig) -> TestApi {
+    start_with_clock(config, Arc::new(SystemClock)).await
+}
+
+/// [`start`] on `clock` (a [`hookd_core::ManualClock`] for rate limits and expiry).
+pub async fn start_with_clock(mut config: ApiConfig, clock: Arc<dyn Clock>) -> TestApi {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(
         SqliteStore::open(dir.path().join("hookd.db"))
@@ -34,12 +39,7 @@ pub async fn start(mut config: ApiConfig) -> TestApi {
         .configured_admin_token_hashes
         .push(token_hash(ADMIN_TOKEN));
     let new_work = Arc::new(Notify::new());
-    let state = ApiState::new(
-        store.clone(),
-        Arc::new(SystemClock),
-        config,
-        new_work.clone(),
-    );
+    let state = ApiState::new(store.clone(), clock, config, new_work.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/api/v1", listener.local_addr().unwrap());
     tokio::spawn(async move {
@@ -66,6 +66,11 @@ pub async fn start_default() -> TestApi {
 }
 
 impl TestApi {
+    /// The directory holding the database file.
+    pub fn dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
     /// Sends a request with `token` (if any) and an optional body; returns status and JSON.
     pub async fn call_as(
         &self,
@@ -157,7 +162,7 @@ impl TestApi {
             token_hash: token_hash(&text),
             app_id: Some(hookd_core::AppId::from_stored(app_id.to_owned())),
             created_at: Timestamp::from_millis(0),
-            expires_at: None,
+            ..ApiToken::default()
         };
         self.store.create_token(&token).await.unwrap();
         text

@@ -13,7 +13,9 @@ use hookd_engine::http::{HttpConfig, WebhookSender};
 use hookd_engine::ssrf::AddressPolicy;
 use hookd_engine::{Engine, EngineConfig};
 use hookd_store::Store;
+use hookd_vault::{EndpointKeys, Keyring, Scheme};
 use tokio::sync::Notify;
+use webhook_signature::Secret;
 
 pub use hookd_engine::testing::Receiver;
 
@@ -26,6 +28,8 @@ pub struct Harness {
     pub clock: Arc<ManualClock>,
     pub wake: Arc<Notify>,
     pub app: Application,
+    /// The master keys the engine opens endpoint keys with.
+    pub keyring: Arc<Keyring>,
     _dir: tempfile::TempDir,
 }
 
@@ -48,6 +52,7 @@ impl Harness {
         );
         let clock = Arc::new(ManualClock::new(Timestamp::from_millis(START)));
         let wake = Arc::new(Notify::new());
+        let keyring = config.keyring.clone();
         let sender = WebhookSender::new(HttpConfig {
             policy,
             ..HttpConfig::default()
@@ -70,6 +75,7 @@ impl Harness {
             clock,
             wake,
             app,
+            keyring,
             _dir: dir,
         }
     }
@@ -82,10 +88,19 @@ impl Harness {
         }
     }
 
+    /// An endpoint at `url` signing `v1` with [`SECRET`].
     pub async fn endpoint(&self, url: &str) -> Endpoint {
+        let keys = EndpointKeys::new(&[Scheme::V1], Some(Secret::parse(SECRET).unwrap())).unwrap();
+        self.endpoint_with_keys(url, &keys).await
+    }
+
+    /// An endpoint at `url` signing with `keys`.
+    pub async fn endpoint_with_keys(&self, url: &str, keys: &EndpointKeys) -> Endpoint {
         let now = self.clock.now();
+        let id = EndpointId::new(now);
         let endpoint = Endpoint {
-            id: EndpointId::new(now),
+            keys: keys.seal(&self.keyring, &id),
+            id,
             app_id: self.app.id.clone(),
             uid: None,
             url: url.into(),
@@ -99,7 +114,6 @@ impl Harness {
             timeout_secs: None,
             metadata: BTreeMap::new(),
             headers: BTreeMap::new(),
-            secret: SECRET.into(),
             created_at: now,
             updated_at: now,
         };

@@ -4,23 +4,27 @@ use async_trait::async_trait;
 use hookd_core::{AppId, Timestamp};
 
 use super::rows;
-use super::{PgStore, fetch_one_of, refused, sql};
+use super::{ListQuery, PgStore, fetch_one_of, refused, sql};
 use crate::columns::TOKEN_COLUMNS;
-use crate::error::taken;
-use crate::{ApiToken, AuthStore, StoreError, StoredResponse};
+use crate::error::{taken, touched};
+use crate::{ApiToken, AuthStore, Page, PageRequest, StoreError, StoredResponse};
 
 #[async_trait]
 impl AuthStore for PgStore {
     async fn create_token(&self, token: &ApiToken) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO api_tokens (id, token_hash, app_id, created_at, expires_at)
-             VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO api_tokens (id, token_hash, app_id, created_at, expires_at, name,
+             revoked_at, rate_limit, read_only) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(&token.id)
         .bind(&token.token_hash)
         .bind(token.app_id.as_ref().map(AppId::as_str))
         .bind(token.created_at.as_millis())
         .bind(token.expires_at.map(Timestamp::as_millis))
+        .bind(&token.name)
+        .bind(token.revoked_at.map(Timestamp::as_millis))
+        .bind(token.rate_limit.map(i64::from))
+        .bind(token.read_only)
         .execute(&self.pool)
         .await
         .map_err(refused(taken::token(), "application"))?;
@@ -36,11 +40,29 @@ impl AuthStore for PgStore {
     }
 
     async fn has_admin_token(&self) -> Result<bool, StoreError> {
-        Ok(
-            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM api_tokens WHERE app_id IS NULL)")
-                .fetch_one(&self.pool)
-                .await?,
+        Ok(sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM api_tokens WHERE app_id IS NULL AND revoked_at IS NULL)",
         )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    async fn list_tokens(&self, page: &PageRequest) -> Result<Page<ApiToken>, StoreError> {
+        let select = format!("SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE TRUE");
+        ListQuery::new(&select, vec![])
+            .page(&self.pool, "id", false, page, rows::token)
+            .await
+    }
+
+    async fn revoke_token(&self, id: &str, at: Timestamp) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1",
+        )
+        .bind(id)
+        .bind(at.as_millis())
+        .execute(&self.pool)
+        .await?;
+        touched(done.rows_affected(), "token")
     }
 
     async fn get_idempotent_response(

@@ -1,8 +1,8 @@
 //! [`EndpointStore`] on PostgreSQL: endpoints.
 
 use async_trait::async_trait;
-use hookd_core::model::Endpoint;
-use hookd_core::{AppId, Timestamp};
+use hookd_core::model::{Endpoint, SealedKeys};
+use hookd_core::{AppId, EndpointId, Timestamp};
 
 use super::rows;
 use super::{ListQuery, PgStore, conflict, fetch_one_of, refused, sql, text};
@@ -31,7 +31,7 @@ impl EndpointStore for PgStore {
         .bind(ep.throttle_rate.map(i64::from))
         .bind(encode(&ep.metadata))
         .bind(encode(&ep.headers))
-        .bind(&ep.secret)
+        .bind(ep.keys.as_str())
         .bind(ep.created_at.as_millis())
         .bind(ep.updated_at.as_millis())
         .bind(ep.disabled_reason.as_deref())
@@ -77,8 +77,7 @@ impl EndpointStore for PgStore {
         let done = sqlx::query(
             "UPDATE endpoints SET uid = $2, url = $3, description = $4, event_types = $5,
              channels = $6, disabled = $7, throttle_rate = $8, metadata = $9, headers = $10,
-             secret = $11, updated_at = $12, disabled_reason = $13, disabled_at = $14,
-             timeout_secs = $15,
+             updated_at = $11, disabled_reason = $12, disabled_at = $13, timeout_secs = $14,
              failing_since = CASE WHEN disabled AND NOT $7 THEN NULL ELSE failing_since END
              WHERE id = $1",
         )
@@ -92,7 +91,6 @@ impl EndpointStore for PgStore {
         .bind(ep.throttle_rate.map(i64::from))
         .bind(encode(&ep.metadata))
         .bind(encode(&ep.headers))
-        .bind(&ep.secret)
         .bind(ep.updated_at.as_millis())
         .bind(ep.disabled_reason.as_deref())
         .bind(ep.disabled_at.map(Timestamp::as_millis))
@@ -101,6 +99,51 @@ impl EndpointStore for PgStore {
         .await
         .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
         touched(done.rows_affected(), "endpoint")
+    }
+
+    async fn replace_endpoint_keys(
+        &self,
+        endpoint: &EndpointId,
+        old: &SealedKeys,
+        new: &SealedKeys,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let swapped = sqlx::query(
+            "UPDATE endpoints SET secret = $3, updated_at = $4 WHERE id = $1 AND secret = $2",
+        )
+        .bind(endpoint.as_str())
+        .bind(old.as_str())
+        .bind(new.as_str())
+        .bind(at.as_millis())
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if swapped == 0 {
+            let exists: bool =
+                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM endpoints WHERE id = $1)")
+                    .bind(endpoint.as_str())
+                    .fetch_one(&self.pool)
+                    .await?;
+            touched(u64::from(exists), "endpoint")?;
+        }
+        Ok(swapped == 1)
+    }
+
+    async fn list_sealed_keys(
+        &self,
+        after: Option<&EndpointId>,
+        limit: usize,
+    ) -> Result<Vec<(EndpointId, SealedKeys)>, StoreError> {
+        let rows: Vec<(String, String)> =
+            sqlx::query_as("SELECT id, secret FROM endpoints WHERE id > $1 ORDER BY id LIMIT $2")
+                .bind(after.map_or("", EndpointId::as_str))
+                .bind(limit as i64)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, sealed)| (EndpointId::from_stored(id), SealedKeys::from_stored(sealed)))
+            .collect())
     }
 
     async fn delete_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {

@@ -5,7 +5,8 @@
 //! not a reason to wrap around.
 
 use hookd_core::model::{
-    Application, Attempt, Delivery, DeliveryStatus, Endpoint, EventType, Message, TriggerType,
+    Application, Attempt, Delivery, DeliveryStatus, Endpoint, EventType, Message, SealedKeys,
+    TriggerType,
 };
 use hookd_core::{AppId, AttemptId, EndpointId, MessageId, Timestamp};
 use sqlx::postgres::PgRow;
@@ -82,7 +83,7 @@ pub fn endpoint_at(row: &PgRow, offset: usize) -> Decoded<Endpoint> {
         throttle_rate: opt_int(row, at(8))?,
         metadata: decode(get(row, at(9))?)?,
         headers: decode(get(row, at(10))?)?,
-        secret: get(row, at(11))?,
+        keys: SealedKeys::from_stored(get(row, at(11))?),
         created_at: time(row, at(12))?,
         updated_at: time(row, at(13))?,
         disabled_reason: get(row, at(14))?,
@@ -167,6 +168,10 @@ pub fn token(row: &PgRow) -> Decoded<ApiToken> {
         app_id: get::<Option<String>>(row, 2)?.map(AppId::from_stored),
         created_at: time(row, 3)?,
         expires_at: opt_time(row, 4)?,
+        name: get(row, 5)?,
+        revoked_at: opt_time(row, 6)?,
+        rate_limit: opt_int(row, 7)?,
+        read_only: get(row, 8)?,
     })
 }
 

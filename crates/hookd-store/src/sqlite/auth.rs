@@ -4,10 +4,10 @@ use async_trait::async_trait;
 use hookd_core::{AppId, Timestamp};
 use rusqlite::{OptionalExtension, params};
 
-use super::rows::TOKEN_COLUMNS;
-use super::{SqliteStore, refused};
-use crate::error::taken;
-use crate::{ApiToken, AuthStore, StoreError, StoredResponse};
+use super::rows::{self, TOKEN_COLUMNS};
+use super::{ListQuery, SqliteStore, refused};
+use crate::error::{taken, touched};
+use crate::{ApiToken, AuthStore, Page, PageRequest, StoreError, StoredResponse};
 
 #[async_trait]
 impl AuthStore for SqliteStore {
@@ -16,13 +16,18 @@ impl AuthStore for SqliteStore {
         self.db
             .write(move |conn| {
                 conn.execute(
-                    "INSERT INTO api_tokens (id, token_hash, app_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    "INSERT INTO api_tokens (id, token_hash, app_id, created_at, expires_at, name,
+                     revoked_at, rate_limit, read_only) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                     params![
                         token.id,
                         token.token_hash,
                         token.app_id.as_ref().map(AppId::as_str),
                         token.created_at.as_millis(),
                         token.expires_at.map(Timestamp::as_millis),
+                        token.name,
+                        token.revoked_at.map(Timestamp::as_millis),
+                        token.rate_limit,
+                        token.read_only,
                     ],
                 )
                 .map_err(refused(taken::token(), "application"))?;
@@ -38,17 +43,9 @@ impl AuthStore for SqliteStore {
                 conn.prepare_cached(&format!(
                     "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE token_hash = ?1"
                 ))?
-                .query_row([hash], |row| {
-                    Ok(ApiToken {
-                        id: row.get(0)?,
-                        token_hash: row.get(1)?,
-                        app_id: row.get::<_, Option<String>>(2)?.map(AppId::from_stored),
-                        created_at: Timestamp::from_millis(row.get(3)?),
-                        expires_at: row.get::<_, Option<i64>>(4)?.map(Timestamp::from_millis),
-                    })
-                })
-                .optional()
-                .map_err(Into::into)
+                .query_row([hash], |row| Ok(rows::token(row)))
+                .optional()?
+                .transpose()
             })
             .await
     }
@@ -57,10 +54,33 @@ impl AuthStore for SqliteStore {
         self.db
             .read(|conn| {
                 Ok(conn.query_row(
-                    "SELECT EXISTS (SELECT 1 FROM api_tokens WHERE app_id IS NULL)",
+                    "SELECT EXISTS (SELECT 1 FROM api_tokens WHERE app_id IS NULL AND revoked_at IS NULL)",
                     [],
                     |row| row.get(0),
                 )?)
+            })
+            .await
+    }
+
+    async fn list_tokens(&self, page: &PageRequest) -> Result<Page<ApiToken>, StoreError> {
+        let page = page.clone();
+        self.db
+            .read(move |conn| {
+                let select = format!("SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE 1 = 1");
+                ListQuery::new(&select, vec![]).page(conn, "id", false, &page, rows::token)
+            })
+            .await
+    }
+
+    async fn revoke_token(&self, id: &str, at: Timestamp) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.db
+            .write(move |conn| {
+                let rows = conn.execute(
+                    "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
+                    params![id, at.as_millis()],
+                )?;
+                touched(rows as u64, "token")
             })
             .await
     }

@@ -27,6 +27,7 @@ const STATEMENT_CACHE: usize = 128;
 
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/sqlite/0001_init.sql")),
+    (2, include_str!("../../migrations/sqlite/0002_keys.sql")),
     (4, include_str!("../../migrations/sqlite/0004_outbox.sql")),
 ];
 

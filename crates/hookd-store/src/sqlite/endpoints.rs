@@ -1,8 +1,8 @@
 //! [`EndpointStore`] on SQLite: endpoints.
 
 use async_trait::async_trait;
-use hookd_core::model::Endpoint;
-use hookd_core::{AppId, Timestamp};
+use hookd_core::model::{Endpoint, SealedKeys};
+use hookd_core::{AppId, EndpointId, Timestamp};
 use rusqlite::params;
 
 use super::rows::{self, ENDPOINT_COLUMNS, collect};
@@ -35,7 +35,7 @@ impl EndpointStore for SqliteStore {
                     ep.throttle_rate,
                     encode(&ep.metadata),
                     encode(&ep.headers),
-                    ep.secret,
+                    ep.keys.as_str(),
                     ep.created_at.as_millis(),
                     ep.updated_at.as_millis(),
                     ep.disabled_reason,
@@ -95,8 +95,7 @@ impl EndpointStore for SqliteStore {
                         // expressions read the row as it was).
                         "UPDATE endpoints SET uid = ?2, url = ?3, description = ?4, event_types = ?5,
                          channels = ?6, disabled = ?7, throttle_rate = ?8, metadata = ?9, headers = ?10,
-                         secret = ?11, updated_at = ?12, disabled_reason = ?13, disabled_at = ?14,
-                         timeout_secs = ?15,
+                         updated_at = ?11, disabled_reason = ?12, disabled_at = ?13, timeout_secs = ?14,
                          failing_since = CASE WHEN disabled AND NOT ?7 THEN NULL ELSE failing_since END
                          WHERE id = ?1",
                     )?
@@ -111,7 +110,6 @@ impl EndpointStore for SqliteStore {
                         ep.throttle_rate,
                         encode(&ep.metadata),
                         encode(&ep.headers),
-                        ep.secret,
                         ep.updated_at.as_millis(),
                         ep.disabled_reason,
                         ep.disabled_at.map(Timestamp::as_millis),
@@ -119,6 +117,56 @@ impl EndpointStore for SqliteStore {
                     ])
                     .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
                 touched(rows as u64, "endpoint")
+            })
+            .await
+    }
+
+    async fn replace_endpoint_keys(
+        &self,
+        endpoint: &EndpointId,
+        old: &SealedKeys,
+        new: &SealedKeys,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let (id, old, new) = (endpoint.clone(), old.clone(), new.clone());
+        self.db
+            .write(move |conn| {
+                let swapped = conn.execute(
+                    "UPDATE endpoints SET secret = ?3, updated_at = ?4 WHERE id = ?1 AND secret = ?2",
+                    params![id.as_str(), old.as_str(), new.as_str(), at.as_millis()],
+                )?;
+                if swapped == 0 {
+                    let exists: bool = conn.query_row(
+                        "SELECT EXISTS (SELECT 1 FROM endpoints WHERE id = ?1)",
+                        [id.as_str()],
+                        |row| row.get(0),
+                    )?;
+                    touched(u64::from(exists), "endpoint")?;
+                }
+                Ok(swapped == 1)
+            })
+            .await
+    }
+
+    async fn list_sealed_keys(
+        &self,
+        after: Option<&EndpointId>,
+        limit: usize,
+    ) -> Result<Vec<(EndpointId, SealedKeys)>, StoreError> {
+        let after = after.map_or_else(String::new, |id| id.as_str().to_owned());
+        self.db
+            .read(move |conn| {
+                collect(
+                    conn,
+                    "SELECT id, secret FROM endpoints WHERE id > ?1 ORDER BY id LIMIT ?2",
+                    params![after, limit as i64],
+                    |row| {
+                        Ok((
+                            EndpointId::from_stored(row.get(0)?),
+                            SealedKeys::from_stored(row.get(1)?),
+                        ))
+                    },
+                )
             })
             .await
     }

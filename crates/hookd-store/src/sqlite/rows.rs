@@ -2,7 +2,8 @@
 //! [`crate::columns`].
 
 use hookd_core::model::{
-    Application, Attempt, Delivery, DeliveryStatus, Endpoint, EventType, Message, TriggerType,
+    Application, Attempt, Delivery, DeliveryStatus, Endpoint, EventType, Message, SealedKeys,
+    TriggerType,
 };
 use hookd_core::{AppId, AttemptId, EndpointId, MessageId, Timestamp};
 use rusqlite::Row;
@@ -12,7 +13,7 @@ pub use crate::columns::{
     ENDPOINT_WIDTH, EVENT_TYPE_COLUMNS, MESSAGE_COLUMNS, MESSAGE_WIDTH, TOKEN_COLUMNS,
 };
 use crate::json::{decode, decode_opt};
-use crate::{ClaimedDelivery, StoreError};
+use crate::{ApiToken, ClaimedDelivery, StoreError};
 
 /// A decoded record, or why the row did not decode.
 pub type Decoded<T> = Result<T, StoreError>;
@@ -53,7 +54,7 @@ pub fn endpoint_at(row: &Row<'_>, offset: usize) -> Decoded<Endpoint> {
         throttle_rate: row.get(at(8))?,
         metadata: decode(&metadata)?,
         headers: decode(&headers)?,
-        secret: row.get(at(11))?,
+        keys: SealedKeys::from_stored(row.get(at(11))?),
         created_at: Timestamp::from_millis(row.get(at(12))?),
         updated_at: Timestamp::from_millis(row.get(at(13))?),
         disabled_reason: row.get(at(14))?,
@@ -123,6 +124,21 @@ pub fn attempt(row: &Row<'_>) -> Decoded<Attempt> {
         trigger_type: TriggerType::from_code(row.get(8)?),
         created_at: Timestamp::from_millis(row.get(9)?),
         response_head: row.get(10)?,
+    })
+}
+
+/// A row of [`TOKEN_COLUMNS`].
+pub fn token(row: &Row<'_>) -> Decoded<ApiToken> {
+    Ok(ApiToken {
+        id: row.get(0)?,
+        token_hash: row.get(1)?,
+        app_id: row.get::<_, Option<String>>(2)?.map(AppId::from_stored),
+        created_at: Timestamp::from_millis(row.get(3)?),
+        expires_at: row.get::<_, Option<i64>>(4)?.map(Timestamp::from_millis),
+        name: row.get(5)?,
+        revoked_at: row.get::<_, Option<i64>>(6)?.map(Timestamp::from_millis),
+        rate_limit: row.get(7)?,
+        read_only: row.get(8)?,
     })
 }
 

@@ -3,10 +3,10 @@
 use async_trait::async_trait;
 use hookd_core::{AppId, Timestamp};
 
-use crate::StoreError;
+use crate::{Page, PageRequest, StoreError};
 
 /// An API token as stored: only a hash of the secret text.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ApiToken {
     pub id: String,
     /// Lowercase hex SHA-256 of the token text.
@@ -15,6 +15,14 @@ pub struct ApiToken {
     pub app_id: Option<AppId>,
     pub created_at: Timestamp,
     pub expires_at: Option<Timestamp>,
+    /// What the token is for, as its creator named it.
+    pub name: String,
+    /// When it was revoked; a revoked token authenticates nothing.
+    pub revoked_at: Option<Timestamp>,
+    /// Requests per second this token may make, if not the server's default.
+    pub rate_limit: Option<u32>,
+    /// The token may only read (GET).
+    pub read_only: bool,
 }
 
 /// A response kept for `Idempotency-Key` replays.
@@ -31,8 +39,14 @@ pub trait AuthStore: Send + Sync {
     async fn create_token(&self, token: &ApiToken) -> Result<(), StoreError>;
     /// The token whose hash is `token_hash`, expired or not.
     async fn find_token(&self, token_hash: &str) -> Result<Option<ApiToken>, StoreError>;
-    /// Whether any admin token is stored (first start creates one when none is).
+    /// Whether any admin token that is not revoked is stored (first start creates one when
+    /// none is).
     async fn has_admin_token(&self) -> Result<bool, StoreError>;
+    /// Tokens in id order (revoked ones too: they stay on record).
+    async fn list_tokens(&self, page: &PageRequest) -> Result<Page<ApiToken>, StoreError>;
+    /// Marks the token `id` revoked at `at`; an unknown id is [`StoreError::NotFound`].
+    /// Revoking a revoked token keeps its first revocation time.
+    async fn revoke_token(&self, id: &str, at: Timestamp) -> Result<(), StoreError>;
 
     // Idempotency-Key replays.
     /// The response kept under `key`, unless it expired before `now`.

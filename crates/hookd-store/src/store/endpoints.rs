@@ -1,8 +1,8 @@
 //! [`EndpointStore`]: the URLs an application's messages are delivered to.
 
 use async_trait::async_trait;
-use hookd_core::AppId;
-use hookd_core::model::Endpoint;
+use hookd_core::model::{Endpoint, SealedKeys};
+use hookd_core::{AppId, EndpointId, Timestamp};
 
 use crate::{Page, PageRequest, StoreError};
 
@@ -24,8 +24,26 @@ pub trait EndpointStore: Send + Sync {
         app: &AppId,
         page: &PageRequest,
     ) -> Result<Page<Endpoint>, StoreError>;
-    /// Replaces the mutable fields of the stored endpoint with `endpoint.id`.
+    /// Replaces the mutable fields of the stored endpoint with `endpoint.id`, except its keys
+    /// (see [`Self::replace_endpoint_keys`]).
     async fn update_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError>;
+    /// Replaces an endpoint's sealed keys with `new` if they are still `old`: `false` (nothing
+    /// written) when another writer changed them first, so no rotation is ever lost to a race.
+    /// An unknown endpoint is [`StoreError::NotFound`].
+    async fn replace_endpoint_keys(
+        &self,
+        endpoint: &EndpointId,
+        old: &SealedKeys,
+        new: &SealedKeys,
+        at: Timestamp,
+    ) -> Result<bool, StoreError>;
+    /// Every endpoint's sealed keys, across applications, in id order after `after`: what
+    /// re-sealing under a new master key walks through.
+    async fn list_sealed_keys(
+        &self,
+        after: Option<&EndpointId>,
+        limit: usize,
+    ) -> Result<Vec<(EndpointId, SealedKeys)>, StoreError>;
     /// Deletes an endpoint with its deliveries and attempts.
     async fn delete_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError>;
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use hookd_core::model::{Application, Endpoint, Message};
+use hookd_core::model::{Application, Endpoint, Message, SealedKeys};
 use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 use hookd_store::PageRequest;
 
@@ -46,7 +46,7 @@ pub fn endpoint(
         timeout_secs: Some(5),
         metadata: BTreeMap::new(),
         headers: BTreeMap::from([("x-tenant".to_owned(), "42".to_owned())]),
-        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+        keys: SealedKeys::from_stored("hk1:test:sealed".into()),
         created_at: at(1),
         updated_at: at(1),
     }

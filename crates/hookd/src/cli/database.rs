@@ -24,6 +24,11 @@ impl Database {
             .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("hookd.db").display()))
     }
 
+    /// The directory for hookd's own files (the default database, the default master key).
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data_dir
+    }
+
     /// The URL without any password, for logs.
     pub fn display(&self) -> String {
         let url = self.url();

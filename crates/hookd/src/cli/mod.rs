@@ -5,9 +5,11 @@ mod database;
 mod delivery;
 mod keygen;
 mod listen;
+mod master_key;
 mod migrate;
 mod serve;
 mod sign;
+mod token;
 mod verify;
 
 use std::fmt::Display;
@@ -27,24 +29,30 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the server: the API over durable storage.
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Apply pending database migrations and exit.
     Migrate(migrate::Args),
     Sign(sign::Args),
     Verify(verify::Args),
     Keygen(keygen::Args),
     Listen(listen::Args),
+    /// Create, list and revoke API tokens (on the database, without the server).
+    Token(token::Args),
+    /// Make a master key, or rotate the master key that seals endpoint secrets at rest.
+    MasterKey(master_key::Args),
 }
 
 impl Cli {
     pub fn run(self) -> ExitCode {
         match self.command {
-            Command::Serve(args) => serve::run(args),
+            Command::Serve(args) => serve::run(*args),
             Command::Migrate(args) => migrate::run(args),
             Command::Sign(args) => sign::run(args),
             Command::Verify(args) => verify::run(args),
             Command::Keygen(args) => keygen::run(args),
             Command::Listen(args) => listen::run(args),
+            Command::Token(args) => token::run(args),
+            Command::MasterKey(args) => master_key::run(args),
         }
     }
 }

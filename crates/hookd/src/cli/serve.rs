@@ -20,6 +20,7 @@ use tokio::sync::{Notify, watch};
 
 use super::database::{Database, runtime};
 use super::delivery::DeliveryOptions;
+use super::master_key::{MasterKeyOptions, reseal};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -30,6 +31,20 @@ pub struct Args {
     database: Database,
     #[command(flatten)]
     delivery: DeliveryOptions,
+    #[command(flatten)]
+    keys: MasterKeyOptions,
+    /// How long a rotated-out endpoint secret keeps signing beside the new one (a rotation may
+    /// ask for its own, up to 7 days).
+    #[arg(long, env = "HOOKD_ROTATION_OVERLAP", default_value = "24h")]
+    rotation_overlap: String,
+    /// The URL customers reach hookd at, the base of portal links [default: http://LISTEN
+    /// address].
+    #[arg(long, env = "HOOKD_PUBLIC_URL")]
+    public_url: Option<String>,
+    /// Requests per second an app-scoped token may make unless it has its own limit; 0 for
+    /// none. Admin tokens are limited only by their own limit.
+    #[arg(long, env = "HOOKD_APP_TOKEN_RATE_LIMIT", default_value_t = 100)]
+    app_token_rate_limit: u32,
     /// Admin token (its hash is compared; the token itself is never stored). Without one,
     /// the first start creates a token, stores its hash and prints it once.
     #[arg(long, env = "HOOKD_ADMIN_TOKEN", hide_env_values = true)]
@@ -107,9 +122,39 @@ fn init_logging(json: bool) {
 }
 
 async fn serve(args: Args) -> anyhow::Result<()> {
-    let engine_config = args.delivery.engine()?;
+    let (keyring, _) = args.keys.load(&args.database)?;
+    let keyring = Arc::new(keyring);
+    let engine_config = hookd_engine::EngineConfig {
+        keyring: keyring.clone(),
+        ..args.delivery.engine()?
+    };
+    let rotation_overlap = hookd_engine::schedule::parse_duration(&args.rotation_overlap)
+        .map_err(|e| anyhow::anyhow!("--rotation-overlap: {e}"))?;
+    anyhow::ensure!(
+        rotation_overlap <= Duration::from_secs(7 * 24 * 3600),
+        "--rotation-overlap: at most 7 days"
+    );
     let sender = WebhookSender::new(args.delivery.http())?;
     let store = args.database.open().await?;
+    let resealed = reseal(store.as_ref(), &keyring).await?;
+    if resealed.rekeyed + resealed.sealed_legacy > 0 {
+        tracing::info!(
+            master_key = keyring.current_id(),
+            rekeyed = resealed.rekeyed,
+            sealed_legacy = resealed.sealed_legacy,
+            "endpoint keys sealed under the current master key"
+        );
+    }
+    // Bound before the API is configured: the portal links it hands out name this address.
+    let listener = match args.role.api() {
+        true => Some(
+            tokio::net::TcpListener::bind(args.listen)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?,
+        ),
+        false => None,
+    };
+    let address = listener.as_ref().map(|l| l.local_addr()).transpose()?;
     let clock: Arc<dyn Clock> = super::clock::from_env();
     let config = ApiConfig {
         max_payload_bytes: args.max_payload_bytes,
@@ -121,6 +166,13 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             .iter()
             .map(|t| hookd_api::token_hash(t))
             .collect(),
+        keyring,
+        rotation_overlap,
+        public_url: args
+            .public_url
+            .clone()
+            .unwrap_or_else(|| address.map_or_else(String::new, |a| format!("http://{a}"))),
+        app_token_rate_limit: args.app_token_rate_limit,
     };
     if args.role.api() && config.configured_admin_token_hashes.is_empty() {
         ensure_admin_token(store.as_ref(), clock.as_ref()).await?;
@@ -175,12 +227,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         shutdown_signal().await;
         let _ = stop.send(true);
     };
-    if args.role.api() {
+    if let (Some(listener), Some(address)) = (listener, address) {
         let state = ApiState::new(store, clock, config, new_work);
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
-        let address = listener.local_addr()?;
         tracing::info!(%address, database = %args.database.display(), role = ?args.role, "hookd is serving");
         println!("hookd listening on http://{address}");
         axum::serve(listener, hookd_api::router(state))

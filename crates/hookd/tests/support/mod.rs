@@ -5,9 +5,13 @@
 
 pub mod process;
 
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The master key the tests' hookd processes seal endpoint secrets with (in the environment,
+/// so a restarted process on the same database opens what the first one sealed).
+pub const TEST_MASTER_KEY: &str = "aG9va2QgdGVzdCBtYXN0ZXIga2V5IC0tIDMyIGJ5dGU=";
 
 /// A running `hookd serve`, killed when dropped.
 pub struct Hookd {
@@ -20,18 +24,25 @@ impl Hookd {
     /// Starts `hookd serve` on a free loopback port with `args` added, and waits until it
     /// prints the address it listens on (or, with `--role engine`, that it runs).
     pub fn serve(args: &[&str]) -> Self {
-        Self::serve_with_env(args, &[])
+        Self::serve_with(args, &[], Stdio::inherit())
     }
 
     /// [`Hookd::serve`] with environment variables `env` set for the child.
     pub fn serve_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::serve_with(args, env, Stdio::inherit())
+    }
+
+    /// [`Hookd::serve`] with environment variables `env` set (after the defaults: the test
+    /// master key, warnings-only logging) and its stderr sent to `stderr`.
+    pub fn serve_with(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_hookd"))
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
             .env("HOOKD_LOG", "warn")
+            .env("HOOKD_MASTER_KEY", TEST_MASTER_KEY)
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start hookd");
         let stdout = child.stdout.take().expect("piped stdout");
@@ -256,20 +267,8 @@ pub async fn wait_until(
     .await
 }
 
-/// The interpreter with the reference libraries, or `None` (after saying so) when the test is
-/// to be skipped; `HOOKD_TEST_REQUIRE_PYTHON=1` (CI) turns a missing one into a failure.
-pub fn python() -> Option<String> {
-    match std::env::var("HOOKD_TEST_PYTHON") {
-        Ok(python) if !python.is_empty() => Some(python),
-        _ if std::env::var("HOOKD_TEST_REQUIRE_PYTHON").as_deref() == Ok("1") => {
-            panic!("HOOKD_TEST_PYTHON not set, and HOOKD_TEST_REQUIRE_PYTHON=1 requires it")
-        }
-        _ => {
-            let _ = writeln!(std::io::stderr(), "SKIPPED: HOOKD_TEST_PYTHON not set");
-            None
-        }
-    }
-}
+#[allow(unused_imports)] // Each test binary uses a different part of this module.
+pub use hookd_engine::testing::python;
 
 /// Runs one of `scripts/crosscheck/*.py` with `args`; panics with its output if it fails.
 pub fn run_python_script(python: &str, script: &str, args: &[&str]) -> String {

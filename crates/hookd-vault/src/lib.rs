@@ -1,0 +1,23 @@
+//! Secrets at rest: endpoint signing keys (HMAC secrets and ed25519 private keys) are stored
+//! only sealed under a master key, so a database dump alone never reveals one.
+//!
+//! The store keeps [`hookd_core::model::SealedKeys`] (opaque ciphertext) and never sees a key;
+//! the API seals what it writes and the engine opens what it signs with. Master keys come from
+//! configuration (a key file or the environment), never from the database.
+//!
+//! # Layout
+//! - `keyring`: [`MasterKey`] and [`Keyring`]: XChaCha20-Poly1305 sealing with a random
+//!   nonce and the sealing key's id on every ciphertext (so master keys can be rotated), the
+//!   key-file format.
+//! - `endpoint_keys`: [`EndpointKeys`], an endpoint's keys in the clear (in memory only): the
+//!   schemes it signs with (`v1` HMAC, `v1a` ed25519), rotation with an overlap window, the
+//!   [`webhook_signature::Signer`] for a given instant, and sealing them for one endpoint.
+//! - `error`: [`VaultError`].
+
+mod endpoint_keys;
+mod error;
+mod keyring;
+
+pub use endpoint_keys::{EndpointKeys, KeyEntry, Scheme};
+pub use error::VaultError;
+pub use keyring::{Keyring, MasterKey, SEALED_PREFIX};
