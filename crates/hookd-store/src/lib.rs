@@ -17,8 +17,9 @@
 //!   resource trait.
 //! - [`postgres`]: the PostgreSQL implementation on `sqlx`, in a `hookd` schema, for several
 //!   hookd processes sharing one database. One file per resource trait.
-//! - `columns`, `keyset`, `json`: what both implementations share (the column lists their row
-//!   decoders read, keyset pagination, the JSON text columns' encoding).
+//! - `columns`, `keyset`, `json`, `search`: what both implementations share (the column lists
+//!   their row decoders read, keyset pagination, the JSON text columns' encoding, the SQL of
+//!   message search and endpoint statistics).
 //! - `testing` (cargo feature `testing`): throwaway SQLite files and PostgreSQL databases for
 //!   tests, here and in the crates above.
 //! - `migrations/{sqlite,postgres}/`: versioned schema files, applied at start.
@@ -29,6 +30,7 @@ mod json;
 mod keyset;
 pub mod postgres;
 pub mod queue;
+mod search;
 pub mod sqlite;
 pub mod store;
 #[cfg(feature = "testing")]

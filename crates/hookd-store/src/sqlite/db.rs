@@ -25,7 +25,13 @@ const MAX_BATCH: usize = 256;
 /// Prepared statements kept per connection.
 const STATEMENT_CACHE: usize = 128;
 
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../../migrations/sqlite/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../../migrations/sqlite/0001_init.sql")),
+    (
+        5,
+        include_str!("../../migrations/sqlite/0005_portal_search.sql"),
+    ),
+];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.
 trait WriteJob: Send {

@@ -17,7 +17,9 @@ pub use applications::ApplicationStore;
 pub use auth::{ApiToken, AuthStore, StoredResponse};
 pub use endpoints::EndpointStore;
 pub use event_types::EventTypeStore;
-pub use messages::{AttemptFilter, CreatedMessage, MessageFilter, MessageStore, Route};
+pub use messages::{
+    AttemptFilter, CreatedMessage, EndpointStats, MessageFilter, MessageStore, Route,
+};
 
 use crate::DeliveryQueue;
 
