@@ -6,8 +6,8 @@
 //! ([`ApiError`]) and turned into HTTP in one place.
 //!
 //! # Layout
-//! - [`routes`]: one module per resource (application, endpoint, event_type, message,
-//!   attempt, redelivery, health).
+//! - [`routes`]: one module per resource (application, endpoint, endpoint_stats, event_type,
+//!   message, attempt, redelivery, health).
 //! - [`auth`]: bearer tokens → [`Principal`] (admin or one application).
 //! - `idempotency`: `Idempotency-Key` replays.
 //! - `cache`: the short-lived token and application caches of the hot path.
@@ -46,6 +46,7 @@ pub fn router(state: ApiState) -> Router {
     let authenticated = Router::new()
         .merge(routes::application::routes())
         .merge(routes::endpoint::routes())
+        .merge(routes::endpoint_stats::routes())
         .merge(routes::event_type::routes())
         .merge(routes::message::routes())
         .merge(routes::attempt::routes())

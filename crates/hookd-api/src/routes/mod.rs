@@ -3,6 +3,7 @@
 pub mod application;
 pub mod attempt;
 pub mod endpoint;
+pub mod endpoint_stats;
 pub mod event_type;
 pub mod health;
 pub mod message;
