@@ -122,6 +122,35 @@ PARAMETER_ADDITIONS = {
 }
 
 
+# hookd's operations that Svix does not have: path -> method -> operation.
+OPERATION_ADDITIONS = {
+    "/api/v1/auth/whoami": {
+        "get": {
+            "description": "hookd addition: what the calling token may see: every application "
+            "(`admin`) or one (`app`, with its id).",
+            "operationId": "hookd.auth.whoami",
+            "responses": {
+                "200": {
+                    "content": {"application/json": {"schema": {
+                        "properties": {
+                            "scope": {"enum": ["admin", "app"], "type": "string"},
+                            "appId": {"nullable": True, "type": "string"},
+                        },
+                        "required": ["scope"],
+                        "type": "object",
+                    }}},
+                    "description": "",
+                },
+                "401": {"content": {"application/json": {"schema": {
+                    "$ref": "#/components/schemas/HttpErrorOut"}}}, "description": "Unauthorized"},
+            },
+            "summary": "Who Am I",
+            "tags": ["Authentication"],
+        }
+    },
+}
+
+
 def add_hookd_parameters(paths):
     for (path, method), parameters in PARAMETER_ADDITIONS.items():
         paths[path][method].setdefault("parameters", []).extend(parameters)
@@ -150,6 +179,7 @@ def main(source):
     svix = json.loads(Path(source).read_text())
     paths = {p: {m: svix["paths"][p][m] for m in methods} for p, methods in SERVED.items()}
     add_hookd_parameters(paths)
+    paths.update(OPERATION_ADDITIONS)
     schemas = svix["components"]["schemas"]
     needed, queue = set(), set()
     refs(paths, queue)

@@ -7,7 +7,7 @@
 //!
 //! # Layout
 //! - [`routes`]: one module per resource (application, endpoint, endpoint_stats, event_type,
-//!   message, attempt, redelivery, health).
+//!   message, attempt, redelivery, health) and `whoami` (what the calling token may see).
 //! - [`auth`]: bearer tokens → [`Principal`] (admin or one application).
 //! - `idempotency`: `Idempotency-Key` replays.
 //! - `cache`: the short-lived token and application caches of the hot path.
@@ -51,6 +51,7 @@ pub fn router(state: ApiState) -> Router {
         .merge(routes::message::routes())
         .merge(routes::attempt::routes())
         .merge(routes::redelivery::routes())
+        .merge(routes::whoami::routes())
         .layer(from_fn_with_state(state.clone(), idempotency::replay))
         .layer(from_fn_with_state(state.clone(), auth::authenticate));
     let body_limit = state.config().max_payload_bytes + ENVELOPE_ALLOWANCE;

@@ -1,6 +1,6 @@
 //! The delivery log's search and an endpoint's statistics over real HTTP on loopback and a
 //! real SQLite file: messages by delivery status, the stats of the last day, and the errors
-//! that name a bad parameter.
+//! that name a bad parameter; and `whoami`, which tells a token its scope.
 
 mod common;
 
@@ -141,4 +141,22 @@ async fn endpoint_stats_count_the_last_day_and_give_a_success_rate() {
     let stranger = api.app_token(&other).await;
     let (status, _) = api.call_as(Some(&stranger), Method::GET, &path, None).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn whoami_tells_a_token_its_scope() {
+    let api = start_default().await;
+    let (status, admin) = api.call(Method::GET, "/auth/whoami", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(admin, json!({"scope": "admin", "appId": null}));
+    let app = api.app("Acme", None).await;
+    let token = api.app_token(&app).await;
+    let (_, scoped) = api
+        .call_as(Some(&token), Method::GET, "/auth/whoami", None)
+        .await;
+    assert_eq!(scoped, json!({"scope": "app", "appId": app}));
+    let (status, _) = api
+        .call_as(Some("nobody"), Method::GET, "/auth/whoami", None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
 }

@@ -8,3 +8,4 @@ pub mod event_type;
 pub mod health;
 pub mod message;
 pub mod redelivery;
+pub mod whoami;
