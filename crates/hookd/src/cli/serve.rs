@@ -1,5 +1,6 @@
 //! `hookd serve`: the server. Opens (and migrates) the database, makes sure an admin token
-//! exists, and runs the API and the delivery engine until SIGINT or SIGTERM.
+//! exists, and runs the API, the portal (`/portal`) and the delivery engine until SIGINT or
+//! SIGTERM.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -106,7 +107,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     println!("hookd listening on http://{address}");
     let (stop, stopped) = watch::channel(false);
     let engine = tokio::spawn(engine.run(until(stopped.clone())));
-    axum::serve(listener, hookd_api::router(state))
+    let app = hookd_api::router(state).merge(hookd_portal::router());
+    axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
             let _ = stop.send(true);
