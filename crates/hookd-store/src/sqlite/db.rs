@@ -164,12 +164,13 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
     )?;
-    let current: i64 = conn.query_row(
-        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-        [],
-        |row| row.get(0),
-    )?;
-    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+    // Every migration not yet applied, not only those above the highest applied: numbers are
+    // handed out to parallel branches, so a later number can land before an earlier one.
+    let applied: Vec<i64> = conn
+        .prepare("SELECT version FROM schema_migrations")?
+        .query_map([], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| !applied.contains(v)) {
         tracing::info!(version, "applying SQLite migration");
         let tx = conn.unchecked_transaction()?;
         tx.execute_batch(sql)?;
@@ -277,4 +278,32 @@ fn run_batch(conn: &Connection, batch: &mut [Box<dyn WriteJob>]) -> Result<(), r
 /// (a savepoint per job), and need parsing only once.
 fn run(conn: &Connection, sql: &str) -> Result<(), rusqlite::Error> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_migration_numbered_below_the_highest_applied_is_still_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = connect(&dir.path().join("hookd.db")).unwrap();
+        migrate(&conn).unwrap();
+        // As if migration 5 came from a branch merged after a database had reached 99.
+        conn.execute_batch(
+            "DROP INDEX messages_by_app_event_type;
+             DELETE FROM schema_migrations WHERE version = 5;
+             INSERT INTO schema_migrations (version, applied_at) VALUES (99, 0);",
+        )
+        .unwrap();
+        migrate(&conn).unwrap();
+        let restored: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name = 'messages_by_app_event_type'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(restored, 1);
+    }
 }
