@@ -317,9 +317,10 @@ function pager(list, params, href, labels = ['Previous page', 'Next page']) {
 }
 
 async function renderApp(appId, params) {
-  const [app, endpoints] = await Promise.all([
+  const [app, endpoints, suggestions] = await Promise.all([
     get(`/app/${enc(appId)}`),
     get(`/app/${enc(appId)}/endpoint?limit=250`),
+    eventTypeSuggestions(),
   ]);
   const endpointRows = endpoints.data.map((ep) => h('tr', {},
     h('td', {}, h('a', { href: `#/app/${enc(app.id)}/endpoint/${enc(ep.id)}` }, ep.url)),
@@ -334,8 +335,20 @@ async function renderApp(appId, params) {
     table('Endpoints of this application', ['URL', 'Status', 'Event types', 'Description'], endpointRows,
       'This application has no endpoints yet.'),
     h('h2', { id: 'messages' }, 'Messages'),
+    suggestions,
     searchForm(app, params),
     await messageResults(app, params));
+}
+
+/** The event-type catalog as suggestions for event-type fields (`list="event-types"`). */
+async function eventTypeSuggestions() {
+  let names = [];
+  try {
+    names = (await get('/event-type?limit=250')).data.map((et) => et.name);
+  } catch (error) {
+    if (error.status === 401) throw error;
+  }
+  return h('datalist', { id: 'event-types' }, names.map((name) => h('option', { value: name })));
 }
 
 function endpointState(ep) {
@@ -347,7 +360,9 @@ const SEARCH_FIELDS = ['q', 'event_type', 'status', 'after', 'before'];
 
 function searchForm(app, params) {
   const q = h('input', { type: 'search', name: 'q', value: params.get('q') || '', spellcheck: 'false' });
-  const eventType = h('input', { type: 'text', name: 'event_type', value: params.get('event_type') || '', spellcheck: 'false' });
+  const eventType = h('input', {
+    type: 'text', name: 'event_type', value: params.get('event_type') || '', spellcheck: 'false', list: 'event-types',
+  });
   const status = h('select', { name: 'status' },
     [['', 'Any'], ['0', 'Delivered'], ['1', 'Pending'], ['2', 'Failed']].map(([value, label]) =>
       h('option', { value, selected: params.get('status') === value }, label)));
@@ -422,12 +437,13 @@ function messageTable(messages, app, caption) {
 
 async function renderEndpoint(appId, endpointId) {
   const base = `/app/${enc(appId)}/endpoint/${enc(endpointId)}`;
-  const [app, ep, stats, attempts, failed] = await Promise.all([
+  const [app, ep, stats, attempts, failed, suggestions] = await Promise.all([
     get(`/app/${enc(appId)}`),
     get(base),
     get(`${base}/stats`),
     get(`/app/${enc(appId)}/attempt/endpoint/${enc(endpointId)}?limit=20`),
     get(`${base}/msg?status=2&limit=20&with_content=false`),
+    eventTypeSuggestions(),
   ]);
   const epBase = `/app/${enc(app.id)}/endpoint/${enc(ep.id)}`;
   page(ep.url, crumbsTo(app, 'Endpoint'),
@@ -441,6 +457,7 @@ async function renderEndpoint(appId, endpointId) {
     h('h2', {}, 'Last 24 hours'),
     statsView(stats),
     h('h2', {}, 'Actions'),
+    suggestions,
     h('div', { class: 'actions' },
       toggleAction(epBase, ep),
       testAction(app, epBase),
@@ -499,7 +516,9 @@ function toggleAction(epBase, ep) {
 }
 
 function testAction(app, epBase) {
-  const eventType = h('input', { type: 'text', value: 'webhook.test', required: true, spellcheck: 'false' });
+  const eventType = h('input', {
+    type: 'text', value: 'webhook.test', required: true, spellcheck: 'false', list: 'event-types',
+  });
   return action('Send a test event', 'Sends an example message to this endpoint alone.',
     field('Event type', eventType), 'Send test event',
     async (status) => {
@@ -569,7 +588,9 @@ function secretAction(epBase) {
 }
 
 function filterAction(epBase, ep) {
-  const types = h('input', { type: 'text', value: (ep.eventTypes || []).join(', '), spellcheck: 'false' });
+  const types = h('input', {
+    type: 'text', value: (ep.eventTypes || []).join(', '), spellcheck: 'false', list: 'event-types',
+  });
   return action('Event-type filter', null,
     field('Event types sent to this endpoint', types, 'Separate with commas; leave empty to send every event type.'),
     'Save filter',
@@ -772,6 +793,11 @@ async function waitForAttempt(container, app, msg, endpointId, known) {
 
 async function start() {
   document.getElementById('sign-out').addEventListener('click', () => signOut());
+  // The skip link must not change the fragment: the fragment is the portal's page address.
+  document.querySelector('.skip').addEventListener('click', (event) => {
+    event.preventDefault();
+    main().focus();
+  });
   window.addEventListener('hashchange', route);
   const linked = location.pathname.endsWith('/login') ? tokenFromLink() : null;
   const token = linked || sessionStorage.getItem(TOKEN_KEY);
