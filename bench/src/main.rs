@@ -9,7 +9,7 @@
 //! [`receiver`] (the local webhook receiver), [`api`] (setting hookd up), [`load`] (the
 //! closed-loop load generator with latency histograms), [`machine`] (what it ran on) and
 //! [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
-//! own on top of them: [`publish`], [`ceiling`] and [`deliver`].
+//! own on top of them: [`publish`], [`ceiling`], [`deliver`] and [`search`].
 
 mod api;
 mod ceiling;
@@ -20,6 +20,7 @@ mod machine;
 mod publish;
 mod receiver;
 mod report;
+mod search;
 
 use std::process::ExitCode;
 
@@ -40,6 +41,8 @@ enum Command {
     Ceiling(ceiling::Args),
     /// End to end: publish → hookd → verifying receiver; deliveries/s and latency.
     Deliver(deliver::Args),
+    /// The delivery log's searches on a long history (1 million messages by default).
+    Search(search::Args),
     /// Internal: the receiver process the ceiling and deliver benchmarks start.
     #[command(hide = true)]
     Receive {
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
             Command::Publish(args) => publish::run(args).await,
             Command::Ceiling(args) => ceiling::run(args).await,
             Command::Deliver(args) => deliver::run(args).await,
+            Command::Search(args) => search::run(args).await,
             Command::Receive { port, secret } => {
                 let options = receiver::Options {
                     secrets: secret,
