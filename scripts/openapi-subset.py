@@ -21,6 +21,7 @@ SERVED = {
     "/api/v1/app/{app_id}/endpoint/{endpoint_id}/msg": ["get"],
     "/api/v1/app/{app_id}/endpoint/{endpoint_id}/recover": ["post"],
     "/api/v1/app/{app_id}/endpoint/{endpoint_id}/send-example": ["post"],
+    "/api/v1/app/{app_id}/endpoint/{endpoint_id}/stats": ["get"],
     "/api/v1/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend": ["post"],
     "/api/v1/app/{app_id}/attempt/endpoint/{endpoint_id}": ["get"],
     "/api/v1/app/{app_id}/attempt/msg/{msg_id}": ["get"],
@@ -106,6 +107,33 @@ ADDITIONS = {
         },
         ["responseHead"],
     ),
+    "EndpointStats": (
+        {
+            "since": {
+                "description": "hookd addition: the start of the period counted (default: a "
+                "day before until).",
+                "format": "date-time", "type": "string",
+            },
+            "until": {
+                "description": "hookd addition: the end of the period counted (default: now).",
+                "format": "date-time", "type": "string",
+            },
+            "attempts": {
+                "description": "hookd addition: attempts made to the endpoint in the period.",
+                "format": "uint64", "type": "integer",
+            },
+            "successfulAttempts": {
+                "description": "hookd addition: how many of those attempts succeeded.",
+                "format": "uint64", "type": "integer",
+            },
+            "successRate": {
+                "description": "hookd addition: successfulAttempts / attempts; null without "
+                "attempts.",
+                "format": "double", "nullable": True, "type": "number",
+            },
+        },
+        ["attempts", "since", "successfulAttempts", "until"],
+    ),
     "RecoverOut": (
         {
             "recovered": {
@@ -116,6 +144,54 @@ ADDITIONS = {
         [],
     ),
 }
+
+# hookd's query parameters beside Svix's: (path, method) -> parameters.
+PARAMETER_ADDITIONS = {
+    ("/api/v1/app/{app_id}/msg", "get"): [
+        {
+            "description": "hookd addition: only messages with at least one delivery in this "
+            "state (0 success, 1 pending, 2 fail, 3 sending; 1 takes 3 too).",
+            "in": "query",
+            "name": "status",
+            "schema": {"$ref": "#/components/schemas/MessageStatus"},
+            "style": "form",
+        }
+    ],
+}
+
+
+# hookd's operations that Svix does not have: path -> method -> operation.
+OPERATION_ADDITIONS = {
+    "/api/v1/auth/whoami": {
+        "get": {
+            "description": "hookd addition: what the calling token may see: every application "
+            "(`admin`) or one (`app`, with its id).",
+            "operationId": "hookd.auth.whoami",
+            "responses": {
+                "200": {
+                    "content": {"application/json": {"schema": {
+                        "properties": {
+                            "scope": {"enum": ["admin", "app"], "type": "string"},
+                            "appId": {"nullable": True, "type": "string"},
+                        },
+                        "required": ["scope"],
+                        "type": "object",
+                    }}},
+                    "description": "",
+                },
+                "401": {"content": {"application/json": {"schema": {
+                    "$ref": "#/components/schemas/HttpErrorOut"}}}, "description": "Unauthorized"},
+            },
+            "summary": "Who Am I",
+            "tags": ["Authentication"],
+        }
+    },
+}
+
+
+def add_hookd_parameters(paths):
+    for (path, method), parameters in PARAMETER_ADDITIONS.items():
+        paths[path][method].setdefault("parameters", []).extend(parameters)
 
 
 TOKEN_OUT = {
@@ -272,6 +348,8 @@ def refs(node, found):
 def main(source):
     svix = json.loads(Path(source).read_text())
     paths = {p: {m: svix["paths"][p][m] for m in methods} for p, methods in SERVED.items()}
+    add_hookd_parameters(paths)
+    paths.update(OPERATION_ADDITIONS)
     declare_path_parameters(paths)
     schemas = svix["components"]["schemas"]
     needed, queue = set(), set()

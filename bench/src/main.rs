@@ -10,7 +10,7 @@
 //! closed-loop load generator with latency histograms), [`machine`] (what it ran on) and
 //! [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
 //! own on top of them: [`publish`], [`ceiling`], [`deliver`], [`fanout`], [`isolation`],
-//! [`memory`] and [`cluster`]; [`suite`] runs them all with one command.
+//! [`memory`], [`cluster`] and [`search`]; [`suite`] runs them all with one command.
 
 mod api;
 mod ceiling;
@@ -25,6 +25,7 @@ mod memory;
 mod publish;
 mod receiver;
 mod report;
+mod search;
 mod suite;
 
 use std::process::ExitCode;
@@ -57,6 +58,8 @@ enum Command {
     /// Several hookd processes on one PostgreSQL (deliveries/s with 1, 2, 3) and the outbox's
     /// commit-to-receipt latency.
     Cluster(cluster::Args),
+    /// The delivery log's searches on a long history (1 million messages by default).
+    Search(search::Args),
     /// Internal: the receiver process the ceiling and deliver benchmarks start.
     #[command(hide = true)]
     Receive {
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
             Command::Publish(args) => publish::run(args).await,
             Command::Ceiling(args) => ceiling::run(args).await,
             Command::Deliver(args) => deliver::run(args).await,
+            Command::Search(args) => search::run(args).await,
             Command::Cluster(args) => cluster::run(args).await,
             Command::Fanout(args) => fanout::run(args).await,
             Command::Isolation(args) => isolation::run(args).await,

@@ -127,6 +127,19 @@ impl QueryParams {
             .transpose()
     }
 
+    /// `name` as a delivery status code (Svix's `MessageStatus`: 0 success, 1 pending, 2 fail,
+    /// 3 sending).
+    pub fn delivery_status(
+        &self,
+        name: &str,
+    ) -> Result<Option<hookd_core::model::DeliveryStatus>, ApiError> {
+        match self.parse::<i64>(name)? {
+            Some(code @ 0..=3) => Ok(Some(hookd_core::model::DeliveryStatus::from_code(code))),
+            Some(_) => Err(ApiError::query_param(name, "must be 0, 1, 2 or 3")),
+            None => Ok(None),
+        }
+    }
+
     /// `name` as a boolean (`true`/`false`), defaulting to `default`.
     pub fn flag(&self, name: &str, default: bool) -> Result<bool, ApiError> {
         Ok(self.parse(name)?.unwrap_or(default))

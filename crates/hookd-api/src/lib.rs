@@ -6,8 +6,9 @@
 //! ([`ApiError`]) and turned into HTTP in one place.
 //!
 //! # Layout
-//! - [`routes`]: one module per resource (application, endpoint, event_type, message,
-//!   attempt, redelivery, auth (tokens, portal access), health).
+//! - [`routes`]: one module per resource (application, endpoint, endpoint_stats, event_type,
+//!   message, attempt, redelivery, auth (tokens, portal access), health) and `whoami` (what the
+//!   calling token may see).
 //! - [`auth`]: bearer tokens → [`Principal`] (admin or one application), read-only scope,
 //!   expiry, the per-token rate limit and the `hookd::audit` line of every request.
 //! - `rate_limit`: the per-token request buckets.
@@ -49,11 +50,13 @@ pub fn router(state: ApiState) -> Router {
     let authenticated = Router::new()
         .merge(routes::application::routes())
         .merge(routes::endpoint::routes())
+        .merge(routes::endpoint_stats::routes())
         .merge(routes::event_type::routes())
         .merge(routes::message::routes())
         .merge(routes::attempt::routes())
         .merge(routes::redelivery::routes())
         .merge(routes::auth::routes())
+        .merge(routes::whoami::routes())
         .layer(from_fn_with_state(state.clone(), idempotency::replay))
         .layer(from_fn_with_state(state.clone(), auth::authenticate));
     let body_limit = state.config().max_payload_bytes + ENVELOPE_ALLOWANCE;

@@ -20,8 +20,13 @@ const ENCODED_LEN: usize = 22;
 fn sortable_suffix(created: Timestamp) -> String {
     let mut random = [0u8; 10];
     getrandom::fill(&mut random).expect("the OS random number generator failed");
+    encode(created, random)
+}
+
+/// Encodes `created_ms` (high 48 bits) and `low` (80 bits) as 22 base62 characters.
+fn encode(created: Timestamp, low: [u8; 10]) -> String {
     let mut value: u128 = (created.as_millis().max(0) as u128 & 0xFFFF_FFFF_FFFF) << 80;
-    for (i, byte) in random.iter().enumerate() {
+    for (i, byte) in low.iter().enumerate() {
         value |= (*byte as u128) << (8 * (9 - i));
     }
     let mut out = [b'0'; ENCODED_LEN];
@@ -46,6 +51,13 @@ macro_rules! typed_id {
             /// A new id for something created at `created`.
             pub fn new(created: Timestamp) -> Self {
                 Self(format!("{}_{}", $prefix, sortable_suffix(created)))
+            }
+
+            /// The smallest id of this kind made at `at` or later: every id made before `at`
+            /// sorts below it, every id made at or after it sorts at or above it. Turns a time
+            /// bound into an id bound, so a time range is an index range on the id.
+            pub fn lowest_at(at: Timestamp) -> Self {
+                Self(format!("{}_{}", $prefix, encode(at, [0; 10])))
             }
 
             /// Wraps a stored id; callers vouch that it came from [`Self::new`].
@@ -116,6 +128,17 @@ mod tests {
         assert!(!EndpointId::looks_like(id.as_str()));
         assert_eq!(id.as_str().len(), "app_".len() + ENCODED_LEN);
         assert!(!id.as_str().contains('.'));
+    }
+
+    #[test]
+    fn lowest_at_bounds_the_ids_of_its_millisecond() {
+        let at = Timestamp::from_millis(1_700_000_000_000);
+        let bound = MessageId::lowest_at(at);
+        assert!(MessageId::new(Timestamp::from_millis(1_699_999_999_999)) < bound);
+        assert!(MessageId::new(at) >= bound);
+        assert!(
+            MessageId::new(at) < MessageId::lowest_at(Timestamp::from_millis(1_700_000_000_001))
+        );
     }
 
     #[test]

@@ -18,8 +18,9 @@
 //! - [`postgres`]: the PostgreSQL implementation on `sqlx`, in a `hookd` schema, for several
 //!   hookd processes sharing one database. One file per resource trait.
 //! - `outbox`: the outbox row's checks and the message it becomes, shared by both relays.
-//! - `columns`, `keyset`, `json`: what both implementations share (the column lists their row
-//!   decoders read, keyset pagination, the JSON text columns' encoding).
+//! - `columns`, `keyset`, `json`, `search`: what both implementations share (the column lists
+//!   their row decoders read, keyset pagination, the JSON text columns' encoding, the SQL of
+//!   message search and endpoint statistics).
 //! - `testing` (cargo feature `testing`): throwaway SQLite files and PostgreSQL databases for
 //!   tests, here and in the crates above.
 //! - `migrations/{sqlite,postgres}/`: versioned schema files, applied at start.
@@ -31,6 +32,7 @@ mod keyset;
 mod outbox;
 pub mod postgres;
 pub mod queue;
+mod search;
 pub mod sqlite;
 pub mod store;
 #[cfg(feature = "testing")]

@@ -7,12 +7,13 @@ mod harness;
 
 use harness::fixtures::{app, at, endpoint, first_page, message};
 use hookd_core::model::{
-    Application, Attempt, Delivery, DeliveryStatus, EventType, SealedKeys, TriggerType,
+    Application, Attempt, Delivery, DeliveryStatus, Endpoint, EventType, Message, SealedKeys,
+    TriggerType,
 };
-use hookd_core::{AttemptId, EndpointId};
+use hookd_core::{AttemptId, EndpointId, MessageId};
 use hookd_store::{
-    ApiToken, AttemptFilter, Cursor, MessageFilter, PageRequest, Route, Store, StoreError,
-    StoredResponse,
+    ApiToken, AttemptFilter, Cursor, EndpointStats, MessageFilter, PageRequest, Route, Store,
+    StoreError, StoredResponse,
 };
 
 async fn apps_round_trip_and_look_up_by_id_or_uid(store: &dyn Store) {
@@ -321,6 +322,147 @@ async fn messages_list_newest_first_with_filters(store: &dyn Store) {
         vec![m2.id.clone()]
     );
     assert!(paged.has_more);
+}
+
+/// An attempt on `msg` to `ep` at `offset` that leaves its delivery in `status`.
+async fn finish(
+    store: &dyn Store,
+    msg: &Message,
+    ep: &Endpoint,
+    offset: i64,
+    status: DeliveryStatus,
+) {
+    let succeeded = status == DeliveryStatus::Success;
+    let attempt = Attempt {
+        id: AttemptId::new(at(offset)),
+        message_id: msg.id.clone(),
+        endpoint_id: ep.id.clone(),
+        url: ep.url.clone(),
+        response_status_code: if succeeded { 200 } else { 500 },
+        response: String::new(),
+        response_head: String::new(),
+        response_duration_ms: 3,
+        status: if succeeded {
+            status
+        } else {
+            DeliveryStatus::Fail
+        },
+        trigger_type: TriggerType::Scheduled,
+        created_at: at(offset),
+    };
+    let delivery = Delivery {
+        message_id: msg.id.clone(),
+        endpoint_id: ep.id.clone(),
+        status,
+        attempt_count: 1,
+        next_attempt_at: (status == DeliveryStatus::Pending).then(|| at(offset + 5_000)),
+        updated_at: at(offset),
+    };
+    store.record_attempt(&attempt, &delivery).await.unwrap();
+}
+
+async fn messages_are_searched_by_delivery_status_within_their_app(store: &dyn Store) {
+    let (a, other) = (app(None, 0), app(None, 1));
+    store.create_app(&a).await.unwrap();
+    store.create_app(&other).await.unwrap();
+    let ep = endpoint(&a, None, None, None);
+    let elsewhere = endpoint(&other, None, None, None);
+    store.create_endpoint(&ep).await.unwrap();
+    store.create_endpoint(&elsewhere).await.unwrap();
+    let delivered = message(&a, "order.shipped", None, None, 100);
+    let failed = message(&a, "order.shipped", None, None, 200);
+    let retrying = message(&a, "order.paid", None, None, 300);
+    let waiting = message(&a, "order.paid", None, None, 400);
+    let failed_elsewhere = message(&other, "order.shipped", None, None, 250);
+    for m in [&delivered, &failed, &retrying, &waiting, &failed_elsewhere] {
+        store.create_message(m).await.unwrap();
+    }
+    finish(store, &delivered, &ep, 1_000, DeliveryStatus::Success).await;
+    finish(store, &failed, &ep, 1_100, DeliveryStatus::Fail).await;
+    finish(store, &retrying, &ep, 1_200, DeliveryStatus::Pending).await;
+    finish(
+        store,
+        &failed_elsewhere,
+        &elsewhere,
+        1_300,
+        DeliveryStatus::Fail,
+    )
+    .await;
+    let search = |status: DeliveryStatus, after: Option<i64>| {
+        let filter = MessageFilter {
+            status: Some(status),
+            after: after.map(at),
+            ..Default::default()
+        };
+        let app_id = a.id.clone();
+        async move {
+            let page = store
+                .list_messages(&app_id, &filter, &first_page(10))
+                .await
+                .unwrap();
+            page.items.into_iter().map(|m| m.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        search(DeliveryStatus::Success, None).await,
+        vec![delivered.id.clone()]
+    );
+    assert_eq!(
+        search(DeliveryStatus::Fail, None).await,
+        vec![failed.id.clone()]
+    );
+    assert_eq!(
+        search(DeliveryStatus::Pending, None).await,
+        vec![waiting.id.clone(), retrying.id.clone()],
+        "pending: never attempted, or waiting for a retry"
+    );
+    assert_eq!(
+        search(DeliveryStatus::Pending, Some(300)).await,
+        vec![waiting.id.clone()],
+        "after is strict"
+    );
+    assert_eq!(
+        search(DeliveryStatus::Fail, Some(200)).await,
+        Vec::<MessageId>::new()
+    );
+}
+
+async fn endpoint_stats_count_a_periods_deliveries_and_attempts(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    let ep = endpoint(&a, None, None, None);
+    store.create_endpoint(&ep).await.unwrap();
+    let old = message(&a, "order.shipped", None, None, 10);
+    let ok = message(&a, "order.shipped", None, None, 1_000);
+    let bad = message(&a, "order.shipped", None, None, 1_001);
+    let queued = message(&a, "order.shipped", None, None, 1_999);
+    for m in [&old, &ok, &bad, &queued] {
+        store.create_message(m).await.unwrap();
+    }
+    finish(store, &old, &ep, 1_500, DeliveryStatus::Fail).await;
+    finish(store, &ok, &ep, 1_600, DeliveryStatus::Success).await;
+    finish(store, &bad, &ep, 1_700, DeliveryStatus::Fail).await;
+    let stats = store
+        .endpoint_stats(&ep, at(1_000), at(2_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        stats,
+        EndpointStats {
+            success: 1,
+            pending: 1,
+            sending: 0,
+            fail: 1,
+            attempts: 3,
+            successful_attempts: 1,
+        },
+        "the message created before the period is not counted; its attempt in it is"
+    );
+    let empty = store
+        .endpoint_stats(&ep, at(2_000), at(3_000))
+        .await
+        .unwrap();
+    assert_eq!(empty, EndpointStats::default());
 }
 
 async fn attempts_are_recorded_and_listed(store: &dyn Store) {
@@ -635,6 +777,8 @@ behaviour!(
     a_message_is_routed_to_subscribed_enabled_endpoints_only,
     a_repeated_event_id_is_a_conflict_and_writes_nothing,
     messages_list_newest_first_with_filters,
+    messages_are_searched_by_delivery_status_within_their_app,
+    endpoint_stats_count_a_periods_deliveries_and_attempts,
     attempts_are_recorded_and_listed,
     deleting_an_app_removes_everything_it_owns,
     tokens_are_found_by_hash,

@@ -4,7 +4,7 @@
 use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
-use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
+use hookd_core::model::{Attempt, Delivery, Endpoint, Message};
 use hookd_store::{AttemptFilter, Page};
 use serde::Serialize;
 
@@ -88,13 +88,8 @@ impl<T> WithDelivery<T> {
 }
 
 fn attempt_filter(query: &QueryParams) -> Result<AttemptFilter, ApiError> {
-    let status = match query.parse::<i64>("status")? {
-        Some(code @ 0..=3) => Some(DeliveryStatus::from_code(code)),
-        Some(_) => return Err(ApiError::query_param("status", "must be 0, 1, 2 or 3")),
-        None => None,
-    };
     Ok(AttemptFilter {
-        status,
+        status: query.delivery_status("status")?,
         before: query.timestamp("before")?,
         after: query.timestamp("after")?,
     })

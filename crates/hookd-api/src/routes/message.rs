@@ -150,6 +150,8 @@ async fn list(
         channel: query.get("channel").map(str::to_owned),
         before: query.timestamp("before")?,
         after: query.timestamp("after")?,
+        // hookd addition: messages with a delivery in this state (1 takes 3 too).
+        status: query.delivery_status("status")?,
     };
     let with_content = query.flag("with_content", true)?;
     let page = state

@@ -1,9 +1,10 @@
 //! [`MessageStore`] on PostgreSQL: messages and the delivery log.
 
 use async_trait::async_trait;
-use hookd_core::AppId;
 use hookd_core::model::filters_take;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
+use hookd_core::{AppId, Timestamp};
+use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnection, PgPool};
 
 use super::rows;
@@ -14,9 +15,10 @@ use crate::columns::{
 };
 use crate::error::taken;
 use crate::json::{decode_opt, encode_opt};
+use crate::search;
 use crate::{
-    AttemptFilter, CreatedMessage, MessageFilter, MessageStore, Page, PageRequest, Route,
-    StoreError,
+    AttemptFilter, CreatedMessage, EndpointStats, MessageFilter, MessageStore, Page, PageRequest,
+    Route, StoreError,
 };
 
 #[async_trait]
@@ -65,8 +67,21 @@ impl MessageStore for PgStore {
                 text(channel),
             );
         }
+        let (below, from) = search::message_id_bounds(filter.before, filter.after);
+        if let Some(below) = below {
+            query.and("m.id < ?", Param::Text(below));
+        }
+        if let Some(from) = from {
+            query.and("m.id >= ?", Param::Text(from));
+        }
         query.and_time("m.created_at < ?", filter.before);
         query.and_time("m.created_at > ?", filter.after);
+        if let Some(status) = filter.status {
+            query.and(
+                &search::delivery_status_condition(status),
+                text(app.as_str()),
+            );
+        }
         query
             .page(&self.pool, "m.id", true, page, rows::message)
             .await
@@ -143,6 +158,26 @@ impl MessageStore for PgStore {
         let select = format!("SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.endpoint_id = $1");
         let query = ListQuery::new(&select, vec![text(endpoint.id.as_str())]);
         attempt_page(&self.pool, query, filter, page).await
+    }
+
+    async fn endpoint_stats(
+        &self,
+        endpoint: &Endpoint,
+        since: Timestamp,
+        until: Timestamp,
+    ) -> Result<EndpointStats, StoreError> {
+        let [messages, attempts] = search::stats_ranges(since, until);
+        let placeholders = ["$1", "$2", "$3"];
+        let count = |sql: String, (from, below): (String, String)| {
+            sqlx::query_as::<_, (i64, i64)>(AssertSqlSafe(sql))
+                .bind(endpoint.id.as_str())
+                .bind(from)
+                .bind(below)
+                .fetch_all(&self.pool)
+        };
+        let deliveries = count(search::delivery_counts_sql(placeholders), messages).await?;
+        let attempts = count(search::attempt_counts_sql(placeholders), attempts).await?;
+        Ok(search::stats_from(&deliveries, &attempts))
     }
 
     async fn get_attempt(

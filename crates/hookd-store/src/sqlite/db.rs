@@ -29,6 +29,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/sqlite/0001_init.sql")),
     (2, include_str!("../../migrations/sqlite/0002_keys.sql")),
     (4, include_str!("../../migrations/sqlite/0004_outbox.sql")),
+    (
+        5,
+        include_str!("../../migrations/sqlite/0005_portal_search.sql"),
+    ),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.
@@ -276,4 +280,32 @@ fn run_batch(conn: &Connection, batch: &mut [Box<dyn WriteJob>]) -> Result<(), r
 /// (a savepoint per job), and need parsing only once.
 fn run(conn: &Connection, sql: &str) -> Result<(), rusqlite::Error> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_migration_numbered_below_the_highest_applied_is_still_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = connect(&dir.path().join("hookd.db")).unwrap();
+        migrate(&conn).unwrap();
+        // As if migration 5 came from a branch merged after a database had reached 99.
+        conn.execute_batch(
+            "DROP INDEX messages_by_app_event_type;
+             DELETE FROM schema_migrations WHERE version = 5;
+             INSERT INTO schema_migrations (version, applied_at) VALUES (99, 0);",
+        )
+        .unwrap();
+        migrate(&conn).unwrap();
+        let restored: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name = 'messages_by_app_event_type'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(restored, 1);
+    }
 }

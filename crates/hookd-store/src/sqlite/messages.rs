@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use hookd_core::model::filters_take;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
-use hookd_core::{AppId, EndpointId};
+use hookd_core::{AppId, EndpointId, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{Connection, params};
 
@@ -14,9 +14,10 @@ use super::rows::{
 use super::{ListQuery, SqliteStore, missing, refused, text};
 use crate::error::taken;
 use crate::json::{decode_opt, encode, encode_opt};
+use crate::search;
 use crate::{
-    AttemptFilter, CreatedMessage, MessageFilter, MessageStore, Page, PageRequest, Route,
-    StoreError,
+    AttemptFilter, CreatedMessage, EndpointStats, MessageFilter, MessageStore, Page, PageRequest,
+    Route, StoreError,
 };
 
 #[async_trait]
@@ -72,8 +73,21 @@ impl MessageStore for SqliteStore {
                         text(channel),
                     );
                 }
+                let (below, from) = search::message_id_bounds(filter.before, filter.after);
+                if let Some(below) = below {
+                    query.and("m.id < ?", Value::Text(below));
+                }
+                if let Some(from) = from {
+                    query.and("m.id >= ?", Value::Text(from));
+                }
                 query.and_time("m.created_at < ?", filter.before);
                 query.and_time("m.created_at > ?", filter.after);
+                if let Some(status) = filter.status {
+                    query.and(
+                        &search::delivery_status_condition(status),
+                        text(app.as_str()),
+                    );
+                }
                 query.page(conn, "m.id", true, &page, rows::message)
             })
             .await
@@ -163,6 +177,31 @@ impl MessageStore for SqliteStore {
                     format!("SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.endpoint_id = ?1");
                 let query = ListQuery::new(&select, vec![text(endpoint_id.as_str())]);
                 attempt_page(conn, query, &filter, &page)
+            })
+            .await
+    }
+
+    async fn endpoint_stats(
+        &self,
+        endpoint: &Endpoint,
+        since: Timestamp,
+        until: Timestamp,
+    ) -> Result<EndpointStats, StoreError> {
+        let endpoint_id = endpoint.id.clone();
+        self.db
+            .read(move |conn| {
+                let [messages, attempts] = search::stats_ranges(since, until);
+                let count = |sql: &str, (from, below): &(String, String)| {
+                    let mut stmt = conn.prepare_cached(sql)?;
+                    let rows = stmt.query_map([endpoint_id.as_str(), from, below], |row| {
+                        Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
+                    })?;
+                    rows.collect::<Result<Vec<_>, _>>()
+                };
+                let placeholders = ["?1", "?2", "?3"];
+                let deliveries = count(&search::delivery_counts_sql(placeholders), &messages)?;
+                let attempts = count(&search::attempt_counts_sql(placeholders), &attempts)?;
+                Ok(search::stats_from(&deliveries, &attempts))
             })
             .await
     }

@@ -16,6 +16,9 @@ pub struct MessageFilter {
     pub before: Option<Timestamp>,
     /// Only messages created strictly after this time.
     pub after: Option<Timestamp>,
+    /// Only messages with at least one delivery in this state. `Pending` takes `Sending` too:
+    /// to someone asking "did it arrive yet?", an attempt in flight is still pending.
+    pub status: Option<DeliveryStatus>,
 }
 
 /// Filters for attempt lists.
@@ -24,6 +27,20 @@ pub struct AttemptFilter {
     pub status: Option<DeliveryStatus>,
     pub before: Option<Timestamp>,
     pub after: Option<Timestamp>,
+}
+
+/// What became of an endpoint's deliveries over a period (Svix's `EndpointStats`), and of the
+/// attempts made to it in that period.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// Deliveries of the messages created in the period, by where they stand.
+    pub success: u64,
+    pub pending: u64,
+    pub sending: u64,
+    pub fail: u64,
+    /// Attempts made in the period, and how many of them succeeded.
+    pub attempts: u64,
+    pub successful_attempts: u64,
 }
 
 /// A message accepted by [`MessageStore::create_message`].
@@ -104,6 +121,14 @@ pub trait MessageStore: Send + Sync {
         filter: &AttemptFilter,
         page: &PageRequest,
     ) -> Result<Page<Attempt>, StoreError>;
+    /// What became of the deliveries to `endpoint` of the messages created in
+    /// `since..until`, and of the attempts made to it in that time.
+    async fn endpoint_stats(
+        &self,
+        endpoint: &Endpoint,
+        since: Timestamp,
+        until: Timestamp,
+    ) -> Result<EndpointStats, StoreError>;
     /// One attempt of a message.
     async fn get_attempt(
         &self,

@@ -18,7 +18,9 @@ pub use applications::ApplicationStore;
 pub use auth::{ApiToken, AuthStore, StoredResponse};
 pub use endpoints::EndpointStore;
 pub use event_types::EventTypeStore;
-pub use messages::{AttemptFilter, CreatedMessage, MessageFilter, MessageStore, Route};
+pub use messages::{
+    AttemptFilter, CreatedMessage, EndpointStats, MessageFilter, MessageStore, Route,
+};
 pub use outbox::{OutboxStore, RelayRules, Relayed, Wakeups};
 
 use crate::DeliveryQueue;

@@ -1,6 +1,6 @@
 //! `hookd serve`: the server. Opens (and migrates) the database, makes sure an admin token
-//! exists, and runs the API, the delivery engine and the outbox relay (or, with `--role`, the
-//! API alone or the engine and relay alone) until SIGINT or SIGTERM.
+//! exists, and runs the API, the portal, the delivery engine and the outbox relay (or, with `--role`, the
+//! API alone or the engine and relay alone) until SIGINT or SIGTERM; the API's listener also serves the portal (`/portal`).
 //!
 //! On PostgreSQL several processes share the database: each one announces the deliveries it
 //! creates (NOTIFY) and listens for the others' and for producers' outbox commits, so work
@@ -231,9 +231,12 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         let state = ApiState::new(store, clock, config, new_work);
         tracing::info!(%address, database = %args.database.display(), role = ?args.role, "hookd is serving");
         println!("hookd listening on http://{address}");
-        axum::serve(listener, hookd_api::router(state))
-            .with_graceful_shutdown(stop_on_signal)
-            .await?;
+        axum::serve(
+            listener,
+            hookd_api::router(state).merge(hookd_portal::router()),
+        )
+        .with_graceful_shutdown(stop_on_signal)
+        .await?;
     } else {
         tracing::info!(database = %args.database.display(), "hookd is delivering (no API)");
         println!("hookd engine running");

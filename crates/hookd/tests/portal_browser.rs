@@ -1,0 +1,171 @@
+//! The delivery log portal in a real headless browser (Debian's chromium through chromedriver,
+//! driven by Selenium from `scripts/crosscheck/portal_browser.py`) against the real `hookd`
+//! binary and a real receiver that fails, then recovers: sign in with a token, find the failed
+//! message, resend it, and see the new successful attempt appear; then open an app-portal link
+//! and see only that application.
+//!
+//! Without chromium, chromedriver or the Python venv the test says it is skipped;
+//! `HOOKD_TEST_REQUIRE_BROWSER=1` (CI) makes a missing browser a failure. With
+//! `HOOKD_PORTAL_SCREENSHOTS=<dir>` the script also saves the screenshots the README shows.
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use hookd_core::{AppId, Clock, SystemClock};
+use hookd_engine::testing::Receiver;
+use hookd_store::ApiToken;
+use serde_json::json;
+use support::{Api, Hookd, python, run_python_script};
+
+const TOKEN: &str = "portal-admin-token";
+const APP_TOKEN: &str = "portal-app-token-for-acme";
+/// Published with odd spacing: the portal must show these exact bytes, not a re-serialization.
+const PAYLOAD: &str = r#"{"orderId":1001,  "total": 12.50, "note":"caf\u00e9"}"#;
+
+/// chromium and chromedriver, or `None` (after saying so) when the test is to be skipped.
+fn browser() -> Option<(String, String)> {
+    let path = |var: &str, default: &str| std::env::var(var).unwrap_or_else(|_| default.into());
+    let chromium = path("HOOKD_TEST_CHROMIUM", "/usr/bin/chromium");
+    let driver = path("HOOKD_TEST_CHROMEDRIVER", "/usr/bin/chromedriver");
+    if Path::new(&chromium).exists() && Path::new(&driver).exists() {
+        return Some((chromium, driver));
+    }
+    let missing =
+        format!("{chromium} or {driver} is missing (apt-get install chromium chromium-driver)");
+    assert!(
+        std::env::var("HOOKD_TEST_REQUIRE_BROWSER").as_deref() != Ok("1"),
+        "HOOKD_TEST_REQUIRE_BROWSER=1 but {missing}"
+    );
+    eprintln!("SKIPPED: the portal's browser test: {missing}");
+    None
+}
+
+/// Polls the API until `msg`'s delivery reads `status_text`.
+async fn wait_for_delivery(api: &Api, app: &str, msg: &str, status_text: &str) {
+    for _ in 0..200 {
+        let routed = api.get(&format!("/app/{app}/msg/{msg}/endpoint")).await;
+        if routed["data"][0]["statusText"] == status_text {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the delivery of {msg} never became {status_text}");
+}
+
+/// Publishes `payload` as these exact bytes (a JSON value would lose their spacing).
+async fn publish(hookd: &Hookd, app: &str, event_type: &str, payload: &str) -> String {
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/v1/app/{app}/msg", hookd.base_url))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/json")
+        .body(format!(
+            r#"{{"eventType": "{event_type}", "payload": {payload}}}"#
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 202);
+    let msg: serde_json::Value = response.json().await.unwrap();
+    msg["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_failed_message_is_found_and_resent_from_the_portal() {
+    let Some(python) = python() else { return };
+    let Some((chromium, driver)) = browser() else {
+        return;
+    };
+    let healthy = Arc::new(AtomicBool::new(false));
+    let switch = healthy.clone();
+    let receiver = Receiver::start(move |_| {
+        let healthy = switch.clone();
+        async move {
+            if healthy.load(Ordering::SeqCst) {
+                StatusCode::OK
+            } else {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        }
+    })
+    .await;
+    let (database, _dir) = hookd_store::testing::fresh_sqlite();
+    // One attempt and no retries: the first failure is final, as after days of retries.
+    let hookd = Hookd::serve_local(&database, TOKEN, &["--retry-schedule", "0"]);
+    let api = Api::new(&hookd, TOKEN);
+
+    let (status, app) = api
+        .post("/app", json!({"name": "Acme Shop", "uid": "acme"}))
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{app}");
+    let app_id = app["id"].as_str().unwrap().to_owned();
+    let (status, ep) = api
+        .post(
+            &format!("/app/{app_id}/endpoint"),
+            json!({"url": receiver.url, "description": "Order events", "uid": "orders"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{ep}");
+    let (status, _) = api
+        .post(
+            &format!("/app/{app_id}/endpoint"),
+            json!({"url": receiver.url, "description": "Invoices (paused)", "disabled": true,
+                   "eventTypes": ["invoice.paid"]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201);
+    let (status, other) = api.post("/app", json!({"name": "Globex"})).await.unwrap();
+    assert_eq!(status, 201);
+
+    let failed = publish(&hookd, &app_id, "order.created", PAYLOAD).await;
+    receiver.wait_for(1).await;
+    wait_for_delivery(&api, &app_id, &failed, "fail").await;
+    healthy.store(true, Ordering::SeqCst);
+    for n in 0..3 {
+        let payload = format!(r#"{{"orderId": {}, "status": "shipped"}}"#, 1002 + n);
+        let msg = publish(&hookd, &app_id, "order.shipped", &payload).await;
+        wait_for_delivery(&api, &app_id, &msg, "success").await;
+    }
+
+    // An app-scoped token, as an app-portal link carries it.
+    let store = hookd_store::open(&database).await.unwrap();
+    store
+        .create_token(&ApiToken {
+            id: "tok_portal_test".into(),
+            token_hash: hookd_api::token_hash(APP_TOKEN),
+            app_id: Some(AppId::from_stored(app_id.clone())),
+            created_at: SystemClock.now(),
+            expires_at: None,
+            ..ApiToken::default()
+        })
+        .await
+        .unwrap();
+
+    let other_id = other["id"].as_str().unwrap().to_owned();
+    let base_url = hookd.base_url.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        run_python_script(
+            &python,
+            "portal_browser.py",
+            &[
+                &base_url, &chromium, &driver, TOKEN, APP_TOKEN, &app_id, &other_id, &failed,
+                PAYLOAD,
+            ],
+        )
+    })
+    .await
+    .expect("the browser run panicked");
+    assert!(output.contains("portal browser check passed"), "{output}");
+    assert_eq!(
+        receiver.count(),
+        5,
+        "one failure, three successes, and the resend from the portal"
+    );
+}
