@@ -24,7 +24,7 @@ use hdrhistogram::Histogram;
 
 use crate::api::{Api, SendLog};
 use crate::ceiling::{self, Ceiling};
-use crate::hookd::{Backend, Backends, DEFAULT_POSTGRES_URL, Database, Hookd};
+use crate::hookd::{Backend, Backends, Database, Hookd, PostgresServer};
 use crate::load::{self, Outcome};
 use crate::machine::{self, Machine};
 use crate::receiver::{Receipts, ReceiverProcess};
@@ -71,14 +71,8 @@ pub struct Args {
     ceiling_rate: Option<f64>,
     #[command(flatten)]
     ceiling: ceiling::Loop,
-    /// PostgreSQL server on which a database `hookd_bench_<random>` is created and dropped.
-    #[arg(
-        long,
-        env = "HOOKD_TEST_POSTGRES_URL",
-        default_value = DEFAULT_POSTGRES_URL,
-        hide_env_values = true
-    )]
-    postgres_url: String,
+    #[command(flatten)]
+    postgres: PostgresServer,
     #[command(flatten)]
     output: report::Output,
 }
@@ -214,7 +208,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Fresh database, hookd and receiver; set up; warm up; measure; tear down.
 async fn one_run(backend: Backend, mode: Mode, args: &Args) -> anyhow::Result<Run> {
-    let database = Database::create(backend, &args.postgres_url).await?;
+    let database = Database::create(backend, &args.postgres.url).await?;
     let result = measure(backend, mode, &database, args).await;
     database.remove().await;
     result

@@ -15,7 +15,7 @@ use anyhow::bail;
 use hdrhistogram::Histogram;
 
 use crate::api::{Api, SendLog};
-use crate::hookd::{Backend, Backends, DEFAULT_POSTGRES_URL, Database, Hookd};
+use crate::hookd::{Backend, Backends, Database, Hookd, PostgresServer};
 use crate::load::{self, Outcome};
 use crate::machine::{self, Machine};
 use crate::receiver::ReceiverProcess;
@@ -44,14 +44,8 @@ pub struct Args {
     /// hookd's `--workers` (attempts in flight in all); per endpoint hookd's default applies.
     #[arg(long, default_value_t = 128)]
     workers: usize,
-    /// PostgreSQL server on which a database `hookd_bench_<random>` is created and dropped.
-    #[arg(
-        long,
-        env = "HOOKD_TEST_POSTGRES_URL",
-        default_value = DEFAULT_POSTGRES_URL,
-        hide_env_values = true
-    )]
-    postgres_url: String,
+    #[command(flatten)]
+    postgres: PostgresServer,
     #[command(flatten)]
     output: report::Output,
 }
@@ -104,7 +98,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut runs = Vec::new();
     for backend in args.backend.list() {
         machine::settle(args.output.quiet_below).await?;
-        let database = Database::create(backend, &args.postgres_url).await?;
+        let database = Database::create(backend, &args.postgres.url).await?;
         let run = measure(backend, &database, &args).await;
         database.remove().await;
         let run = run?;

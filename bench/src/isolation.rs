@@ -16,7 +16,7 @@ use anyhow::bail;
 use hdrhistogram::Histogram;
 
 use crate::api::{Api, SendLog};
-use crate::hookd::{Backend, Backends, DEFAULT_POSTGRES_URL, Database, Hookd};
+use crate::hookd::{Backend, Backends, Database, Hookd, PostgresServer};
 use crate::load::{self, Outcome};
 use crate::machine::{self, Machine};
 use crate::receiver::{self, Receiver, ReceiverProcess};
@@ -39,14 +39,8 @@ pub struct Args {
     /// How long the slow endpoint takes to answer.
     #[arg(long, default_value_t = 20)]
     slow_seconds: u64,
-    /// PostgreSQL server on which a database `hookd_bench_<random>` is created and dropped.
-    #[arg(
-        long,
-        env = "HOOKD_TEST_POSTGRES_URL",
-        default_value = DEFAULT_POSTGRES_URL,
-        hide_env_values = true
-    )]
-    postgres_url: String,
+    #[command(flatten)]
+    postgres: PostgresServer,
     #[command(flatten)]
     output: report::Output,
 }
@@ -100,7 +94,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     for backend in args.backend.list() {
         for beside_slow in [false, true] {
             machine::settle(args.output.quiet_below).await?;
-            let database = Database::create(backend, &args.postgres_url).await?;
+            let database = Database::create(backend, &args.postgres.url).await?;
             let run = measure(backend, beside_slow, &database, &args).await;
             database.remove().await;
             let run = run?;

@@ -13,7 +13,7 @@ use anyhow::bail;
 use serde_json::json;
 
 use crate::api::Api;
-use crate::hookd::{Backend, Backends, DEFAULT_POSTGRES_URL, Database, Hookd};
+use crate::hookd::{Backend, Backends, Database, Hookd, PostgresServer};
 use crate::load::{self, Outcome};
 use crate::machine::{self, Machine};
 use crate::receiver::{self, Receiver};
@@ -45,14 +45,8 @@ pub struct Args {
     /// with the spread.
     #[arg(long, default_value_t = 2)]
     runs: u32,
-    /// PostgreSQL server on which a database `hookd_bench_<random>` is created and dropped.
-    #[arg(
-        long,
-        env = "HOOKD_TEST_POSTGRES_URL",
-        default_value = DEFAULT_POSTGRES_URL,
-        hide_env_values = true
-    )]
-    postgres_url: String,
+    #[command(flatten)]
+    postgres: PostgresServer,
     #[command(flatten)]
     output: report::Output,
 }
@@ -159,7 +153,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Fresh database, receiver and hookd; set up; warm up; measure; tear down.
 async fn one_run(backend: Backend, args: &Args) -> anyhow::Result<Run> {
-    let database = Database::create(backend, &args.postgres_url).await?;
+    let database = Database::create(backend, &args.postgres.url).await?;
     let result = measure(&database, args).await;
     database.remove().await;
     result

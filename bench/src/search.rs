@@ -24,7 +24,7 @@ use hookd_core::{AppId, AttemptId, EndpointId, MessageId, Timestamp};
 use hookd_store::Store;
 use reqwest::header::AUTHORIZATION;
 
-use crate::hookd::{Backend, Backends, DEFAULT_POSTGRES_URL, Database, Hookd};
+use crate::hookd::{Backend, Backends, Database, Hookd, PostgresServer};
 use crate::machine::{self, Machine};
 use crate::report;
 
@@ -60,14 +60,8 @@ pub struct Args {
     /// Times each query is asked (after one unmeasured ask).
     #[arg(long, default_value_t = 30)]
     repeat: usize,
-    /// PostgreSQL server on which a database `hookd_bench_<random>` is created and dropped.
-    #[arg(
-        long,
-        env = "HOOKD_TEST_POSTGRES_URL",
-        default_value = DEFAULT_POSTGRES_URL,
-        hide_env_values = true
-    )]
-    postgres_url: String,
+    #[command(flatten)]
+    postgres: PostgresServer,
     #[command(flatten)]
     output: report::Output,
 }
@@ -112,7 +106,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut results = Vec::new();
     for backend in args.backend.list() {
         machine::settle(args.output.quiet_below).await?;
-        let database = Database::create(backend, &args.postgres_url).await?;
+        let database = Database::create(backend, &args.postgres.url).await?;
         let result = measure(&database, &args).await;
         database.remove().await;
         let (history, timed) = result?;
