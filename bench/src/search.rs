@@ -82,8 +82,10 @@ impl Args {
 struct History {
     app: AppId,
     endpoint: EndpointId,
-    /// A message in the middle, and the end of the history.
+    /// The lowest id of the history's middle (a page iterator), the message written there,
+    /// and the end of the history.
     middle: MessageId,
+    middle_message: MessageId,
     end: Timestamp,
     seconds: f64,
 }
@@ -191,7 +193,7 @@ fn queries(history: &History) -> Vec<(&'static str, String)> {
             "failed, rare type",
             format!("/msg?limit=50&status=2&event_types={RARE}"),
         ),
-        ("message by id", format!("/msg/{middle}")),
+        ("message by id", format!("/msg/{}", history.middle_message)),
         ("message by eventId", "/msg/evt-500".into()),
         ("endpoint stats, last day", format!("/endpoint/{ep}/stats")),
         (
@@ -265,23 +267,28 @@ async fn seed(url: &str, messages: u64) -> anyhow::Result<History> {
         let shared = shared.clone();
         writers.spawn(async move {
             let (store, app, everything, invoices) = &*shared;
-            let mut i = first;
+            let (mut i, mut middle) = (first, None);
             while i < messages {
                 let at = start.plus(Duration::from_millis(i * step));
-                write_one(store.as_ref(), app, everything, invoices, i, at).await?;
+                let id = write_one(store.as_ref(), app, everything, invoices, i, at).await?;
+                if i == messages / 2 {
+                    middle = Some(id);
+                }
                 i += SEEDERS;
             }
-            anyhow::Ok(())
+            anyhow::Ok(middle)
         });
     }
+    let mut middle_message = None;
     while let Some(done) = writers.join_next().await {
-        done??;
+        middle_message = middle_message.or(done??);
     }
     let middle_at = start.plus(Duration::from_millis(messages / 2 * step));
     Ok(History {
         app: app.id,
         endpoint: everything.id,
         middle: MessageId::lowest_at(middle_at),
+        middle_message: middle_message.context("the middle message was written")?,
         end,
         seconds: started.elapsed().as_secs_f64(),
     })
@@ -317,7 +324,7 @@ fn endpoint(
     }
 }
 
-/// Message `i` at `at`, and what became of its deliveries.
+/// Writes message `i` at `at`, and what became of its deliveries; answers its id.
 async fn write_one(
     store: &dyn Store,
     app: &AppId,
@@ -325,7 +332,7 @@ async fn write_one(
     invoices: &Endpoint,
     i: u64,
     at: Timestamp,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<MessageId> {
     let mixed = mix(i);
     let event_type = if mixed.is_multiple_of(1_000) {
         RARE
@@ -359,7 +366,7 @@ async fn write_one(
     if event_type == "invoice.paid" {
         finish(store, &message, invoices, DeliveryStatus::Success).await?;
     }
-    Ok(())
+    Ok(message.id)
 }
 
 /// One attempt a second after the message, leaving its delivery `outcome`; a pending delivery
