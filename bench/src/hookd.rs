@@ -144,6 +144,19 @@ impl Database {
         }
     }
 
+    /// Gathers PostgreSQL's planner statistics (`ANALYZE`), as autovacuum does on a server
+    /// where it is on, after a history was written in bulk. A no-op on SQLite, whose planner
+    /// hookd does not give statistics.
+    pub async fn analyze(&self) -> anyhow::Result<()> {
+        let Self::Postgres { url, .. } = self else {
+            return Ok(());
+        };
+        let mut conn = PgConnection::connect(url).await?;
+        sqlx::query("ANALYZE").execute(&mut conn).await?;
+        let _ = conn.close().await;
+        Ok(())
+    }
+
     /// Deletes the database (stop hookd first). Failures are reported, not returned: this
     /// runs on error paths too.
     pub async fn remove(self) {

@@ -30,9 +30,13 @@ pub fn message_id_bounds(
 /// the message's application id.
 pub fn delivery_status_condition(status: DeliveryStatus) -> String {
     let codes = match status {
+        // `LIMIT 1 OFFSET 0` keeps this a probe per message on PostgreSQL: without it the
+        // planner may turn the EXISTS into a hash join over every delivered row (seconds on a
+        // million) whenever its statistics are stale, as after a bulk load.
         DeliveryStatus::Success => {
             return format!(
-                "m.app_id = ? AND EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = m.id AND d.status = {})",
+                "m.app_id = ? AND EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = m.id \
+                 AND d.status = {} LIMIT 1 OFFSET 0)",
                 DeliveryStatus::Success.code()
             );
         }
