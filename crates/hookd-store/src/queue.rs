@@ -68,10 +68,11 @@ pub trait DeliveryQueue: Send + Sync {
     /// concurrent claimers never get the same row.
     async fn claim_due(&self, request: &ClaimRequest) -> Result<Vec<ClaimedDelivery>, StoreError>;
 
-    /// Records finished attempts, in one transaction: for each, the attempt row, its delivery
+    /// Records finished attempts, in one transaction, in the order they were made (their
+    /// `created_at`; the batch's order for ties): for each, the attempt row, its delivery
     /// moved to `next` (status, attempt count, due time; the manual flag cleared), and the
     /// endpoint's failure streak (a success clears it, a failure starts it unless started).
-    /// Answers one [`Recorded`] per record, in order. The engine records in batches: one
+    /// Answers one [`Recorded`] per record, in the batch's order. The engine records in batches: one
     /// transaction for many attempts is what keeps the database from capping deliveries/s.
     async fn record_attempts(&self, records: &[AttemptRecord])
     -> Result<Vec<Recorded>, StoreError>;

@@ -542,6 +542,93 @@ async fn a_batch_of_records_is_written_together_and_skips_deleted_deliveries(sto
     assert!(store.record_attempts(&[]).await.unwrap().is_empty());
 }
 
+/// A record of `msg` to `ep` made at `at_ms`: a success, or a failure due again at `next`.
+fn made_at(msg: &Message, ep: &Endpoint, at_ms: i64, next: Option<i64>) -> AttemptRecord {
+    let (status, attempt_status) = match next {
+        None => (DeliveryStatus::Success, DeliveryStatus::Success),
+        Some(_) => (DeliveryStatus::Pending, DeliveryStatus::Fail),
+    };
+    AttemptRecord {
+        attempt: attempt(msg, ep, at_ms, attempt_status),
+        next: Delivery {
+            message_id: msg.id.clone(),
+            endpoint_id: ep.id.clone(),
+            status,
+            attempt_count: 1,
+            next_attempt_at: next.map(at),
+            updated_at: at(at_ms),
+        },
+    }
+}
+
+async fn a_batch_keeps_the_failure_streak_in_the_order_attempts_were_made(store: &dyn Store) {
+    let (a, eps) = app_with_endpoints(store, 1).await;
+    let ep = &eps[0];
+    let m = [
+        publish(store, &a, 10).await,
+        publish(store, &a, 11).await,
+        publish(store, &a, 12).await,
+    ];
+    assert_eq!(claim(store, 20, 10, 10).await.len(), 3);
+    // Made in the order m0 fails at 30, m1 succeeds at 40, m2 fails at 50; batched otherwise.
+    let recorded = store
+        .record_attempts(&[
+            made_at(&m[2], ep, 50, Some(900)),
+            made_at(&m[0], ep, 30, Some(900)),
+            made_at(&m[1], ep, 40, None),
+        ])
+        .await
+        .unwrap();
+    let streak = |ms: Option<i64>| Recorded::Written {
+        failing_since: ms.map(at),
+    };
+    assert_eq!(
+        recorded,
+        vec![streak(Some(50)), streak(Some(30)), streak(None)]
+    );
+    // The success ended the first streak; the one stored began with the failure after it.
+    let next = record(store, &m[1], ep, 60, DeliveryStatus::Fail, 2, None).await;
+    assert_eq!(next.unwrap(), Some(at(50)));
+}
+
+async fn a_delivery_twice_in_one_batch_ends_as_its_last_attempt_left_it(store: &dyn Store) {
+    let (a, eps) = app_with_endpoints(store, 1).await;
+    let ep = &eps[0];
+    let msg = publish(store, &a, 10).await;
+    assert_eq!(claim(store, 20, 10, 10).await.len(), 1);
+    // Its lease ran out and it was claimed again: both attempts arrive in one batch.
+    let recorded = store
+        .record_attempts(&[
+            made_at(&msg, ep, 40, None),
+            made_at(&msg, ep, 30, Some(900)),
+        ])
+        .await
+        .unwrap();
+    assert!(
+        recorded
+            .iter()
+            .all(|r| matches!(r, Recorded::Written { .. }))
+    );
+    let sent = delivery(store, &msg, ep).await.unwrap();
+    assert_eq!(
+        (sent.status, sent.next_attempt_at, sent.updated_at),
+        (DeliveryStatus::Success, None, at(40))
+    );
+    let attempts = store
+        .list_attempts_by_endpoint(
+            ep,
+            &Default::default(),
+            &hookd_store::PageRequest {
+                limit: 10,
+                cursor: None,
+            },
+        )
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(attempts.len(), 2);
+}
+
 behaviour!(
     a_claim_takes_the_oldest_due_within_its_limits,
     disabled_and_skipped_endpoints_are_not_claimed,
@@ -554,4 +641,6 @@ behaviour!(
     a_missing_parent_is_not_found,
     recording_on_a_deleted_delivery_is_not_found_and_keeps_nothing,
     a_batch_of_records_is_written_together_and_skips_deleted_deliveries,
+    a_batch_keeps_the_failure_streak_in_the_order_attempts_were_made,
+    a_delivery_twice_in_one_batch_ends_as_its_last_attempt_left_it,
 );

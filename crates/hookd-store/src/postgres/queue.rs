@@ -112,20 +112,7 @@ impl DeliveryQueue for PgStore {
         &self,
         records: &[AttemptRecord],
     ) -> Result<Vec<Recorded>, StoreError> {
-        // Rows are locked endpoint by endpoint, message by message, whatever the batch's order:
-        // two processes recording overlapping batches then cannot deadlock.
-        let mut order: Vec<usize> = (0..records.len()).collect();
-        order.sort_by_key(|&i| {
-            let d = &records[i].next;
-            (d.endpoint_id.as_str(), d.message_id.as_str())
-        });
-        let mut recorded = vec![Recorded::Gone; records.len()];
-        let mut tx = self.pool.begin().await?;
-        for i in order {
-            recorded[i] = record(&mut tx, &records[i]).await?;
-        }
-        tx.commit().await?;
-        Ok(recorded)
+        self.record_batch(records).await
     }
 
     async fn disable_endpoint(
@@ -201,80 +188,4 @@ impl DeliveryQueue for PgStore {
 /// A count as PostgreSQL binds it.
 fn sql_count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-/// Records one attempt inside the batch's transaction; see [`DeliveryQueue::record_attempts`].
-async fn record(
-    tx: &mut sqlx::PgConnection,
-    record: &AttemptRecord,
-) -> Result<Recorded, StoreError> {
-    let (a, d) = (&record.attempt, &record.next);
-    // The endpoint row first, as deleting an endpoint locks it before its deliveries: the same
-    // order cannot deadlock. A key-share lock, which concurrent records of the endpoint share:
-    // a success writes the row only when it ends a streak.
-    let streak: Option<Option<i64>> =
-        sqlx::query_scalar("SELECT failing_since FROM endpoints WHERE id = $1 FOR KEY SHARE")
-            .bind(a.endpoint_id.as_str())
-            .fetch_optional(&mut *tx)
-            .await?;
-    let Some(streak) = streak else {
-        return Ok(Recorded::Gone);
-    };
-    let done = sqlx::query(
-        "UPDATE deliveries SET status = $3, attempt_count = $4, next_attempt_at = $5,
-         updated_at = $6, manual = false WHERE message_id = $1 AND endpoint_id = $2",
-    )
-    .bind(d.message_id.as_str())
-    .bind(d.endpoint_id.as_str())
-    .bind(i64::from(d.status.code()))
-    .bind(i64::from(d.attempt_count))
-    .bind(d.next_attempt_at.map(Timestamp::as_millis))
-    .bind(d.updated_at.as_millis())
-    .execute(&mut *tx)
-    .await?;
-    if done.rows_affected() == 0 {
-        return Ok(Recorded::Gone);
-    }
-    sqlx::query(
-        "INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code, response,
-         response_head, response_duration_ms, status, trigger_type, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-    )
-    .bind(a.id.as_str())
-    .bind(a.message_id.as_str())
-    .bind(a.endpoint_id.as_str())
-    .bind(&a.url)
-    .bind(i64::from(a.response_status_code))
-    .bind(&a.response)
-    .bind(&a.response_head)
-    .bind(a.response_duration_ms)
-    .bind(i64::from(a.status.code()))
-    .bind(i64::from(a.trigger_type.code()))
-    .bind(a.created_at.as_millis())
-    .execute(&mut *tx)
-    .await
-    .map_err(missing("delivery"))?;
-    let failing_since = if a.status != DeliveryStatus::Success {
-        // Failures are rare on a healthy endpoint, so writing the row each time costs little,
-        // and reading the streak from the update sees any concurrent record's change.
-        sqlx::query_scalar(
-            "UPDATE endpoints SET failing_since = COALESCE(failing_since, $2)
-             WHERE id = $1 RETURNING failing_since",
-        )
-        .bind(a.endpoint_id.as_str())
-        .bind(a.created_at.as_millis())
-        .fetch_one(&mut *tx)
-        .await?
-    } else {
-        if streak.is_some() {
-            sqlx::query("UPDATE endpoints SET failing_since = NULL WHERE id = $1")
-                .bind(a.endpoint_id.as_str())
-                .execute(&mut *tx)
-                .await?;
-        }
-        None
-    };
-    Ok(Recorded::Written {
-        failing_since: failing_since.map(Timestamp::from_millis),
-    })
 }

@@ -31,7 +31,15 @@ impl DeliveryQueue for SqliteStore {
     ) -> Result<Vec<Recorded>, StoreError> {
         let records = records.to_vec();
         self.db
-            .write(move |conn| records.iter().map(|r| record(conn, r)).collect())
+            .write(move |conn| {
+                let mut order: Vec<usize> = (0..records.len()).collect();
+                order.sort_by_key(|&i| records[i].attempt.created_at);
+                let mut recorded = vec![Recorded::Gone; records.len()];
+                for i in order {
+                    recorded[i] = record(conn, &records[i])?;
+                }
+                Ok(recorded)
+            })
             .await
     }
 
