@@ -113,6 +113,31 @@ impl Hookd {
         self.child.kill().expect("SIGKILL hookd");
         self.child.wait().expect("reap hookd");
     }
+
+    /// Sends SIGTERM (what a service manager sends to stop it).
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// Waits for the process to exit, for at most `bound` (a generous bound: exceeding it
+    /// means it hangs); returns its exit status.
+    pub async fn exited_within(&mut self, bound: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("poll hookd") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "hookd still running after {bound:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
 /// A minimal client of hookd's API for end-to-end tests (the Svix SDK tests use the real SDK).
