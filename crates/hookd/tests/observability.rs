@@ -19,20 +19,8 @@ const METRICS_TOKEN: &str = "observability-test-metrics-token";
 /// hookd on a fresh SQLite file, delivering to loopback once per message (no retries), logging
 /// JSON at `info` to `stderr`.
 fn serve(database: &str, stderr: Stdio, extra: &[&str]) -> Hookd {
-    let mut args = vec![
-        "--database",
-        database,
-        "--admin-token",
-        TOKEN,
-        "--allow-http-endpoints",
-        "--allow-subnet",
-        "127.0.0.0/8",
-        "--retry-schedule",
-        "0",
-        "--log-json",
-    ];
-    args.extend_from_slice(extra);
-    Hookd::serve_with(&args, &[("HOOKD_LOG", "info")], stderr)
+    let args = [&["--retry-schedule", "0", "--log-json"], extra].concat();
+    Hookd::serve_local_with(database, TOKEN, &args, &[("HOOKD_LOG", "info")], stderr)
 }
 
 async fn scrape(hookd: &Hookd, token: Option<&str>) -> reqwest::Response {

@@ -25,18 +25,10 @@ const EXIT_BOUND: Duration = Duration::from_secs(60);
 
 /// hookd on `database` with `grace`, its log (text, `info`) written to `log`.
 fn serve(database: &str, grace: &str, log: &std::path::Path) -> Hookd {
-    Hookd::serve_with(
-        &[
-            "--database",
-            database,
-            "--admin-token",
-            TOKEN,
-            "--allow-http-endpoints",
-            "--allow-subnet",
-            "127.0.0.0/8",
-            "--shutdown-grace",
-            grace,
-        ],
+    Hookd::serve_local_with(
+        database,
+        TOKEN,
+        &["--shutdown-grace", grace],
         &[("HOOKD_LOG", "info")],
         Stdio::from(std::fs::File::create(log).unwrap()),
     )

@@ -79,6 +79,17 @@ impl Hookd {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        Self::serve_local_with(database, token, extra, env, Stdio::inherit())
+    }
+
+    /// [`Hookd::serve_local_with_env`] with its stderr sent to `stderr`.
+    pub fn serve_local_with(
+        database: &str,
+        token: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Self {
         let mut args = vec![
             "--database",
             database,
@@ -89,7 +100,7 @@ impl Hookd {
             "127.0.0.0/8",
         ];
         args.extend_from_slice(extra);
-        Self::serve_with_env(&args, env)
+        Self::serve_with(&args, env, stderr)
     }
 
     /// The child's process id (for reading its memory from `/proc`).
