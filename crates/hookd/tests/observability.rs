@@ -1,8 +1,9 @@
 //! What operators see of a running hookd: `/metrics` after real deliveries (a success, a 500
 //! and an SSRF refusal to loopback receivers), read by the official Python `prometheus_client`
 //! parser, with counters by outcome class, a latency histogram with buckets and no label that
-//! could grow without bound; and the `x-request-id` of every API response, echoed or made, and
-//! found in the request's JSON log lines.
+//! could grow without bound; `/metrics` of an engine-only process on `--metrics-listen`; and
+//! the `x-request-id` of every API response, echoed or made, and found in the request's JSON
+//! log lines.
 
 mod support;
 
@@ -182,6 +183,38 @@ async fn metrics_count_real_deliveries_by_outcome_as_prometheus_client_reads_the
             }
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_only_process_serves_metrics_on_its_own_listener() {
+    let (database, _dir) = hookd_store::testing::fresh_sqlite();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let _engine = Hookd::serve(&[
+        "--database",
+        &database,
+        "--role",
+        "engine",
+        "--metrics-listen",
+        &address,
+    ]);
+    let text = eventually(async || {
+        let response = reqwest::get(format!("http://{address}/metrics")).await;
+        let text = response.map_err(|e| e.to_string())?.text().await.unwrap();
+        match text.contains("hookd_queue_depth{state=\"due\"} 0") {
+            true => Ok(text),
+            false => Err(format!("no queue depth yet:\n{text}")),
+        }
+    })
+    .await;
+    assert!(
+        text.contains("# TYPE hookd_outbox_lag_seconds gauge"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,12 +1,13 @@
 //! `/metrics` for `hookd serve`: installs the Prometheus exporter (histograms with explicit
 //! buckets, never summaries, so they add up across processes), samples the database-wide
-//! gauges on a timer, and serves the text format on the API listener, behind a bearer token
-//! when one is configured.
+//! gauges on a timer, and serves the text format on the API listener (and, for a process
+//! without one, on `--metrics-listen`), behind a bearer token when one is configured.
 //!
 //! The gauges come from the database, so a task samples them every few seconds instead of
 //! every scrape: however often Prometheus (or anyone) scrapes, the database sees one cheap
 //! read per period.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +41,10 @@ pub struct MetricsOptions {
     /// who can reach the API listener.
     #[arg(long, env = "HOOKD_METRICS_TOKEN", hide_env_values = true)]
     metrics_token: Option<String>,
+    /// Also serve `/metrics` (alone) on this address: for `--role engine`, which has no API
+    /// listener.
+    #[arg(long, env = "HOOKD_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// The installed exporter, ready to serve and sample.
@@ -72,6 +77,20 @@ impl Metrics {
         Router::new()
             .route("/metrics", axum::routing::get(render))
             .with_state(self.clone())
+    }
+
+    /// Serves `/metrics` alone on `listener` until `stop` completes.
+    pub async fn serve_alone(
+        self,
+        listener: tokio::net::TcpListener,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) {
+        let served = axum::serve(listener, self.router())
+            .with_graceful_shutdown(stop)
+            .await;
+        if let Err(error) = served {
+            tracing::warn!(%error, "the metrics listener failed");
+        }
     }
 
     /// Samples the database-wide gauges every [`SAMPLE_EVERY`], and keeps the exporter's

@@ -205,6 +205,16 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let shutdown_grace = engine_config.shutdown_grace;
     let (stop, stopped) = watch::channel(false);
     let mut background = Vec::new();
+    let metrics = args.metrics.install()?;
+    tokio::spawn(metrics.clone().sample(store.clone(), clock.clone()));
+    if let Some(address) = args.metrics.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {address} for metrics: {e}"))?;
+        tracing::info!(%address, "serving /metrics");
+        let stop = until(stopped.clone());
+        background.push(tokio::spawn(metrics.clone().serve_alone(listener, stop)));
+    }
     if args.role.engine() {
         let engine = Engine::new(
             store.clone(),
@@ -239,8 +249,6 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         let _ = stop.send(true);
     };
     if let (Some(listener), Some(address)) = (listener, address) {
-        let metrics = args.metrics.install()?;
-        tokio::spawn(metrics.clone().sample(store.clone(), clock.clone()));
         let state = ApiState::new(store, clock, config, new_work);
         tracing::info!(%address, database = %args.database.display(), role = ?args.role, "hookd is serving");
         println!("hookd listening on http://{address}");
