@@ -15,6 +15,8 @@
 //! - `idempotency`: `Idempotency-Key` replays.
 //! - `cache`: the short-lived token and application caches of the hot path.
 //! - `overload`: the bound on requests in progress (503 past it).
+//! - [`observe`]: the `x-request-id` of every request, its tracing span, and the request
+//!   metrics by route template.
 //! - `extract`: JSON body and query extractors whose errors name the field.
 //! - `list`: the list envelope and cursor parameters.
 //! - `validate`: field checks (URLs, names, custom headers).
@@ -27,6 +29,7 @@ pub mod error;
 mod extract;
 mod idempotency;
 mod list;
+pub mod observe;
 mod overload;
 mod rate_limit;
 pub mod routes;
@@ -76,5 +79,6 @@ pub fn router(state: ApiState) -> Router {
                 "a handler panicked".into(),
             ))
         }))
+        .layer(axum::middleware::from_fn(observe::observe))
         .with_state(state)
 }

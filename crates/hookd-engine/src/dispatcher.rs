@@ -6,20 +6,26 @@
 //! woken: by the API ("new messages"), by a finished attempt (capacity freed), or by the poll
 //! interval (retries coming due). Claims are leases, so a process that dies mid-attempt loses
 //! nothing: its deliveries become due again when their lease ends.
+//!
+//! Shutting down, the engine stops claiming and gives the attempts in flight a grace period
+//! to finish and be recorded; the claims of those still running at its end are given back
+//! (due at once), so another process need not wait out their leases.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hookd_core::Clock;
+use hookd_core::model::Delivery;
 use hookd_store::{ClaimRequest, ClaimedDelivery, Store};
 use hookd_vault::Keyring;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use crate::attempt::{self, Happened, Verdict};
 use crate::http::WebhookSender;
 use crate::limits::{Claim, EndpointLimits};
 use crate::recorder::{Finished, Recorder};
 use crate::schedule::RetrySchedule;
+use crate::telemetry;
 
 /// How the engine behaves.
 #[derive(Clone, Debug)]
@@ -44,6 +50,9 @@ pub struct EngineConfig {
     /// The master keys that open endpoints' sealed signing keys. The default is a new
     /// in-memory key (for tests); `hookd serve` gives the configured one.
     pub keyring: Arc<Keyring>,
+    /// On shutdown, how long attempts in flight may go on to finish and be recorded before
+    /// they are cut short and their claims given back.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for EngineConfig {
@@ -58,6 +67,7 @@ impl Default for EngineConfig {
             disable_after: Duration::from_secs(5 * 24 * 3600),
             svix_headers: false,
             keyring: Arc::new(Keyring::ephemeral()),
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 }
@@ -75,6 +85,10 @@ pub struct Engine {
     finished: mpsc::UnboundedSender<Finished>,
     /// The recorder's end, until [`Engine::run`] starts it.
     recorder: Mutex<Option<(Recorder, mpsc::UnboundedReceiver<Finished>)>>,
+    /// Turns true when the shutdown grace is over: attempts still running stop.
+    cut_short: watch::Sender<bool>,
+    /// The claims of the attempts that stopped, to give back.
+    abandoned: Mutex<Vec<Delivery>>,
 }
 
 impl Engine {
@@ -95,6 +109,8 @@ impl Engine {
         Arc::new(Self {
             finished,
             recorder: Mutex::new(Some((recorder, to_record))),
+            cut_short: watch::Sender::new(false),
+            abandoned: Mutex::default(),
             limits: EndpointLimits::new(config.per_endpoint_concurrency),
             workers: Arc::new(Semaphore::new(config.workers.max(1))),
             store,
@@ -110,8 +126,10 @@ impl Engine {
         self.wake.clone()
     }
 
-    /// Claims and dispatches until `shutdown` completes; attempts in flight then finish on
-    /// their own tasks (or, if the process exits, their leases run out).
+    /// Claims and dispatches until `shutdown` completes, then lets the attempts in flight
+    /// finish and be recorded for up to [`EngineConfig::shutdown_grace`], and gives back the
+    /// claims of those still running after it. Returns when every attempt is recorded or
+    /// given back.
     ///
     /// # Panics
     /// If called twice.
@@ -134,6 +152,43 @@ impl Engine {
                 () = &mut shutdown => break,
                 () = self.wake.notified() => {}
                 () = tokio::time::sleep(self.config.poll_interval) => {}
+            }
+        }
+        self.drain().await;
+    }
+
+    /// Waits (up to the grace) until every worker is free, i.e. every attempt is recorded;
+    /// then stops the attempts still running and releases their claims.
+    async fn drain(&self) {
+        let workers = u32::try_from(self.config.workers.max(1)).unwrap_or(u32::MAX);
+        let busy = workers as usize - self.workers.available_permits();
+        if busy > 0 {
+            tracing::info!(attempts = busy, grace = ?self.config.shutdown_grace, "stopped claiming; waiting for the attempts in flight");
+        }
+        let all_done = tokio::time::timeout(
+            self.config.shutdown_grace,
+            self.workers.acquire_many(workers),
+        )
+        .await;
+        if all_done.is_ok() {
+            return;
+        }
+        self.cut_short.send_replace(true);
+        // Stopped attempts free their workers at once; finished ones once recorded.
+        let _all = self.workers.acquire_many(workers).await;
+        let abandoned = std::mem::take(&mut *self.abandoned.lock().expect("abandoned poisoned"));
+        match self
+            .store
+            .release_claims(&abandoned, self.clock.now())
+            .await
+        {
+            Ok(released) => tracing::info!(
+                stopped = abandoned.len(),
+                released,
+                "attempts still running after the shutdown grace were stopped; their deliveries are due again"
+            ),
+            Err(error) => {
+                tracing::warn!(%error, stopped = abandoned.len(), "cannot give back the claims of stopped attempts; they are due again when their leases end")
             }
         }
     }
@@ -183,11 +238,24 @@ impl Engine {
         claim: Claim,
         worker: OwnedSemaphorePermit,
     ) {
-        let slot = claim.ready(claimed.endpoint.throttle_rate).await;
-        let verdict = self.send(&claimed).await;
+        let mut cut_short = self.cut_short.subscribe();
+        let verdict = tokio::select! {
+            verdict = async {
+                let slot = claim.ready(claimed.endpoint.throttle_rate).await;
+                let verdict = self.send(&claimed).await;
+                drop(slot);
+                verdict
+            } => verdict,
+            Ok(_) = cut_short.wait_for(|stop| *stop) => {
+                // Shutting down past the grace: nothing recorded, the claim is given back.
+                self.abandoned.lock().expect("abandoned poisoned").push(claimed.delivery);
+                return;
+            }
+        };
         // The endpoint is free for its next delivery while this one is recorded (its row stays
         // leased until then); the worker goes with the verdict to the recorder.
-        drop((slot, claim));
+        drop(claim);
+        telemetry::settled(verdict.next.status);
         let finished = Finished {
             verdict,
             _worker: worker,
@@ -212,23 +280,44 @@ impl Engine {
         match attempt::request(claimed, keyring, started, timeout, self.config.svix_headers) {
             Ok(request) => {
                 let outcome = self.sender.send(request).await;
-                attempt::judge(
+                let verdict = attempt::judge(
                     claimed,
                     Happened::Sent(&outcome),
                     self.clock.now(),
                     schedule,
                     jitter,
-                )
+                );
+                made(&verdict, telemetry::outcome(&outcome), outcome.duration);
+                verdict
             }
-            Err(error) => attempt::judge(
-                claimed,
-                Happened::NotSent(&error),
-                started,
-                schedule,
-                jitter,
-            ),
+            Err(error) => {
+                let verdict = attempt::judge(
+                    claimed,
+                    Happened::NotSent(&error),
+                    started,
+                    schedule,
+                    jitter,
+                );
+                made(&verdict, telemetry::NOT_SENT, Duration::ZERO);
+                verdict
+            }
         }
     }
+}
+
+/// Counts an attempt and leaves its log line.
+fn made(verdict: &Verdict, outcome: &'static str, took: Duration) {
+    telemetry::attempt(outcome, took);
+    tracing::debug!(
+        message_id = %verdict.attempt.message_id,
+        endpoint_id = %verdict.attempt.endpoint_id,
+        attempt_id = %verdict.attempt.id,
+        outcome,
+        status = verdict.attempt.response_status_code,
+        duration_ms = took.as_millis() as u64,
+        next = verdict.next.status.text(),
+        "attempt made"
+    );
 }
 
 /// A random number in `[0, 1)` for jitter.

@@ -6,7 +6,8 @@
 //! so a crash loses nothing), sends, records every attempt, and schedules the next.
 //!
 //! # Layout
-//! - [`dispatcher`]: [`Engine`], the claim → send → record loop and its [`EngineConfig`].
+//! - [`dispatcher`]: [`Engine`], the claim → send → record loop, its graceful shutdown, and
+//!   its [`EngineConfig`].
 //! - [`relay`]: [`Relay`], which turns committed outbox rows into messages and deliveries.
 //! - `limits`: per-endpoint concurrency and rate limits (fairness).
 //! - `attempt`: the signed request for a delivery (signed with every key of the endpoint live
@@ -16,6 +17,8 @@
 //! - [`http`]: [`http::WebhookSender`], the one shared HTTP client: timeouts, no redirects,
 //!   capped response reads.
 //! - [`ssrf`]: [`ssrf::AddressPolicy`], which addresses deliveries may reach.
+//! - [`telemetry`]: the engine's metrics (attempts by outcome class, their latency,
+//!   deliveries settled), through the `metrics` facade.
 //! - `testing` (cargo feature `testing`): a recording HTTP receiver for tests.
 
 mod attempt;
@@ -26,6 +29,7 @@ mod recorder;
 pub mod relay;
 pub mod schedule;
 pub mod ssrf;
+pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -8,7 +8,7 @@
 //! # Layout
 //! - [`store`]: the [`Store`] trait, which gathers one trait per resource
 //!   ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`], [`MessageStore`],
-//!   [`AuthStore`], [`OutboxStore`]) with their query and result types.
+//!   [`AuthStore`], [`OutboxStore`], [`GaugeStore`]) with their query and result types.
 //! - [`queue`]: [`DeliveryQueue`], the deliveries as the delivery engine's work queue.
 //! - [`prelude`]: every store trait, for calling their methods on a concrete store.
 //! - [`error`]: [`StoreError`], the one error every storage call returns.
@@ -48,8 +48,8 @@ pub use store::*;
 pub mod prelude {
     pub use crate::queue::DeliveryQueue;
     pub use crate::store::{
-        ApplicationStore, AuthStore, EndpointStore, EventTypeStore, MessageStore, OutboxStore,
-        Store,
+        ApplicationStore, AuthStore, EndpointStore, EventTypeStore, GaugeStore, MessageStore,
+        OutboxStore, Store,
     };
 }
 

@@ -122,4 +122,12 @@ pub trait DeliveryQueue: Send + Sync {
         until: Option<Timestamp>,
         now: Timestamp,
     ) -> Result<u64, StoreError>;
+
+    /// Gives back claims whose attempts were cut short (a process shutting down): each delivery
+    /// still `sending` under the lease it was claimed with (`claimed.next_attempt_at`) becomes
+    /// `pending`, due at `now`, so any claimer takes it at once instead of after the lease.
+    /// Its attempt count is unchanged: no attempt was recorded. A delivery recorded or claimed
+    /// again meanwhile is left alone. Returns how many were released.
+    async fn release_claims(&self, claimed: &[Delivery], now: Timestamp)
+    -> Result<u64, StoreError>;
 }

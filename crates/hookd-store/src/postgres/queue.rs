@@ -13,7 +13,7 @@
 //! (`endpoints.next_window_at`); the claiming process spaces those attempts out itself.
 
 use async_trait::async_trait;
-use hookd_core::model::DeliveryStatus;
+use hookd_core::model::{Delivery, DeliveryStatus};
 use hookd_core::{EndpointId, MessageId, Timestamp};
 
 use super::{PgStore, missing, rows, sql};
@@ -179,6 +179,38 @@ impl DeliveryQueue for PgStore {
         .bind(until.map(Timestamp::as_millis))
         .bind(now.as_millis())
         .bind(i64::from(DeliveryStatus::Fail.code()))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn release_claims(
+        &self,
+        claimed: &[Delivery],
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        if claimed.is_empty() {
+            return Ok(0);
+        }
+        let messages: Vec<&str> = claimed.iter().map(|d| d.message_id.as_str()).collect();
+        let endpoints: Vec<&str> = claimed.iter().map(|d| d.endpoint_id.as_str()).collect();
+        let leases: Vec<Option<i64>> = claimed
+            .iter()
+            .map(|d| d.next_attempt_at.map(Timestamp::as_millis))
+            .collect();
+        let done = sqlx::query(
+            "UPDATE deliveries d SET status = $1, next_attempt_at = $2, updated_at = $2
+             FROM UNNEST($3::text[], $4::text[], $5::bigint[]) AS c(message_id, endpoint_id, lease)
+             WHERE d.message_id = c.message_id COLLATE \"C\"
+               AND d.endpoint_id = c.endpoint_id COLLATE \"C\"
+               AND d.status = $6 AND d.next_attempt_at = c.lease",
+        )
+        .bind(i64::from(DeliveryStatus::Pending.code()))
+        .bind(now.as_millis())
+        .bind(messages)
+        .bind(endpoints)
+        .bind(leases)
+        .bind(i64::from(DeliveryStatus::Sending.code()))
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())

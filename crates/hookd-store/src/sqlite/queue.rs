@@ -5,7 +5,7 @@
 //! marking them `sending`, so two claimers never get the same delivery.
 
 use async_trait::async_trait;
-use hookd_core::model::DeliveryStatus;
+use hookd_core::model::{Delivery, DeliveryStatus};
 use hookd_core::{EndpointId, MessageId, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -127,6 +127,38 @@ impl DeliveryQueue for SqliteStore {
                         DeliveryStatus::Fail.code(),
                     ])?;
                 Ok(rows as u64)
+            })
+            .await
+    }
+
+    async fn release_claims(
+        &self,
+        claimed: &[Delivery],
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        if claimed.is_empty() {
+            return Ok(0);
+        }
+        let claimed = claimed.to_vec();
+        self.db
+            .write(move |conn| {
+                let mut release = conn.prepare_cached(
+                    "UPDATE deliveries SET status = ?4, next_attempt_at = ?5, updated_at = ?5
+                     WHERE message_id = ?1 AND endpoint_id = ?2 AND status = ?6
+                     AND next_attempt_at = ?3",
+                )?;
+                let mut released = 0;
+                for d in &claimed {
+                    released += release.execute(params![
+                        d.message_id.as_str(),
+                        d.endpoint_id.as_str(),
+                        d.next_attempt_at.map(Timestamp::as_millis),
+                        DeliveryStatus::Pending.code(),
+                        now.as_millis(),
+                        DeliveryStatus::Sending.code(),
+                    ])? as u64;
+                }
+                Ok(released)
             })
             .await
     }

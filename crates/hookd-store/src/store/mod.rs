@@ -1,7 +1,7 @@
 //! The [`Store`] contract: everything the API and the delivery engine read and write, as one
 //! trait per resource ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`],
-//! [`MessageStore`], [`AuthStore`], [`OutboxStore`], and [`DeliveryQueue`] for the engine) that [`Store`]
-//! gathers.
+//! [`MessageStore`], [`AuthStore`], [`OutboxStore`], and [`DeliveryQueue`] for the engine,
+//! [`GaugeStore`] for `/metrics`) that [`Store`] gathers.
 //!
 //! Lookups that the API exposes by "id or uid" take the caller's text and match either, so the
 //! id-or-uid rule lives in one place. Lists are keyset-paginated on ids (which sort by creation
@@ -11,6 +11,7 @@ mod applications;
 mod auth;
 mod endpoints;
 mod event_types;
+mod gauges;
 mod messages;
 mod outbox;
 
@@ -18,6 +19,8 @@ pub use applications::ApplicationStore;
 pub use auth::{ApiToken, AuthStore, StoredResponse};
 pub use endpoints::EndpointStore;
 pub use event_types::EventTypeStore;
+pub(crate) use gauges::age;
+pub use gauges::{GaugeStore, Gauges};
 pub use messages::{
     AttemptFilter, CreatedMessage, EndpointStats, MessageFilter, MessageStore, Route,
 };
@@ -65,6 +68,7 @@ pub trait Store:
     + AuthStore
     + DeliveryQueue
     + OutboxStore
+    + GaugeStore
     + Send
     + Sync
     + 'static
@@ -79,6 +83,7 @@ impl<T> Store for T where
         + AuthStore
         + DeliveryQueue
         + OutboxStore
+        + GaugeStore
         + Send
         + Sync
         + 'static

@@ -45,6 +45,11 @@ pub struct DeliveryOptions {
     /// Turn the SSRF guard off entirely (every address reachable). Not for production.
     #[arg(long, env = "HOOKD_DISABLE_SSRF_GUARD")]
     disable_ssrf_guard: bool,
+    /// On SIGTERM or SIGINT, how long attempts in flight (and API requests) may go on to
+    /// finish; attempts still running then are stopped and their deliveries made due again at
+    /// once.
+    #[arg(long, env = "HOOKD_SHUTDOWN_GRACE", default_value = "10s")]
+    shutdown_grace: String,
     /// Send every delivery through this HTTP proxy (for a fixed egress IP).
     #[arg(long, env = "HOOKD_EGRESS_PROXY")]
     egress_proxy: Option<String>,
@@ -69,6 +74,7 @@ impl DeliveryOptions {
             schedule,
             disable_after: duration("disable-after", &self.disable_after)?,
             svix_headers: self.svix_headers,
+            shutdown_grace: duration("shutdown-grace", &self.shutdown_grace)?,
             ..EngineConfig::default()
         })
     }

@@ -6,6 +6,7 @@ mod delivery;
 mod keygen;
 mod listen;
 mod master_key;
+mod metrics;
 mod migrate;
 mod serve;
 mod sign;

@@ -1,11 +1,18 @@
 //! `hookd serve`: the server. Opens (and migrates) the database, makes sure an admin token
 //! exists, and runs the API, the portal, the delivery engine and the outbox relay (or, with `--role`, the
-//! API alone or the engine and relay alone) until SIGINT or SIGTERM; the API's listener also serves the portal (`/portal`).
+//! API alone or the engine and relay alone) until SIGINT or SIGTERM; the API's listener also serves the portal (`/portal`)
+//! and `/metrics`.
+//!
+//! On SIGINT or SIGTERM the engine and relay stop claiming, the API stops accepting
+//! connections, and both drain for up to `--shutdown-grace`: attempts in flight finish and are
+//! recorded, or are stopped at the deadline with their claims given back (see
+//! [`hookd_engine::dispatcher`]).
 //!
 //! On PostgreSQL several processes share the database: each one announces the deliveries it
 //! creates (NOTIFY) and listens for the others' and for producers' outbox commits, so work
 //! written by any process is picked up at once by whichever engine is free.
 
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -21,6 +28,7 @@ use tokio::sync::{Notify, watch};
 use super::database::{Database, runtime};
 use super::delivery::DeliveryOptions;
 use super::master_key::{MasterKeyOptions, reseal};
+use super::metrics::MetricsOptions;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -33,6 +41,8 @@ pub struct Args {
     delivery: DeliveryOptions,
     #[command(flatten)]
     keys: MasterKeyOptions,
+    #[command(flatten)]
+    metrics: MetricsOptions,
     /// How long a rotated-out endpoint secret keeps signing beside the new one (a rotation may
     /// ask for its own, up to 7 days).
     #[arg(long, env = "HOOKD_ROTATION_OVERLAP", default_value = "24h")]
@@ -192,8 +202,19 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     } else {
         new_work.clone()
     };
+    let shutdown_grace = engine_config.shutdown_grace;
     let (stop, stopped) = watch::channel(false);
     let mut background = Vec::new();
+    let metrics = args.metrics.install()?;
+    tokio::spawn(metrics.clone().sample(store.clone(), clock.clone()));
+    if let Some(address) = args.metrics.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {address} for metrics: {e}"))?;
+        tracing::info!(%address, "serving /metrics");
+        let stop = until(stopped.clone());
+        background.push(tokio::spawn(metrics.clone().serve_alone(listener, stop)));
+    }
     if args.role.engine() {
         let engine = Engine::new(
             store.clone(),
@@ -231,12 +252,21 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         let state = ApiState::new(store, clock, config, new_work);
         tracing::info!(%address, database = %args.database.display(), role = ?args.role, "hookd is serving");
         println!("hookd listening on http://{address}");
-        axum::serve(
-            listener,
-            hookd_api::router(state).merge(hookd_portal::router()),
-        )
-        .with_graceful_shutdown(stop_on_signal)
-        .await?;
+        let app = hookd_api::router(state)
+            .merge(hookd_portal::router())
+            .merge(metrics.router());
+        let server = axum::serve(listener, app)
+            .with_graceful_shutdown(stop_on_signal)
+            .into_future();
+        // Open connections get the grace to finish their requests, as attempts do.
+        let grace_over = async {
+            until(stopped.clone()).await;
+            tokio::time::sleep(shutdown_grace).await;
+        };
+        tokio::select! {
+            served = server => served?,
+            () = grace_over => tracing::warn!("API requests still open after the shutdown grace are cut off"),
+        }
     } else {
         tracing::info!(database = %args.database.display(), "hookd is delivering (no API)");
         println!("hookd engine running");

@@ -79,6 +79,17 @@ impl Hookd {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        Self::serve_local_with(database, token, extra, env, Stdio::inherit())
+    }
+
+    /// [`Hookd::serve_local_with_env`] with its stderr sent to `stderr`.
+    pub fn serve_local_with(
+        database: &str,
+        token: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Self {
         let mut args = vec![
             "--database",
             database,
@@ -89,7 +100,7 @@ impl Hookd {
             "127.0.0.0/8",
         ];
         args.extend_from_slice(extra);
-        Self::serve_with_env(&args, env)
+        Self::serve_with(&args, env, stderr)
     }
 
     /// The child's process id (for reading its memory from `/proc`).
@@ -112,6 +123,31 @@ impl Hookd {
     pub fn kill_hard(&mut self) {
         self.child.kill().expect("SIGKILL hookd");
         self.child.wait().expect("reap hookd");
+    }
+
+    /// Sends SIGTERM (what a service manager sends to stop it).
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// Waits for the process to exit, for at most `bound` (a generous bound: exceeding it
+    /// means it hangs); returns its exit status.
+    pub async fn exited_within(&mut self, bound: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("poll hookd") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "hookd still running after {bound:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 

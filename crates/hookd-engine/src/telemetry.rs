@@ -1,0 +1,104 @@
+//! The engine's metrics, through the `metrics` facade (`hookd serve` installs the Prometheus
+//! exporter; without a recorder they cost next to nothing): every attempt counted by the class
+//! of its outcome with its latency, and every delivery that settles.
+//!
+//! Labels come from small fixed sets, never from a URL, an id or a response: Prometheus keeps
+//! one series per label value, so anything unbounded there would grow without end.
+
+use std::time::Duration;
+
+use hookd_core::model::DeliveryStatus;
+
+use crate::http::{SendError, SendOutcome};
+
+/// Counter: attempts made, by `outcome`.
+pub const ATTEMPTS: &str = "hookd_delivery_attempts_total";
+/// Histogram (seconds): how long attempts took, by `outcome`.
+pub const ATTEMPT_DURATION: &str = "hookd_delivery_attempt_duration_seconds";
+/// Counter: deliveries settled, by `result` (`succeeded`, or `failed` for good).
+pub const SETTLED: &str = "hookd_deliveries_settled_total";
+
+/// The `outcome` of an attempt that was never sent (the endpoint's keys could not be opened,
+/// or the payload was expunged).
+pub const NOT_SENT: &str = "not_sent";
+
+/// Gives the metrics their help texts (once, after the recorder is installed).
+pub fn describe() {
+    metrics::describe_counter!(
+        ATTEMPTS,
+        "Delivery attempts made, by outcome: 2xx, 3xx, 4xx, 5xx, timeout, connect, ssrf_refused, invalid_url, request_error, not_sent."
+    );
+    metrics::describe_histogram!(
+        ATTEMPT_DURATION,
+        metrics::Unit::Seconds,
+        "How long delivery attempts took, by outcome."
+    );
+    metrics::describe_counter!(
+        SETTLED,
+        "Deliveries settled: succeeded, or failed for good (schedule exhausted or 410 Gone)."
+    );
+}
+
+/// The class of what a sent attempt got: the status class, or why there was no response.
+pub fn outcome(sent: &SendOutcome) -> &'static str {
+    match (sent.status, &sent.error) {
+        (Some(200..=299), _) => "2xx",
+        (Some(300..=399), _) => "3xx",
+        (Some(400..=499), _) => "4xx",
+        (Some(500..=599), _) => "5xx",
+        (Some(_), _) => "other_status",
+        (None, Some(SendError::Refused(_))) => "ssrf_refused",
+        (None, Some(SendError::Timeout)) => "timeout",
+        (None, Some(SendError::Connect(_))) => "connect",
+        (None, Some(SendError::InvalidUrl(_))) => "invalid_url",
+        (None, _) => "request_error",
+    }
+}
+
+/// Counts one attempt and its latency.
+pub fn attempt(outcome: &'static str, took: Duration) {
+    metrics::counter!(ATTEMPTS, "outcome" => outcome).increment(1);
+    metrics::histogram!(ATTEMPT_DURATION, "outcome" => outcome).record(took.as_secs_f64());
+}
+
+/// Counts a delivery that an attempt settled (nothing for one that will be retried).
+pub fn settled(status: DeliveryStatus) {
+    let result = match status {
+        DeliveryStatus::Success => "succeeded",
+        DeliveryStatus::Fail => "failed",
+        _ => return,
+    };
+    metrics::counter!(SETTLED, "result" => result).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent(status: Option<u16>, error: Option<SendError>) -> SendOutcome {
+        SendOutcome {
+            status,
+            duration: Duration::ZERO,
+            response_head: String::new(),
+            response_body: String::new(),
+            retry_after: None,
+            error,
+        }
+    }
+
+    #[test]
+    fn outcomes_are_a_small_fixed_set() {
+        assert_eq!(outcome(&sent(Some(204), None)), "2xx");
+        assert_eq!(outcome(&sent(Some(301), None)), "3xx");
+        assert_eq!(outcome(&sent(Some(410), None)), "4xx");
+        assert_eq!(outcome(&sent(Some(503), None)), "5xx");
+        assert_eq!(outcome(&sent(Some(99), None)), "other_status");
+        let refused = SendError::Refused("http://10.0.0.1/ is private".into());
+        assert_eq!(outcome(&sent(None, Some(refused))), "ssrf_refused");
+        assert_eq!(outcome(&sent(None, Some(SendError::Timeout))), "timeout");
+        let connect = SendError::Connect("refused".into());
+        assert_eq!(outcome(&sent(None, Some(connect))), "connect");
+        let reset = SendError::Request("reset".into());
+        assert_eq!(outcome(&sent(None, Some(reset))), "request_error");
+    }
+}
