@@ -11,7 +11,7 @@
 //! tables are created and migrated by [`PgStore::connect`] from `migrations/postgres/`.
 //!
 //! One file per resource trait (`applications`, `endpoints`, `event_types`, `messages`,
-//! `auth`, `queue`, `outbox`); this one keeps what they share: connecting and migrating,
+//! `auth`, `queue`, `outbox`, `retention`); this one keeps what they share: connecting and migrating,
 //! constraint-error mapping and list queries. `rows` holds the row decoders.
 //!
 //! Queries are prepared at run time (`sqlx::query`), never checked against a database at build
@@ -24,6 +24,7 @@ mod event_types;
 mod messages;
 mod outbox;
 mod queue;
+mod retention;
 mod rows;
 
 use std::str::FromStr;

@@ -5,7 +5,7 @@
 //! [`crate::postgres`]; the behavioural tests hold both to one contract.
 //!
 //! One file per resource trait (`applications`, `endpoints`, `event_types`, `messages`,
-//! `auth`, `queue`, `outbox`); this one keeps what they share: the store, constraint-error mapping and
+//! `auth`, `queue`, `outbox`, `retention`); this one keeps what they share: the store, constraint-error mapping and
 //! list queries. `db` is the connection discipline, `rows` the row decoders.
 
 mod applications;
@@ -16,6 +16,7 @@ mod event_types;
 mod messages;
 mod outbox;
 mod queue;
+mod retention;
 mod rows;
 
 use std::path::Path;

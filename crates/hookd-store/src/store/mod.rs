@@ -1,7 +1,7 @@
 //! The [`Store`] contract: everything the API and the delivery engine read and write, as one
 //! trait per resource ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`],
-//! [`MessageStore`], [`AuthStore`], [`OutboxStore`], and [`DeliveryQueue`] for the engine) that [`Store`]
-//! gathers.
+//! [`MessageStore`], [`AuthStore`], [`OutboxStore`], [`RetentionStore`], and [`DeliveryQueue`] for
+//! the engine) that [`Store`] gathers.
 //!
 //! Lookups that the API exposes by "id or uid" take the caller's text and match either, so the
 //! id-or-uid rule lives in one place. Lists are keyset-paginated on ids (which sort by creation
@@ -13,6 +13,7 @@ mod endpoints;
 mod event_types;
 mod messages;
 mod outbox;
+mod retention;
 
 pub use applications::ApplicationStore;
 pub use auth::{ApiToken, AuthStore, StoredResponse};
@@ -22,6 +23,7 @@ pub use messages::{
     AttemptFilter, CreatedMessage, EndpointStats, MessageFilter, MessageStore, Route,
 };
 pub use outbox::{OutboxStore, RelayRules, Relayed, Wakeups};
+pub use retention::{EXPUNGED, PurgeCursor, PurgeRequest, Purged, RetentionStore};
 
 use crate::DeliveryQueue;
 
@@ -65,6 +67,7 @@ pub trait Store:
     + AuthStore
     + DeliveryQueue
     + OutboxStore
+    + RetentionStore
     + Send
     + Sync
     + 'static
@@ -79,6 +82,7 @@ impl<T> Store for T where
         + AuthStore
         + DeliveryQueue
         + OutboxStore
+        + RetentionStore
         + Send
         + Sync
         + 'static
