@@ -7,6 +7,7 @@ mod keygen;
 mod listen;
 mod master_key;
 mod migrate;
+mod retention;
 mod serve;
 mod sign;
 mod token;

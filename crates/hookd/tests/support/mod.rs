@@ -270,6 +270,24 @@ pub async fn wait_until(
 #[allow(unused_imports)] // Each test binary uses a different part of this module.
 pub use hookd_engine::testing::python;
 
+/// hookd's shifted clock (`HOOKD_TEST_CLOCK_OFFSET_FILE`), moved by rewriting the offset file.
+pub struct TestTime<'a>(pub &'a std::path::Path);
+
+impl TestTime<'_> {
+    /// Sets hookd's clock to `offset_ms` after the system time (atomically: write, rename).
+    pub fn set(&self, offset_ms: u64) {
+        let staging = self.0.with_extension("new");
+        std::fs::write(&staging, offset_ms.to_string()).unwrap();
+        std::fs::rename(&staging, self.0).unwrap();
+    }
+}
+
+/// A loopback address with nothing listening (bound once to pick a free port, then closed).
+pub fn closed_port() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
 /// Runs one of `scripts/crosscheck/*.py` with `args`; panics with its output if it fails.
 pub fn run_python_script(python: &str, script: &str, args: &[&str]) -> String {
     let path = format!(
