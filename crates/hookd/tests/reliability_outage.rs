@@ -17,7 +17,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use hookd_engine::testing::Receiver;
 use serde_json::{Value, json};
-use support::{Api, Hookd, TestTime, closed_port};
+use support::{Api, TestTime, closed_port};
 use webhook_signature::{Secret, Verifier};
 
 const TOKEN: &str = "outage-test-admin-token";
@@ -50,19 +50,8 @@ async fn wait_for_attempts(api: &Api, app: &str, endpoint: &str, n: usize) -> Ve
 }
 
 async fn down_for_40_minutes_then_everything_arrives_once(database: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let offset_file = dir.path().join("clock-offset-ms");
-    let time = TestTime(&offset_file);
-    time.set(0);
-    let hookd = Hookd::serve_local_with_env(
-        database,
-        TOKEN,
-        &["--endpoint-concurrency", "16"],
-        &[(
-            "HOOKD_TEST_CLOCK_OFFSET_FILE",
-            offset_file.to_str().unwrap(),
-        )],
-    );
+    let time = TestTime::start();
+    let hookd = time.serve_local(database, TOKEN, &["--endpoint-concurrency", "16"]);
     let api = Api::new(&hookd, TOKEN);
     let address = closed_port();
     let app = api

@@ -9,24 +9,17 @@ mod support;
 use axum::http::StatusCode;
 use hookd_engine::testing::Receiver;
 use serde_json::json;
-use support::{Api, Hookd, TestTime, closed_port, wait_until};
+use support::{Api, TestTime, closed_port, wait_until};
 
 const TOKEN: &str = "retention-test-admin-token";
 const DAY_MS: u64 = 86_400_000;
 
 async fn delivered_content_goes_after_the_window_and_pending_content_stays(database: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let offset_file = dir.path().join("clock-offset-ms");
-    let time = TestTime(&offset_file);
-    time.set(0);
-    let hookd = Hookd::serve_local_with_env(
+    let time = TestTime::start();
+    let hookd = time.serve_local(
         database,
         TOKEN,
         &["--retention", "2d", "--retention-interval", "1s"],
-        &[(
-            "HOOKD_TEST_CLOCK_OFFSET_FILE",
-            offset_file.to_str().unwrap(),
-        )],
     );
     let api = Api::new(&hookd, TOKEN);
     // The older message goes to a port nobody listens on: it keeps being retried.
