@@ -78,6 +78,32 @@ def deliveries(svix, app_id, event_type, receiver_url):
     check(len(by_endpoint) == 3, "message_attempt.list_by_endpoint shows all three attempts")
 
 
+def expunging(svix, app_id, event_type, receiver_url):
+    """A message's own retention period is accepted; its payload and an attempt's response are
+    dropped on request, and read back as Svix shows them."""
+    ep = svix.endpoint.create(app_id, EndpointIn(url=receiver_url, event_types=[event_type]))
+    msg = svix.message.create(
+        app_id, MessageIn(event_type=event_type, payload={"card": "4242"}, payload_retention_period=5)
+    )
+    check(msg.id.startswith("msg_"), "message.create with payload_retention_period")
+    attempt = wait_for(
+        "the attempt",
+        lambda: [a for a in svix.message_attempt.list_by_msg(app_id, msg.id).data if a.endpoint_id == ep.id],
+    )[0]
+    svix.message_attempt.expunge_content(app_id, msg.id, attempt.id)
+    shown = svix.message_attempt.get(app_id, msg.id, attempt.id)
+    check(shown.response == "EXPUNGED", "message_attempt.expunge_content")
+    svix.message.expunge_content(app_id, msg.id)
+    fetched = svix.message.get(app_id, msg.id, MessageGetOptions(with_content=True))
+    check(fetched.payload == {"expired": True}, "message.expunge_content")
+    try:
+        svix.message.expunge_content(app_id, "msg_nope")
+        check(False, "expunging a missing message refused")
+    except HttpError as e:
+        check(e.status_code == 404, "expunging a missing message is HttpError 404")
+    svix.endpoint.delete(app_id, ep.id)
+
+
 def portal(svix, base_url, app_id, ep_id):
     """A portal link for one application: its token reads that application only."""
     access = svix.authentication.app_portal_access(app_id, AppPortalAccessIn())
@@ -193,6 +219,7 @@ def main(base_url, token, receiver_url):
     check([m.id for m in attempted.data] == [msg.id], "message_attempt.list_attempted_messages")
 
     deliveries(svix, app.id, name, receiver_url)
+    expunging(svix, app.id, name, receiver_url)
     portal(svix, base_url, app.id, ep.id)
 
     # Clean-up verbs

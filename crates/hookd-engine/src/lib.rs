@@ -9,6 +9,8 @@
 //! - [`dispatcher`]: [`Engine`], the claim → send → record loop, its graceful shutdown, and
 //!   its [`EngineConfig`].
 //! - [`relay`]: [`Relay`], which turns committed outbox rows into messages and deliveries.
+//! - [`retention`]: [`Purger`], which purges the content of settled messages past their
+//!   retention, in small batches.
 //! - `limits`: per-endpoint concurrency and rate limits (fairness).
 //! - `attempt`: the signed request for a delivery (signed with every key of the endpoint live
 //!   at that instant, opened from their sealed form), and what its outcome means.
@@ -27,6 +29,7 @@ pub mod http;
 mod limits;
 mod recorder;
 pub mod relay;
+pub mod retention;
 pub mod schedule;
 pub mod ssrf;
 pub mod telemetry;
@@ -35,4 +38,5 @@ pub mod testing;
 
 pub use dispatcher::{Engine, EngineConfig};
 pub use relay::{Relay, RelayConfig};
+pub use retention::{Purger, RetentionConfig};
 pub use schedule::RetrySchedule;

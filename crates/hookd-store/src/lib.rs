@@ -8,7 +8,8 @@
 //! # Layout
 //! - [`store`]: the [`Store`] trait, which gathers one trait per resource
 //!   ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`], [`MessageStore`],
-//!   [`AuthStore`], [`OutboxStore`], [`GaugeStore`]) with their query and result types.
+//!   [`AuthStore`], [`OutboxStore`], [`GaugeStore`], [`RetentionStore`]) with their query and
+//!   result types.
 //! - [`queue`]: [`DeliveryQueue`], the deliveries as the delivery engine's work queue.
 //! - [`prelude`]: every store trait, for calling their methods on a concrete store.
 //! - [`error`]: [`StoreError`], the one error every storage call returns.
@@ -18,9 +19,9 @@
 //! - [`postgres`]: the PostgreSQL implementation on `sqlx`, in a `hookd` schema, for several
 //!   hookd processes sharing one database. One file per resource trait.
 //! - `outbox`: the outbox row's checks and the message it becomes, shared by both relays.
-//! - `columns`, `keyset`, `json`, `search`: what both implementations share (the column lists
-//!   their row decoders read, keyset pagination, the JSON text columns' encoding, the SQL of
-//!   message search and endpoint statistics).
+//! - `columns`, `keyset`, `json`, `search`, `purge`: what both implementations share (the
+//!   column lists their row decoders read, keyset pagination, the JSON text columns' encoding,
+//!   the SQL of message search, endpoint statistics and the purge's walks).
 //! - `testing` (cargo feature `testing`): throwaway SQLite files and PostgreSQL databases for
 //!   tests, here and in the crates above.
 //! - `migrations/{sqlite,postgres}/`: versioned schema files, applied at start.
@@ -31,6 +32,7 @@ mod json;
 mod keyset;
 mod outbox;
 pub mod postgres;
+mod purge;
 pub mod queue;
 mod search;
 pub mod sqlite;
@@ -49,7 +51,7 @@ pub mod prelude {
     pub use crate::queue::DeliveryQueue;
     pub use crate::store::{
         ApplicationStore, AuthStore, EndpointStore, EventTypeStore, GaugeStore, MessageStore,
-        OutboxStore, Store,
+        OutboxStore, RetentionStore, Store,
     };
 }
 

@@ -12,43 +12,23 @@
 mod support;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::path::Path;
 use std::time::Duration;
 
 use axum::http::StatusCode;
 use hookd_engine::testing::Receiver;
 use serde_json::{Value, json};
-use support::{Api, Hookd};
+use support::{Api, TestTime, closed_port};
 use webhook_signature::{Secret, Verifier};
 
 const TOKEN: &str = "outage-test-admin-token";
 const EVENTS: usize = 300;
 const MINUTE: u64 = 60_000;
 
-/// hookd's shifted clock, moved by rewriting the offset file.
-struct TestTime<'a>(&'a Path);
-
-impl TestTime<'_> {
-    /// Sets hookd's clock to `offset_ms` after the system time (atomically: write, rename).
-    fn set(&self, offset_ms: u64) {
-        let staging = self.0.with_extension("new");
-        std::fs::write(&staging, offset_ms.to_string()).unwrap();
-        std::fs::rename(&staging, self.0).unwrap();
-    }
-}
-
 fn unix_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs()
-}
-
-/// A loopback address with nothing listening (bound once to pick a free port, then closed).
-fn closed_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
 }
 
 /// Waits (bounded) until the endpoint's delivery log holds `n` attempts, and returns them.
@@ -70,19 +50,8 @@ async fn wait_for_attempts(api: &Api, app: &str, endpoint: &str, n: usize) -> Ve
 }
 
 async fn down_for_40_minutes_then_everything_arrives_once(database: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let offset_file = dir.path().join("clock-offset-ms");
-    let time = TestTime(&offset_file);
-    time.set(0);
-    let hookd = Hookd::serve_local_with_env(
-        database,
-        TOKEN,
-        &["--endpoint-concurrency", "16"],
-        &[(
-            "HOOKD_TEST_CLOCK_OFFSET_FILE",
-            offset_file.to_str().unwrap(),
-        )],
-    );
+    let time = TestTime::start();
+    let hookd = time.serve_local(database, TOKEN, &["--endpoint-concurrency", "16"]);
     let api = Api::new(&hookd, TOKEN);
     let address = closed_port();
     let app = api

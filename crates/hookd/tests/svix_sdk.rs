@@ -1,7 +1,8 @@
 //! The official Svix Python SDK (PyPI `svix`), code we did not write, drives the real hookd
 //! binary end to end: applications, event types, endpoints, headers, secrets, messages, the
 //! delivery log of real deliveries to a loopback receiver, resend, recover and send-example,
-//! including the error types it raises for 404, 409 and 422.
+//! expunging a message's payload and an attempt's response, including the error types it
+//! raises for 404, 409 and 422.
 
 mod support;
 

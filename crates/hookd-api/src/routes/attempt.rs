@@ -1,13 +1,16 @@
 //! The delivery log: attempts by message and by endpoint, one attempt, where a message went
-//! (attempted destinations) and what an endpoint was sent (attempted messages).
+//! (attempted destinations) and what an endpoint was sent (attempted messages); and dropping
+//! an attempt's response body when an endpoint answered with something sensitive.
 
 use axum::extract::{Path, State};
-use axum::routing::get;
+use axum::http::StatusCode;
+use axum::routing::{delete, get};
 use axum::{Extension, Json, Router};
 use hookd_core::model::{Attempt, Delivery, Endpoint, Message};
 use hookd_store::{AttemptFilter, Page};
 use serde::Serialize;
 
+use crate::auth::Caller;
 use crate::extract::QueryParams;
 use crate::list::{ListOut, page_request};
 use crate::routes::{endpoint, message};
@@ -21,6 +24,10 @@ pub fn routes() -> Router<ApiState> {
             get(by_endpoint),
         )
         .route("/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}", get(one))
+        .route(
+            "/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}/content",
+            delete(expunge),
+        )
         .route("/app/{app_id}/msg/{msg_id}/endpoint", get(destinations))
         .route(
             "/app/{app_id}/endpoint/{endpoint_id}/msg",
@@ -144,6 +151,22 @@ async fn one(
     let msg = message::find(&state, &principal, &app_id, &msg_id).await?;
     let attempt = state.store().get_attempt(&msg, &attempt_id).await?;
     Ok(Json(attempt.ok_or(ApiError::NotFound("attempt"))?.into()))
+}
+
+/// Drops the attempt's response body and head now (Svix's expunge): it then reads `EXPUNGED`.
+async fn expunge(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Extension(caller): Extension<Caller>,
+    Path((app_id, msg_id, attempt_id)): Path<(String, String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let msg = message::find(&state, &principal, &app_id, &msg_id).await?;
+    state
+        .store()
+        .expunge_attempt_content(&msg, &attempt_id)
+        .await?;
+    tracing::info!(target: "hookd::audit", action = "attempt.expunge", token_id = %caller.token_id, app_id = %msg.app_id, msg_id = %msg.id, attempt_id);
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn destinations(

@@ -4,18 +4,24 @@
 //! producer sent them (never re-serialized: these are the bytes every receiver gets and every
 //! signature covers), and the message with its delivery rows is written in one transaction
 //! before 202 is answered. Nothing is sent inside the request; the engine is woken instead.
+//!
+//! A message may carry its own `payloadRetentionPeriod` (days), which replaces the server's
+//! retention window for it; `DELETE …/msg/{msg_id}/content` drops its payload at once.
+
+use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::routing::{delete, get};
 use axum::{Extension, Json, Router};
-use hookd_core::MessageId;
 use hookd_core::model::Message;
 use hookd_core::validate::MessageError;
+use hookd_core::{MessageId, Timestamp};
 use hookd_store::MessageFilter;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::auth::Caller;
 use crate::extract::{JsonBody, QueryParams};
 use crate::list::{ListOut, page_request};
 use crate::{ApiError, ApiState, Principal};
@@ -24,7 +30,12 @@ pub fn routes() -> Router<ApiState> {
     Router::new()
         .route("/app/{app_id}/msg", get(list).post(create))
         .route("/app/{app_id}/msg/{msg_id}", get(fetch))
+        .route("/app/{app_id}/msg/{msg_id}/content", delete(expunge))
 }
+
+/// The longest `payloadRetentionPeriod` accepted, in days (Svix caps it at 90; hookd's own
+/// window may be longer, so a message may ask for up to ten years).
+const MAX_RETENTION_DAYS: u64 = 3650;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -33,6 +44,10 @@ struct MessageIn {
     payload: Box<RawValue>,
     event_id: Option<String>,
     channels: Option<Vec<String>>,
+    /// Days this message's content is kept once delivered, instead of the server's window.
+    payload_retention_period: Option<i64>,
+    /// The same in hours (Svix's newer field; not both).
+    payload_retention_hours: Option<i64>,
 }
 
 #[derive(Serialize)]
@@ -47,15 +62,18 @@ pub struct MessageOut {
 }
 
 impl MessageOut {
-    /// The message as the API shows it; `with_content: false` (or an expunged payload) shows
-    /// `{}` in place of the payload.
+    /// The message as the API shows it; `with_content: false` shows `{}` in place of the
+    /// payload, and a payload expunged or past its retention shows `{"expired": true}`, as
+    /// Svix does.
     pub fn new(message: Message, with_content: bool) -> Self {
-        let payload = message
-            .payload
-            .filter(|_| with_content)
-            .and_then(|bytes| String::from_utf8(bytes).ok())
-            .and_then(|text| RawValue::from_string(text).ok())
-            .unwrap_or_else(empty_object);
+        let payload = match message.payload {
+            _ if !with_content => raw("{}"),
+            None => raw(r#"{"expired":true}"#),
+            Some(bytes) => String::from_utf8(bytes)
+                .ok()
+                .and_then(|text| RawValue::from_string(text).ok())
+                .unwrap_or_else(|| raw("{}")),
+        };
         Self {
             id: message.id.to_string(),
             event_type: message.event_type,
@@ -67,8 +85,8 @@ impl MessageOut {
     }
 }
 
-fn empty_object() -> Box<RawValue> {
-    RawValue::from_string("{}".to_owned()).expect("{} is JSON")
+fn raw(json: &str) -> Box<RawValue> {
+    RawValue::from_string(json.to_owned()).expect("a JSON literal")
 }
 
 impl MessageIn {
@@ -106,6 +124,36 @@ impl MessageIn {
         }
         Ok(())
     }
+
+    /// When this message's content expires, if it asks for its own retention period (in days,
+    /// or in hours).
+    fn payload_expires_at(&self, now: Timestamp) -> Result<Option<Timestamp>, ApiError> {
+        let hours = match (self.payload_retention_period, self.payload_retention_hours) {
+            (None, None) => return Ok(None),
+            (Some(_), Some(_)) => {
+                return Err(ApiError::body_field(
+                    "payloadRetentionHours",
+                    "give payloadRetentionPeriod or payloadRetentionHours, not both",
+                ));
+            }
+            (Some(days), None) => retention_hours("payloadRetentionPeriod", days, 24)?,
+            (None, Some(hours)) => retention_hours("payloadRetentionHours", hours, 1)?,
+        };
+        Ok(Some(now.plus(Duration::from_secs(hours * 3_600))))
+    }
+}
+
+/// A retention period given in `field` as `value` units of `unit_hours` hours each, in hours:
+/// from one unit up to [`MAX_RETENTION_DAYS`].
+fn retention_hours(field: &str, value: i64, unit_hours: u64) -> Result<u64, ApiError> {
+    let max = MAX_RETENTION_DAYS * 24 / unit_hours;
+    match u64::try_from(value) {
+        Ok(units @ 1..) if units <= max => Ok(units * unit_hours),
+        _ => Err(ApiError::body_field(
+            field,
+            format!("must be from 1 to {max} (at most {MAX_RETENTION_DAYS} days)"),
+        )),
+    }
 }
 
 async fn create(
@@ -118,6 +166,7 @@ async fn create(
     let app = state.app(&principal, &app_id).await?;
     input.validate(&state).await?;
     let now = state.clock().now();
+    let expires_at = input.payload_expires_at(now)?;
     let message = Message {
         id: MessageId::new(now),
         app_id: app.id,
@@ -127,7 +176,10 @@ async fn create(
         payload: Some(String::from(Box::<str>::from(input.payload)).into_bytes()),
         created_at: now,
     };
-    let created = state.store().create_message(&message).await?;
+    let created = match expires_at {
+        Some(at) => state.store().create_expiring_message(&message, at).await?,
+        None => state.store().create_message(&message).await?,
+    };
     if created.deliveries > 0 {
         state.wake_engine();
     }
@@ -176,6 +228,19 @@ async fn fetch(
         message,
         query.flag("with_content", true)?,
     )))
+}
+
+/// Drops the message's payload now (Svix's expunge); it can no longer be sent or resent.
+async fn expunge(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Extension(caller): Extension<Caller>,
+    Path((app_id, msg_id)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let message = find(&state, &principal, &app_id, &msg_id).await?;
+    state.store().expunge_message_content(&message).await?;
+    tracing::info!(target: "hookd::audit", action = "message.expunge", token_id = %caller.token_id, app_id = %message.app_id, msg_id = %message.id);
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The message of an application visible to `principal`, by id or `eventId`.

@@ -42,6 +42,12 @@ async fn resend(
     Path((app_id, msg_id, endpoint_id)): Path<(String, String, String)>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let msg = message::find(&state, &principal, &app_id, &msg_id).await?;
+    if msg.payload.is_none() {
+        return Err(ApiError::BadRequest(
+            "this message's payload was expunged or is past its retention: it cannot be resent"
+                .into(),
+        ));
+    }
     let ep = endpoint::find(&state, &principal, &app_id, &endpoint_id).await?;
     if state
         .store()

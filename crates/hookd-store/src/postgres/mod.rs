@@ -11,8 +11,8 @@
 //! tables are created and migrated by [`PgStore::connect`] from `migrations/postgres/`.
 //!
 //! One file per resource trait (`applications`, `endpoints`, `event_types`, `messages`,
-//! `auth`, `queue`, `outbox`, `gauges`), `record` for recording attempts in batches (the
-//! queue's hot write); this one keeps what they share: connecting and migrating,
+//! `auth`, `queue`, `outbox`, `gauges`, `retention`), `record` for recording attempts in
+//! batches (the queue's hot write); this one keeps what they share: connecting and migrating,
 //! constraint-error mapping and list queries. `rows` holds the row decoders.
 //!
 //! Queries are prepared at run time (`sqlx::query`), never checked against a database at build
@@ -27,6 +27,7 @@ mod messages;
 mod outbox;
 mod queue;
 mod record;
+mod retention;
 mod rows;
 
 use std::str::FromStr;

@@ -33,6 +33,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         5,
         include_str!("../../migrations/sqlite/0005_portal_search.sql"),
     ),
+    (
+        6,
+        include_str!("../../migrations/sqlite/0006_retention.sql"),
+    ),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.

@@ -1,7 +1,7 @@
 //! The [`Store`] contract: everything the API and the delivery engine read and write, as one
 //! trait per resource ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`],
-//! [`MessageStore`], [`AuthStore`], [`OutboxStore`], and [`DeliveryQueue`] for the engine,
-//! [`GaugeStore`] for `/metrics`) that [`Store`] gathers.
+//! [`MessageStore`], [`AuthStore`], [`OutboxStore`], [`RetentionStore`], and [`DeliveryQueue`]
+//! for the engine, [`GaugeStore`] for `/metrics`) that [`Store`] gathers.
 //!
 //! Lookups that the API exposes by "id or uid" take the caller's text and match either, so the
 //! id-or-uid rule lives in one place. Lists are keyset-paginated on ids (which sort by creation
@@ -14,6 +14,7 @@ mod event_types;
 mod gauges;
 mod messages;
 mod outbox;
+mod retention;
 
 pub use applications::ApplicationStore;
 pub use auth::{ApiToken, AuthStore, StoredResponse};
@@ -25,6 +26,7 @@ pub use messages::{
     AttemptFilter, CreatedMessage, EndpointStats, MessageFilter, MessageStore, Route,
 };
 pub use outbox::{OutboxStore, RelayRules, Relayed, Wakeups};
+pub use retention::{EXPUNGED, PurgeCursor, PurgeRequest, Purged, RetentionStore};
 
 use crate::DeliveryQueue;
 
@@ -69,6 +71,7 @@ pub trait Store:
     + DeliveryQueue
     + OutboxStore
     + GaugeStore
+    + RetentionStore
     + Send
     + Sync
     + 'static
@@ -84,6 +87,7 @@ impl<T> Store for T where
         + DeliveryQueue
         + OutboxStore
         + GaugeStore
+        + RetentionStore
         + Send
         + Sync
         + 'static

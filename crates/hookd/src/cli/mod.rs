@@ -8,6 +8,7 @@ mod listen;
 mod master_key;
 mod metrics;
 mod migrate;
+mod retention;
 mod serve;
 mod sign;
 mod token;

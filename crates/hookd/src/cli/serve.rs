@@ -21,7 +21,7 @@ use std::time::Duration;
 use hookd_api::{ApiConfig, ApiState};
 use hookd_core::Clock;
 use hookd_engine::http::WebhookSender;
-use hookd_engine::{Engine, Relay, RelayConfig};
+use hookd_engine::{Engine, Purger, Relay, RelayConfig};
 use hookd_store::{RelayRules, Store, Wakeups};
 use tokio::sync::{Notify, watch};
 
@@ -29,6 +29,7 @@ use super::database::{Database, runtime};
 use super::delivery::DeliveryOptions;
 use super::master_key::{MasterKeyOptions, reseal};
 use super::metrics::MetricsOptions;
+use super::retention::RetentionOptions;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -43,6 +44,8 @@ pub struct Args {
     keys: MasterKeyOptions,
     #[command(flatten)]
     metrics: MetricsOptions,
+    #[command(flatten)]
+    retention: RetentionOptions,
     /// How long a rotated-out endpoint secret keeps signing beside the new one (a rotation may
     /// ask for its own, up to 7 days).
     #[arg(long, env = "HOOKD_ROTATION_OVERLAP", default_value = "24h")]
@@ -144,6 +147,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         rotation_overlap <= Duration::from_secs(7 * 24 * 3600),
         "--rotation-overlap: at most 7 days"
     );
+    let retention = args.retention.config()?;
     let sender = WebhookSender::new(args.delivery.http())?;
     let store = args.database.open().await?;
     let resealed = reseal(store.as_ref(), &keyring).await?;
@@ -243,6 +247,9 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         );
         background.push(tokio::spawn(engine.run(until(stopped.clone()))));
         background.push(tokio::spawn(relay.run(until(stopped.clone()))));
+        // The engine's processes also purge expired content (in small batches, see retention).
+        let purger = Purger::new(store.clone(), clock.clone(), retention);
+        background.push(tokio::spawn(purger.run(until(stopped.clone()))));
     }
     let stop_on_signal = async move {
         shutdown_signal().await;

@@ -306,6 +306,45 @@ pub async fn wait_until(
 #[allow(unused_imports)] // Each test binary uses a different part of this module.
 pub use hookd_engine::testing::python;
 
+/// hookd's shifted clock: an offset file for `HOOKD_TEST_CLOCK_OFFSET_FILE`, moved by rewriting
+/// it, in a directory of its own that lives as long as this.
+pub struct TestTime {
+    path: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TestTime {
+    /// An offset file at 0 (hookd's clock is the system time until [`TestTime::set`]).
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let time = Self {
+            path: dir.path().join("clock-offset-ms"),
+            _dir: dir,
+        };
+        time.set(0);
+        time
+    }
+
+    /// Sets hookd's clock to `offset_ms` after the system time (atomically: write, rename).
+    pub fn set(&self, offset_ms: u64) {
+        let staging = self.path.with_extension("new");
+        std::fs::write(&staging, offset_ms.to_string()).unwrap();
+        std::fs::rename(&staging, &self.path).unwrap();
+    }
+
+    /// `hookd serve` on `database` (as [`Hookd::serve_local`]) running on this clock.
+    pub fn serve_local(&self, database: &str, token: &str, extra: &[&str]) -> Hookd {
+        let env = [("HOOKD_TEST_CLOCK_OFFSET_FILE", self.path.to_str().unwrap())];
+        Hookd::serve_local_with_env(database, token, extra, &env)
+    }
+}
+
+/// A loopback address with nothing listening (bound once to pick a free port, then closed).
+pub fn closed_port() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
 /// Runs one of `scripts/crosscheck/*.py` with `args`; panics with its output if it fails.
 pub fn run_python_script(python: &str, script: &str, args: &[&str]) -> String {
     let path = format!(

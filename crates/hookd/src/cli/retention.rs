@@ -1,0 +1,49 @@
+//! The retention options of `hookd serve`, turned into the purger's configuration.
+
+use std::time::Duration;
+
+use hookd_engine::RetentionConfig;
+use hookd_engine::schedule::parse_duration;
+
+/// The pause between two purge batches: room for the writes of deliveries in between.
+const PAUSE: Duration = Duration::from_millis(50);
+
+#[derive(Debug, clap::Args)]
+pub struct RetentionOptions {
+    /// How long the content of a delivered (or failed-for-good) message is kept: its payload
+    /// and attempts are purged this long after it was created, unless the message set its own
+    /// payloadRetentionPeriod. Messages with a delivery still to do are never purged.
+    #[arg(long, env = "HOOKD_RETENTION", default_value = "30d")]
+    retention: String,
+    /// Most messages purged in one transaction.
+    #[arg(long, env = "HOOKD_RETENTION_BATCH", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    retention_batch: u64,
+    /// How often the purger looks for expired content.
+    #[arg(long, env = "HOOKD_RETENTION_INTERVAL", default_value = "1m")]
+    retention_interval: String,
+}
+
+impl RetentionOptions {
+    /// The purger's configuration, or what is wrong with the options.
+    pub fn config(&self) -> anyhow::Result<RetentionConfig> {
+        let duration = |flag: &str, text: &str| {
+            parse_duration(text).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+        };
+        let window = duration("retention", &self.retention)?;
+        anyhow::ensure!(
+            window >= Duration::from_secs(3_600),
+            "--retention: at least 1h"
+        );
+        let interval = duration("retention-interval", &self.retention_interval)?;
+        anyhow::ensure!(
+            interval >= Duration::from_secs(1),
+            "--retention-interval: at least 1s"
+        );
+        Ok(RetentionConfig {
+            window,
+            batch: usize::try_from(self.retention_batch).unwrap_or(usize::MAX),
+            pause: PAUSE,
+            interval,
+        })
+    }
+}
