@@ -17,6 +17,8 @@
 //!   resource trait.
 //! - [`postgres`]: the PostgreSQL implementation on `sqlx`, in a `hookd` schema, for several
 //!   hookd processes sharing one database. One file per resource trait.
+//! - `operations`: [`ensure_operations_app`], the application operational webhooks are
+//!   published in.
 //! - `outbox`: the outbox row's checks and the message it becomes, shared by both relays.
 //! - `columns`, `keyset`, `json`, `search`: what both implementations share (the column lists
 //!   their row decoders read, keyset pagination, the JSON text columns' encoding, the SQL of
@@ -29,6 +31,7 @@ mod columns;
 pub mod error;
 mod json;
 mod keyset;
+mod operations;
 mod outbox;
 pub mod postgres;
 pub mod queue;
@@ -39,6 +42,7 @@ pub mod store;
 pub mod testing;
 
 pub use error::StoreError;
+pub use operations::ensure_operations_app;
 pub use queue::{AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Recorded};
 pub use store::*;
 
