@@ -149,7 +149,7 @@ async fn endpoints_show_why_they_are_disabled_and_bound_their_timeout() {
     let id = hookd_core::EndpointId::from_stored(enabled["id"].as_str().unwrap().to_owned());
     let at = hookd_core::Timestamp::from_millis(1_700_000_000_000);
     api.store
-        .disable_endpoint(&id, "the endpoint answered 410 Gone", at)
+        .disable_endpoint(&id, "the endpoint answered 410 Gone", at, &[])
         .await
         .unwrap();
     let (_, fetched) = api.call(Method::GET, &one, None).await;

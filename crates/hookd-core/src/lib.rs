@@ -8,9 +8,11 @@
 //! - [`time`]: [`Timestamp`] (unix milliseconds) and the injectable [`Clock`].
 //! - [`model`]: applications, endpoints, event types, messages, deliveries and attempts.
 //! - [`validate`]: the naming rules for uids, event types and channels.
+//! - [`operations`]: the operational webhooks' event types and the messages that carry them.
 
 pub mod id;
 pub mod model;
+pub mod operations;
 pub mod time;
 pub mod validate;
 

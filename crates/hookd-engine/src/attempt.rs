@@ -1,6 +1,7 @@
 //! One attempt, from a claimed delivery to the rows that record it: the signed request, and
-//! what the outcome means for the delivery (done, retry when, or failed for good) and for the
-//! endpoint (disable on `410 Gone`).
+//! what the outcome means for the delivery (done, retry when, or failed for good), for the
+//! endpoint (disable on `410 Gone`) and for the operator (a `message.attempt.*` operational
+//! webhook).
 //!
 //! Everything here is a pure function of its inputs (the clock reading and the jitter are
 //! passed in), so the rules are tested without a network or a database.
@@ -9,7 +10,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
-use hookd_core::{AttemptId, Timestamp};
+use hookd_core::operations::AttemptEvent;
+use hookd_core::{AppId, AttemptId, Timestamp};
 use hookd_store::ClaimedDelivery;
 use hookd_vault::{EndpointKeys, Keyring};
 
@@ -66,6 +68,12 @@ pub struct Verdict {
     pub next: Delivery,
     /// The endpoint must be disabled, for this reason.
     pub disable: Option<String>,
+    /// The `message.attempt.*` operational webhook this attempt causes, if any.
+    pub notice: Option<AttemptEvent>,
+    /// Whom the attempt was for, as operational webhooks name them.
+    pub app_id: AppId,
+    pub endpoint_uid: Option<String>,
+    pub msg_event_id: Option<String>,
 }
 
 /// What happened: the outcome, or an error that stopped the request from being made.
@@ -74,13 +82,15 @@ pub enum Happened<'a> {
     NotSent(&'a str),
 }
 
-/// Turns an attempt's result into the attempt row, the delivery's next state and whether the
-/// endpoint is gone. `jitter` in `[0, 1)` spreads the retry.
+/// Turns an attempt's result into the attempt row, the delivery's next state, whether the
+/// endpoint is gone and what the operator is told. `jitter` in `[0, 1)` spreads the retry;
+/// `failing_after` failed attempts in a row make a delivery "failing" (0: never).
 pub fn judge(
     claimed: &ClaimedDelivery,
     happened: Happened<'_>,
     finished: Timestamp,
     schedule: &RetrySchedule,
+    failing_after: u32,
     jitter: f64,
 ) -> Verdict {
     let (status_code, response, response_head, duration, retry_after) = match happened {
@@ -143,10 +153,42 @@ pub fn judge(
         ..claimed.delivery.clone()
     };
     let disable = gone.then(|| "the endpoint answered 410 Gone".to_owned());
+    let notice = notice(claimed, &next, gone, failing_after);
     Verdict {
         attempt,
         next,
         disable,
+        notice,
+        app_id: claimed.endpoint.app_id.clone(),
+        endpoint_uid: claimed.endpoint.uid.clone(),
+        msg_event_id: claimed.message.event_id.clone(),
+    }
+}
+
+/// Svix's rules for `message.attempt.*`, per message and endpoint: `exhausted` when the
+/// schedule runs out (not on 410, which disables the endpoint instead); `failing` once, on the
+/// `failing_after`-th failure while retries go on; `recovered` on a scheduled success after
+/// that (a manual resend's success is the operator's own doing and not told).
+fn notice(
+    claimed: &ClaimedDelivery,
+    next: &Delivery,
+    gone: bool,
+    failing_after: u32,
+) -> Option<AttemptEvent> {
+    let told_failing = failing_after > 0;
+    match next.status {
+        DeliveryStatus::Fail if !gone => Some(AttemptEvent::Exhausted),
+        DeliveryStatus::Pending if told_failing && next.attempt_count == failing_after => {
+            Some(AttemptEvent::Failing)
+        }
+        DeliveryStatus::Success
+            if told_failing
+                && !claimed.manual
+                && claimed.delivery.attempt_count >= failing_after =>
+        {
+            Some(AttemptEvent::Recovered)
+        }
+        _ => None,
     }
 }
 
@@ -287,6 +329,7 @@ mod tests {
             Happened::Sent(&outcome(Some(204), None)),
             finished,
             &RetrySchedule::default(),
+            4,
             0.0,
         );
         assert_eq!(verdict.next.status, DeliveryStatus::Success);
@@ -308,6 +351,7 @@ mod tests {
             Happened::Sent(&outcome(Some(500), None)),
             finished,
             &schedule,
+            4,
             0.0,
         );
         assert_eq!(first.next.status, DeliveryStatus::Pending);
@@ -320,6 +364,7 @@ mod tests {
             Happened::Sent(&outcome(Some(301), None)),
             finished,
             &schedule,
+            4,
             0.0,
         );
         assert_eq!(
@@ -331,6 +376,7 @@ mod tests {
             Happened::Sent(&outcome(Some(500), None)),
             finished,
             &schedule,
+            4,
             0.0,
         );
         assert_eq!(
@@ -348,6 +394,7 @@ mod tests {
             Happened::Sent(&outcome(Some(429), Some("120"))),
             finished,
             &schedule,
+            4,
             0.0,
         );
         assert_eq!(
@@ -359,6 +406,7 @@ mod tests {
             Happened::Sent(&outcome(Some(500), Some("120"))),
             finished,
             &schedule,
+            4,
             0.0,
         );
         assert_eq!(
@@ -374,10 +422,48 @@ mod tests {
             Happened::Sent(&outcome(Some(410), None)),
             Timestamp::from_millis(0),
             &RetrySchedule::default(),
+            4,
             0.0,
         );
         assert_eq!(verdict.next.status, DeliveryStatus::Fail);
         assert!(verdict.disable.unwrap().contains("410"));
+    }
+
+    #[test]
+    fn the_operator_hears_of_failing_exhausted_and_recovered_deliveries() {
+        let notice = |attempts_before: u32, status: u16, manual: bool| {
+            let mut claimed = claimed(attempts_before);
+            claimed.manual = manual;
+            let outcome = outcome(Some(status), None);
+            let schedule = RetrySchedule::default();
+            let at = Timestamp::from_millis(0);
+            judge(&claimed, Happened::Sent(&outcome), at, &schedule, 4, 0.0).notice
+        };
+        assert_eq!(
+            notice(2, 500, false),
+            None,
+            "three failures are not yet failing"
+        );
+        assert_eq!(notice(3, 500, false), Some(AttemptEvent::Failing));
+        assert_eq!(notice(4, 500, false), None, "failing is told once");
+        assert_eq!(notice(9, 500, false), Some(AttemptEvent::Exhausted));
+        assert_eq!(notice(0, 410, false), None, "410 disables instead");
+        assert_eq!(
+            notice(3, 204, false),
+            None,
+            "not failing yet: nothing recovered"
+        );
+        assert_eq!(notice(4, 204, false), Some(AttemptEvent::Recovered));
+        assert_eq!(notice(4, 204, true), None, "a manual resend is not told");
+        let never = judge(
+            &claimed(3),
+            Happened::Sent(&outcome(Some(500), None)),
+            Timestamp::from_millis(0),
+            &RetrySchedule::default(),
+            0,
+            0.0,
+        );
+        assert_eq!(never.notice, None, "failing_after 0 turns failing off");
     }
 
     #[test]
@@ -387,6 +473,7 @@ mod tests {
             Happened::NotSent("the payload was expunged"),
             Timestamp::from_millis(0),
             &RetrySchedule::default(),
+            4,
             0.0,
         );
         assert_eq!(verdict.attempt.response_status_code, 0);

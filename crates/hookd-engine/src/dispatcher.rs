@@ -23,6 +23,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use crate::attempt::{self, Happened, Verdict};
 use crate::http::WebhookSender;
 use crate::limits::{Claim, EndpointLimits};
+use crate::operations::Operations;
 use crate::recorder::{Finished, Recorder};
 use crate::schedule::RetrySchedule;
 use crate::telemetry;
@@ -45,6 +46,9 @@ pub struct EngineConfig {
     pub schedule: RetrySchedule,
     /// An endpoint failing without a single success for this long is disabled.
     pub disable_after: Duration,
+    /// A delivery's attempts failing this many times in a row send the
+    /// `message.attempt.failing` operational webhook (Svix: the fourth); 0 never does.
+    pub failing_after: u32,
     /// Also send `svix-id`, `svix-timestamp` and `svix-signature`.
     pub svix_headers: bool,
     /// The master keys that open endpoints' sealed signing keys. The default is a new
@@ -65,6 +69,7 @@ impl Default for EngineConfig {
             poll_interval: Duration::from_secs(1),
             schedule: RetrySchedule::default(),
             disable_after: Duration::from_secs(5 * 24 * 3600),
+            failing_after: 4,
             svix_headers: false,
             keyring: Arc::new(Keyring::ephemeral()),
             shutdown_grace: Duration::from_secs(10),
@@ -105,6 +110,7 @@ impl Engine {
             store: store.clone(),
             wake: wake.clone(),
             disable_after: config.disable_after,
+            operations: Operations::new(store.clone()),
         };
         Arc::new(Self {
             finished,
@@ -268,7 +274,7 @@ impl Engine {
     async fn send(&self, claimed: &ClaimedDelivery) -> Verdict {
         let started = self.clock.now();
         let jitter = random_fraction();
-        let schedule = &self.config.schedule;
+        let (schedule, failing_after) = (&self.config.schedule, self.config.failing_after);
         let timeout = claimed
             .endpoint
             .timeout_secs
@@ -285,6 +291,7 @@ impl Engine {
                     Happened::Sent(&outcome),
                     self.clock.now(),
                     schedule,
+                    failing_after,
                     jitter,
                 );
                 made(&verdict, telemetry::outcome(&outcome), outcome.duration);
@@ -296,6 +303,7 @@ impl Engine {
                     Happened::NotSent(&error),
                     started,
                     schedule,
+                    failing_after,
                     jitter,
                 );
                 made(&verdict, telemetry::NOT_SENT, Duration::ZERO);

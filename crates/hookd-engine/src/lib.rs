@@ -15,6 +15,8 @@
 //! - `attempt`: the signed request for a delivery (signed with every key of the endpoint live
 //!   at that instant, opened from their sealed form), and what its outcome means.
 //! - `recorder`: writes finished attempts to the store, many per transaction.
+//! - `operations`: the operational webhooks of attempts and disabled endpoints, written with
+//!   the change they tell of.
 //! - [`schedule`]: [`RetrySchedule`] and `Retry-After`.
 //! - [`http`]: [`http::WebhookSender`], the one shared HTTP client: timeouts, no redirects,
 //!   capped response reads.
@@ -27,6 +29,7 @@ mod attempt;
 pub mod dispatcher;
 pub mod http;
 mod limits;
+mod operations;
 mod recorder;
 pub mod relay;
 pub mod retention;

@@ -7,6 +7,9 @@
 //! held until its record is written: a slow database slows claiming instead of piling up
 //! unrecorded attempts, and a crash before the write only lets the lease run out (the attempt
 //! is made again: at least once).
+//!
+//! The operational webhooks an attempt causes (see [`crate::operations`]) go into the same
+//! write as its record, and `endpoint.disabled` into the write that disables the endpoint.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +19,7 @@ use hookd_store::{AttemptRecord, Recorded, Store};
 use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc};
 
 use crate::attempt::Verdict;
+use crate::operations::Operations;
 
 /// Most attempts written in one transaction.
 const MAX_BATCH: usize = 256;
@@ -34,6 +38,8 @@ pub struct Recorder {
     pub wake: Arc<Notify>,
     /// An endpoint failing without a single success for this long is disabled.
     pub disable_after: Duration,
+    /// Builds the operational webhooks of what is recorded.
+    pub operations: Operations,
 }
 
 impl Recorder {
@@ -48,11 +54,22 @@ impl Recorder {
     }
 
     async fn write(&self, batch: &[Finished]) {
+        let verdicts = batch.iter().map(|f| &f.verdict);
+        let events = match self.operations.attempt_events(verdicts).await {
+            Ok(events) => events,
+            // Unwritten, the attempts are made again (and their events told then).
+            Err(error) => {
+                tracing::warn!(%error, attempts = batch.len(), "cannot name operational webhooks; attempts not recorded");
+                return;
+            }
+        };
         let records: Vec<AttemptRecord> = batch
             .iter()
-            .map(|f| AttemptRecord {
+            .zip(events)
+            .map(|(f, events)| AttemptRecord {
                 attempt: f.verdict.attempt.clone(),
                 next: f.verdict.next.clone(),
+                events,
             })
             .collect();
         match self.store.record_attempts(&records).await {
@@ -89,12 +106,19 @@ impl Recorder {
             })
         });
         let Some(reason) = reason else { return };
-        match self
-            .store
-            .disable_endpoint(endpoint, &reason, verdict.attempt.created_at)
-            .await
-        {
-            Ok(()) => tracing::warn!(endpoint_id = %endpoint, %reason, "endpoint disabled"),
+        let disabled = async {
+            let events = self
+                .operations
+                .disabled_events(verdict, failing_since, &reason)
+                .await?;
+            self.store
+                .disable_endpoint(endpoint, &reason, verdict.attempt.created_at, &events)
+                .await
+        };
+        // Not disabled now, it is on its next failure.
+        match disabled.await {
+            Ok(true) => tracing::warn!(endpoint_id = %endpoint, %reason, "endpoint disabled"),
+            Ok(false) => {}
             Err(error) => {
                 tracing::warn!(%error, endpoint_id = %endpoint, "cannot disable an endpoint")
             }

@@ -46,7 +46,7 @@ async fn delivered_content_is_purged_past_the_window_and_pending_content_never()
     let waiting = h.publish(r#"{"n": 1}"#).await;
     h.wait_for_attempts(&waiting, &down, 1).await;
     h.store
-        .disable_endpoint(&down.id, "test", h.clock.now())
+        .disable_endpoint(&down.id, "test", h.clock.now(), &[])
         .await
         .unwrap();
     let ok = Receiver::always(StatusCode::OK).await;

@@ -18,6 +18,8 @@
 //!   resource trait.
 //! - [`postgres`]: the PostgreSQL implementation on `sqlx`, in a `hookd` schema, for several
 //!   hookd processes sharing one database. One file per resource trait.
+//! - `operations`: [`ensure_operations_app`], the application operational webhooks are
+//!   published in.
 //! - `outbox`: the outbox row's checks and the message it becomes, shared by both relays.
 //! - `columns`, `keyset`, `json`, `search`, `purge`: what both implementations share (the
 //!   column lists their row decoders read, keyset pagination, the JSON text columns' encoding,
@@ -30,6 +32,7 @@ mod columns;
 pub mod error;
 mod json;
 mod keyset;
+mod operations;
 mod outbox;
 pub mod postgres;
 mod purge;
@@ -41,6 +44,7 @@ pub mod store;
 pub mod testing;
 
 pub use error::StoreError;
+pub use operations::ensure_operations_app;
 pub use queue::{AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Recorded};
 pub use store::*;
 

@@ -46,6 +46,10 @@ pub struct ClaimedDelivery {
 pub struct AttemptRecord {
     pub attempt: Attempt,
     pub next: Delivery,
+    /// Operational-webhook messages this attempt causes (of the operations application),
+    /// written with it, each with a delivery per subscribed endpoint, exactly when the record
+    /// is: none if the delivery is gone.
+    pub events: Vec<Message>,
 }
 
 /// What recording one attempt did.
@@ -88,6 +92,7 @@ pub trait DeliveryQueue: Send + Sync {
         let record = AttemptRecord {
             attempt: attempt.clone(),
             next: next.clone(),
+            events: Vec::new(),
         };
         match self.record_attempts(std::slice::from_ref(&record)).await?[..] {
             [Recorded::Written { failing_since }] => Ok(failing_since),
@@ -95,13 +100,17 @@ pub trait DeliveryQueue: Send + Sync {
         }
     }
 
-    /// Disables an endpoint, noting why and when; its pending deliveries wait.
+    /// Disables an enabled endpoint, noting why and when; its pending deliveries wait. In the
+    /// same transaction, writes `events` (operational-webhook messages, each with a delivery per
+    /// subscribed endpoint). Returns whether this call disabled it: an endpoint disabled
+    /// already keeps its reason, and `events` are not written.
     async fn disable_endpoint(
         &self,
         endpoint: &EndpointId,
         reason: &str,
         at: Timestamp,
-    ) -> Result<(), StoreError>;
+        events: &[Message],
+    ) -> Result<bool, StoreError>;
 
     /// Queues one manual attempt of `message` to `endpoint`, due at `now`, creating the delivery
     /// if the message was never routed there. A delivery in flight is left alone (it is being

@@ -50,7 +50,7 @@ async fn gauges_count_the_queue_of_enabled_endpoints(store: &dyn Store) {
         .find(|e| e.id != claimed_ep && e.id != retrying.id)
         .unwrap();
     store
-        .disable_endpoint(&idle.id, "gone", at(150))
+        .disable_endpoint(&idle.id, "gone", at(150), &[])
         .await
         .unwrap();
     let waiting = gauges(store, 200).await;

@@ -67,7 +67,7 @@ async fn disabled_and_skipped_endpoints_are_not_claimed(store: &dyn Store) {
     let (a, eps) = app_with_endpoints(store, 3).await;
     let msg = publish(store, &a, 10).await;
     store
-        .disable_endpoint(&eps[2].id, "gone", at(15))
+        .disable_endpoint(&eps[2].id, "gone", at(15), &[])
         .await
         .unwrap();
     let skipping = store
@@ -218,7 +218,7 @@ async fn enabling_an_endpoint_starts_a_fresh_failure_streak(store: &dyn Store) {
     assert_eq!(fail(200).await.unwrap(), Some(at(100)));
     // Disabling shows why and when.
     store
-        .disable_endpoint(&ep.id, "failing for 5 days", at(300))
+        .disable_endpoint(&ep.id, "failing for 5 days", at(300), &[])
         .await
         .unwrap();
     let disabled = store
@@ -262,7 +262,7 @@ async fn enabling_an_endpoint_starts_a_fresh_failure_streak(store: &dyn Store) {
     assert_eq!(fail(500).await.unwrap(), Some(at(500)));
     let ghost = EndpointId::new(at(0));
     assert!(matches!(
-        store.disable_endpoint(&ghost, "x", at(600)).await,
+        store.disable_endpoint(&ghost, "x", at(600), &[]).await,
         Err(StoreError::NotFound(_))
     ));
 }
@@ -507,6 +507,7 @@ async fn a_batch_of_records_is_written_together_and_skips_deleted_deliveries(sto
             next_attempt_at: next.map(at),
             updated_at: at(30),
         },
+        events: Vec::new(),
     };
     let recorded = store
         .record_attempts(&[
@@ -558,6 +559,7 @@ fn made_at(msg: &Message, ep: &Endpoint, at_ms: i64, next: Option<i64>) -> Attem
             next_attempt_at: next.map(at),
             updated_at: at(at_ms),
         },
+        events: Vec::new(),
     }
 }
 

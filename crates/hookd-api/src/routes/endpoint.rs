@@ -4,6 +4,9 @@
 //! Signing keys are sealed here before they reach the store and opened only to show the
 //! current secret or public key, or to change them; every change goes through the store's
 //! compare-and-swap, so two rotations racing never lose one.
+//!
+//! Creating, changing and deleting an endpoint tell the operator (`endpoint.created`,
+//! `endpoint.updated`, `endpoint.deleted` operational webhooks), in the change's transaction.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +15,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
-use hookd_core::model::{Application, Endpoint, Metadata};
+use hookd_core::model::{Application, Endpoint, Message, Metadata};
+use hookd_core::operations::{self, EndpointRef, OperationalEvent};
 use hookd_core::{EndpointId, Timestamp};
 use hookd_store::Page;
 use hookd_vault::{EndpointKeys, Scheme};
@@ -52,6 +56,8 @@ struct EndpointIn {
     uid: Option<String>,
     #[serde(default)]
     disabled: bool,
+    /// Svix's cloud API calls it `filterTypes`.
+    #[serde(alias = "filterTypes")]
     event_types: Option<Vec<String>>,
     channels: Option<Vec<String>>,
     secret: Option<String>,
@@ -74,7 +80,7 @@ struct EndpointPatch {
     #[serde(default, deserialize_with = "patch_field")]
     uid: Option<Option<String>>,
     disabled: Option<bool>,
-    #[serde(default, deserialize_with = "patch_field")]
+    #[serde(default, alias = "filterTypes", deserialize_with = "patch_field")]
     event_types: Option<Option<Vec<String>>>,
     #[serde(default, deserialize_with = "patch_field")]
     channels: Option<Option<Vec<String>>>,
@@ -273,15 +279,56 @@ pub(crate) async fn find(
         .ok_or(ApiError::NotFound("endpoint"))
 }
 
-/// Stores a changed endpoint, stamping the change; with `schemes`, also makes it sign with
-/// exactly those.
+/// The operational webhook telling of a change to `ep` (`endpoint.created`, …): none for the
+/// operations application's own endpoints, or when there is no operations application.
+async fn told(
+    state: &ApiState,
+    ep: &Endpoint,
+    event: fn(EndpointRef) -> OperationalEvent,
+) -> Result<Vec<Message>, ApiError> {
+    let Some(operations) = state.store().get_app(operations::APP_UID).await? else {
+        return Ok(Vec::new());
+    };
+    if ep.app_id == operations.id {
+        return Ok(Vec::new());
+    }
+    let app = state.app(&Principal::Admin, ep.app_id.as_str()).await?;
+    let event = event(EndpointRef::new(&app, ep));
+    Ok(vec![event.message(&operations.id, state.clock().now())])
+}
+
+/// Wakes the engine if operational webhooks were written.
+fn wake_for(state: &ApiState, events: &[Message]) {
+    if !events.is_empty() {
+        state.wake_engine();
+    }
+}
+
+/// Stores a new endpoint, telling the operator.
+async fn insert(state: &ApiState, ep: &Endpoint) -> Result<(), ApiError> {
+    let events = told(state, ep, OperationalEvent::EndpointCreated).await?;
+    state
+        .store()
+        .create_endpoint_with_events(ep, &events)
+        .await?;
+    wake_for(state, &events);
+    Ok(())
+}
+
+/// Stores a changed endpoint, stamping the change and telling the operator; with `schemes`,
+/// also makes it sign with exactly those.
 async fn save(
     state: &ApiState,
     mut ep: Endpoint,
     schemes: Option<&[Scheme]>,
 ) -> Result<EndpointOut, ApiError> {
     ep.updated_at = state.clock().now();
-    state.store().update_endpoint(&ep).await?;
+    let events = told(state, &ep, OperationalEvent::EndpointUpdated).await?;
+    state
+        .store()
+        .update_endpoint_with_events(&ep, &events)
+        .await?;
+    wake_for(state, &events);
     let keys = match schemes {
         Some(schemes) => {
             change_keys(state, &ep, |keys| {
@@ -365,7 +412,7 @@ async fn create(
     let app = state.app(&principal, &app_id).await?;
     input.validate(&state)?;
     let ep = input.into_new(&app, &state)?;
-    state.store().create_endpoint(&ep).await?;
+    insert(&state, &ep).await?;
     Ok((StatusCode::CREATED, Json(shown(&state, ep)?)).into_response())
 }
 
@@ -404,7 +451,7 @@ async fn upsert(
             validate::name("uid", &endpoint_id)?;
             let mut ep = input.into_new(&app, &state)?;
             ep.uid = Some(endpoint_id);
-            state.store().create_endpoint(&ep).await?;
+            insert(&state, &ep).await?;
             Ok((StatusCode::CREATED, Json(shown(&state, ep)?)).into_response())
         }
     }
@@ -463,7 +510,12 @@ async fn remove(
     Path((app_id, endpoint_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let ep = find(&state, &principal, &app_id, &endpoint_id).await?;
-    state.store().delete_endpoint(&ep).await?;
+    let events = told(&state, &ep, OperationalEvent::EndpointDeleted).await?;
+    state
+        .store()
+        .delete_endpoint_with_events(&ep, &events)
+        .await?;
+    wake_for(&state, &events);
     Ok(StatusCode::NO_CONTENT)
 }
 

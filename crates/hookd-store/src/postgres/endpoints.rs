@@ -1,9 +1,12 @@
 //! [`EndpointStore`] on PostgreSQL: endpoints.
 
 use async_trait::async_trait;
-use hookd_core::model::{Endpoint, SealedKeys};
+use hookd_core::model::{Endpoint, Message, SealedKeys};
 use hookd_core::{AppId, EndpointId, Timestamp};
 
+use sqlx::PgExecutor;
+
+use super::messages::insert_events;
 use super::rows;
 use super::{ListQuery, PgStore, conflict, fetch_one_of, refused, sql, text};
 use crate::columns::ENDPOINT_COLUMNS;
@@ -13,7 +16,13 @@ use crate::{EndpointStore, Page, PageRequest, StoreError};
 
 #[async_trait]
 impl EndpointStore for PgStore {
-    async fn create_endpoint(&self, ep: &Endpoint) -> Result<(), StoreError> {
+    async fn create_endpoint_with_events(
+        &self,
+        ep: &Endpoint,
+        events: &[Message],
+    ) -> Result<(), StoreError> {
+        // Any early return drops `tx` uncommitted: nothing is written.
+        let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO endpoints (id, app_id, uid, url, description, event_types, channels,
              disabled, throttle_rate, metadata, headers, secret, created_at, updated_at,
@@ -37,12 +46,14 @@ impl EndpointStore for PgStore {
         .bind(ep.disabled_reason.as_deref())
         .bind(ep.disabled_at.map(Timestamp::as_millis))
         .bind(ep.timeout_secs.map(i64::from))
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(refused(
             taken::endpoint_uid(ep.uid.as_deref()),
             "application",
         ))?;
+        insert_events(&mut tx, events).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -71,7 +82,12 @@ impl EndpointStore for PgStore {
             .await
     }
 
-    async fn update_endpoint(&self, ep: &Endpoint) -> Result<(), StoreError> {
+    async fn update_endpoint_with_events(
+        &self,
+        ep: &Endpoint,
+        events: &[Message],
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
         // Enabling a disabled endpoint starts its failure streak afresh (SET expressions read
         // the row as it was).
         let done = sqlx::query(
@@ -95,10 +111,13 @@ impl EndpointStore for PgStore {
         .bind(ep.disabled_reason.as_deref())
         .bind(ep.disabled_at.map(Timestamp::as_millis))
         .bind(ep.timeout_secs.map(i64::from))
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
-        touched(done.rows_affected(), "endpoint")
+        touched(done.rows_affected(), "endpoint")?;
+        insert_events(&mut tx, events).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn replace_endpoint_keys(
@@ -119,12 +138,7 @@ impl EndpointStore for PgStore {
         .await?
         .rows_affected();
         if swapped == 0 {
-            let exists: bool =
-                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM endpoints WHERE id = $1)")
-                    .bind(endpoint.as_str())
-                    .fetch_one(&self.pool)
-                    .await?;
-            touched(u64::from(exists), "endpoint")?;
+            require_endpoint(&self.pool, endpoint).await?;
         }
         Ok(swapped == 1)
     }
@@ -146,11 +160,31 @@ impl EndpointStore for PgStore {
             .collect())
     }
 
-    async fn delete_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
+    async fn delete_endpoint_with_events(
+        &self,
+        endpoint: &Endpoint,
+        events: &[Message],
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
         let done = sqlx::query("DELETE FROM endpoints WHERE id = $1")
             .bind(endpoint.id.as_str())
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
-        touched(done.rows_affected(), "endpoint")
+        touched(done.rows_affected(), "endpoint")?;
+        insert_events(&mut tx, events).await?;
+        tx.commit().await?;
+        Ok(())
     }
+}
+
+/// Fails with not found unless the endpoint exists (after a conditional write touched nothing).
+pub(super) async fn require_endpoint(
+    conn: impl PgExecutor<'_>,
+    id: &EndpointId,
+) -> Result<(), StoreError> {
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM endpoints WHERE id = $1)")
+        .bind(id.as_str())
+        .fetch_one(conn)
+        .await?;
+    touched(u64::from(exists), "endpoint")
 }

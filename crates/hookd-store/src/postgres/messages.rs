@@ -278,3 +278,15 @@ pub(super) async fn insert_message(
         deliveries: routed.len(),
     })
 }
+
+/// Writes operational-webhook messages, each with its deliveries, inside the caller's
+/// transaction.
+pub(super) async fn insert_events(
+    conn: &mut PgConnection,
+    events: &[Message],
+) -> Result<(), StoreError> {
+    for event in events {
+        insert_message(conn, event, &Route::Subscribers).await?;
+    }
+    Ok(())
+}

@@ -13,12 +13,13 @@
 //! (`endpoints.next_window_at`); the claiming process spaces those attempts out itself.
 
 use async_trait::async_trait;
-use hookd_core::model::{Delivery, DeliveryStatus};
+use hookd_core::model::{Delivery, DeliveryStatus, Message};
 use hookd_core::{EndpointId, MessageId, Timestamp};
 
+use super::endpoints::require_endpoint;
+use super::messages::insert_events;
 use super::{PgStore, missing, rows, sql};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
-use crate::error::touched;
 use crate::{AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Recorded, StoreError};
 
 /// The advisory-lock key claims take turns under (any constant; "hookd" in ASCII).
@@ -120,17 +121,25 @@ impl DeliveryQueue for PgStore {
         endpoint: &EndpointId,
         reason: &str,
         at: Timestamp,
-    ) -> Result<(), StoreError> {
+        events: &[Message],
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
         let done = sqlx::query(
             "UPDATE endpoints SET disabled = true, disabled_reason = $2, disabled_at = $3,
-             updated_at = $3 WHERE id = $1",
+             updated_at = $3 WHERE id = $1 AND NOT disabled",
         )
         .bind(endpoint.as_str())
         .bind(reason)
         .bind(at.as_millis())
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
-        touched(done.rows_affected(), "endpoint")
+        if done.rows_affected() == 0 {
+            require_endpoint(&mut *tx, endpoint).await?;
+            return Ok(false);
+        }
+        insert_events(&mut tx, events).await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn resend(

@@ -5,7 +5,8 @@
 //! network, not the database, caps deliveries per second. Here a batch costs five whatever its
 //! size: lock the endpoints, lock the deliveries, one statement that moves the deliveries and
 //! inserts the attempts from arrays (`unnest`), one that writes the endpoints' failure streaks
-//! (skipped when no streak changes), and the commit.
+//! (skipped when no streak changes), and the commit; plus, rarely, the operational-webhook
+//! messages some records carry.
 //!
 //! Locks are taken endpoints first, then deliveries, each in key order, as deleting an endpoint
 //! does: two processes recording overlapping batches, or one recording while another deletes,
@@ -17,6 +18,7 @@ use hookd_core::Timestamp;
 use hookd_core::model::DeliveryStatus;
 use sqlx::PgConnection;
 
+use super::messages::insert_events;
 use super::{PgStore, missing};
 use crate::{AttemptRecord, Recorded, StoreError};
 
@@ -47,6 +49,11 @@ impl PgStore {
             }
         }
         let failing_since = write_streaks(&mut tx, records, &recorded, &streaks).await?;
+        for (record, recorded) in records.iter().zip(&recorded) {
+            if matches!(recorded, Recorded::Written { .. }) {
+                insert_events(&mut tx, &record.events).await?;
+            }
+        }
         tx.commit().await?;
         for (slot, since) in recorded.iter_mut().zip(failing_since) {
             if let Recorded::Written { failing_since } = slot {

@@ -1,10 +1,11 @@
 //! [`EndpointStore`] on SQLite: endpoints.
 
 use async_trait::async_trait;
-use hookd_core::model::{Endpoint, SealedKeys};
+use hookd_core::model::{Endpoint, Message, SealedKeys};
 use hookd_core::{AppId, EndpointId, Timestamp};
-use rusqlite::params;
+use rusqlite::{Connection, params};
 
+use super::messages::insert_events;
 use super::rows::{self, ENDPOINT_COLUMNS, collect};
 use super::{ListQuery, SqliteStore, conflict, refused, text};
 use crate::error::{taken, touched};
@@ -13,8 +14,12 @@ use crate::{EndpointStore, Page, PageRequest, StoreError};
 
 #[async_trait]
 impl EndpointStore for SqliteStore {
-    async fn create_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
-        let ep = endpoint.clone();
+    async fn create_endpoint_with_events(
+        &self,
+        endpoint: &Endpoint,
+        events: &[Message],
+    ) -> Result<(), StoreError> {
+        let (ep, events) = (endpoint.clone(), events.to_vec());
         self.db
             .write(move |conn| {
                 conn.prepare_cached(
@@ -43,7 +48,7 @@ impl EndpointStore for SqliteStore {
                     ep.timeout_secs,
                 ])
                 .map_err(refused(taken::endpoint_uid(ep.uid.as_deref()), "application"))?;
-                Ok(())
+                insert_events(conn, &events)
             })
             .await
     }
@@ -85,8 +90,12 @@ impl EndpointStore for SqliteStore {
             .await
     }
 
-    async fn update_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
-        let ep = endpoint.clone();
+    async fn update_endpoint_with_events(
+        &self,
+        endpoint: &Endpoint,
+        events: &[Message],
+    ) -> Result<(), StoreError> {
+        let (ep, events) = (endpoint.clone(), events.to_vec());
         self.db
             .write(move |conn| {
                 let rows = conn
@@ -116,7 +125,8 @@ impl EndpointStore for SqliteStore {
                         ep.timeout_secs,
                     ])
                     .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
-                touched(rows as u64, "endpoint")
+                touched(rows as u64, "endpoint")?;
+                insert_events(conn, &events)
             })
             .await
     }
@@ -136,12 +146,7 @@ impl EndpointStore for SqliteStore {
                     params![id.as_str(), old.as_str(), new.as_str(), at.as_millis()],
                 )?;
                 if swapped == 0 {
-                    let exists: bool = conn.query_row(
-                        "SELECT EXISTS (SELECT 1 FROM endpoints WHERE id = ?1)",
-                        [id.as_str()],
-                        |row| row.get(0),
-                    )?;
-                    touched(u64::from(exists), "endpoint")?;
+                    require_endpoint(conn, &id)?;
                 }
                 Ok(swapped == 1)
             })
@@ -171,13 +176,28 @@ impl EndpointStore for SqliteStore {
             .await
     }
 
-    async fn delete_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
-        let id = endpoint.id.clone();
+    async fn delete_endpoint_with_events(
+        &self,
+        endpoint: &Endpoint,
+        events: &[Message],
+    ) -> Result<(), StoreError> {
+        let (id, events) = (endpoint.id.clone(), events.to_vec());
         self.db
             .write(move |conn| {
                 let rows = conn.execute("DELETE FROM endpoints WHERE id = ?1", [id.as_str()])?;
-                touched(rows as u64, "endpoint")
+                touched(rows as u64, "endpoint")?;
+                insert_events(conn, &events)
             })
             .await
     }
+}
+
+/// Fails with not found unless the endpoint exists (after a conditional write touched nothing).
+pub(super) fn require_endpoint(conn: &Connection, id: &EndpointId) -> Result<(), StoreError> {
+    let exists: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM endpoints WHERE id = ?1)",
+        [id.as_str()],
+        |row| row.get(0),
+    )?;
+    touched(u64::from(exists), "endpoint")
 }

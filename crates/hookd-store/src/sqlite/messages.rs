@@ -277,6 +277,14 @@ pub(super) fn insert_message(
     })
 }
 
+/// Writes operational-webhook messages, each with its deliveries, inside the caller's write.
+pub(super) fn insert_events(conn: &Connection, events: &[Message]) -> Result<(), StoreError> {
+    for event in events {
+        insert_message(conn, event, &Route::Subscribers)?;
+    }
+    Ok(())
+}
+
 /// The enabled endpoints of the message's application whose filters take it. Reads only the
 /// filter columns: this runs for every publish.
 fn subscribers(conn: &Connection, message: &Message) -> Result<Vec<EndpointId>, StoreError> {

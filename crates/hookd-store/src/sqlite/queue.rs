@@ -5,13 +5,14 @@
 //! marking them `sending`, so two claimers never get the same delivery.
 
 use async_trait::async_trait;
-use hookd_core::model::{Delivery, DeliveryStatus};
+use hookd_core::model::{Delivery, DeliveryStatus, Message};
 use hookd_core::{EndpointId, MessageId, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::endpoints::require_endpoint;
+use super::messages::insert_events;
 use super::{SqliteStore, missing, rows};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
-use crate::error::touched;
 use crate::json::encode;
 use crate::{AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Recorded, StoreError};
 
@@ -48,17 +49,23 @@ impl DeliveryQueue for SqliteStore {
         endpoint: &EndpointId,
         reason: &str,
         at: Timestamp,
-    ) -> Result<(), StoreError> {
-        let (endpoint, reason) = (endpoint.clone(), reason.to_owned());
+        events: &[Message],
+    ) -> Result<bool, StoreError> {
+        let (endpoint, reason, events) = (endpoint.clone(), reason.to_owned(), events.to_vec());
         self.db
             .write(move |conn| {
                 let rows = conn
                     .prepare_cached(
                         "UPDATE endpoints SET disabled = 1, disabled_reason = ?2, disabled_at = ?3,
-                         updated_at = ?3 WHERE id = ?1",
+                         updated_at = ?3 WHERE id = ?1 AND NOT disabled",
                     )?
                     .execute(params![endpoint.as_str(), reason, at.as_millis()])?;
-                touched(rows as u64, "endpoint")
+                if rows == 0 {
+                    require_endpoint(conn, &endpoint)?;
+                    return Ok(false);
+                }
+                insert_events(conn, &events)?;
+                Ok(true)
             })
             .await
     }
@@ -298,6 +305,7 @@ fn record(conn: &Connection, record: &AttemptRecord) -> Result<Recorded, StoreEr
             .optional()?
             .ok_or(StoreError::NotFound("endpoint"))?
     };
+    insert_events(conn, &record.events)?;
     Ok(Recorded::Written {
         failing_since: streak.map(Timestamp::from_millis),
     })

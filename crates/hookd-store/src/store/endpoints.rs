@@ -1,17 +1,29 @@
 //! [`EndpointStore`]: the URLs an application's messages are delivered to.
 
 use async_trait::async_trait;
-use hookd_core::model::{Endpoint, SealedKeys};
+use hookd_core::model::{Endpoint, Message, SealedKeys};
 use hookd_core::{AppId, EndpointId, Timestamp};
 
 use crate::{Page, PageRequest, StoreError};
 
 /// An application's endpoints. Disabling one for delivery failures is
 /// [`crate::DeliveryQueue::disable_endpoint`].
+///
+/// Creating, changing and deleting take `events`: operational-webhook messages (of the
+/// operations application) telling of the change, written in the change's transaction, each
+/// with a delivery per subscribed endpoint; nothing is written if the change fails.
 #[async_trait]
 pub trait EndpointStore: Send + Sync {
     /// Inserts `endpoint`; a uid taken within the application is a conflict.
-    async fn create_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError>;
+    async fn create_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
+        self.create_endpoint_with_events(endpoint, &[]).await
+    }
+    /// [`Self::create_endpoint`], writing `events` with it.
+    async fn create_endpoint_with_events(
+        &self,
+        endpoint: &Endpoint,
+        events: &[Message],
+    ) -> Result<(), StoreError>;
     /// The endpoint of `app` whose id or uid is `id_or_uid`.
     async fn get_endpoint(
         &self,
@@ -26,7 +38,15 @@ pub trait EndpointStore: Send + Sync {
     ) -> Result<Page<Endpoint>, StoreError>;
     /// Replaces the mutable fields of the stored endpoint with `endpoint.id`, except its keys
     /// (see [`Self::replace_endpoint_keys`]).
-    async fn update_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError>;
+    async fn update_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
+        self.update_endpoint_with_events(endpoint, &[]).await
+    }
+    /// [`Self::update_endpoint`], writing `events` with it.
+    async fn update_endpoint_with_events(
+        &self,
+        endpoint: &Endpoint,
+        events: &[Message],
+    ) -> Result<(), StoreError>;
     /// Replaces an endpoint's sealed keys with `new` if they are still `old`: `false` (nothing
     /// written) when another writer changed them first, so no rotation is ever lost to a race.
     /// An unknown endpoint is [`StoreError::NotFound`].
@@ -45,5 +65,13 @@ pub trait EndpointStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<(EndpointId, SealedKeys)>, StoreError>;
     /// Deletes an endpoint with its deliveries and attempts.
-    async fn delete_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError>;
+    async fn delete_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
+        self.delete_endpoint_with_events(endpoint, &[]).await
+    }
+    /// [`Self::delete_endpoint`], writing `events` with it.
+    async fn delete_endpoint_with_events(
+        &self,
+        endpoint: &Endpoint,
+        events: &[Message],
+    ) -> Result<(), StoreError>;
 }

@@ -30,6 +30,10 @@ pub struct DeliveryOptions {
     /// Disable an endpoint that has failed without a success for this long.
     #[arg(long, env = "HOOKD_DISABLE_AFTER", default_value = "5d")]
     disable_after: String,
+    /// Send the `message.attempt.failing` operational webhook when a message has failed this
+    /// many attempts in a row to an endpoint (Svix: the fourth); 0 never sends it.
+    #[arg(long, env = "HOOKD_FAILING_AFTER", default_value_t = 4)]
+    failing_after: u32,
     /// How long a claimed delivery is reserved before it may be attempted again after a crash;
     /// attempt timeouts are capped at a third of it.
     #[arg(long, env = "HOOKD_LEASE", default_value = "90s")]
@@ -73,6 +77,7 @@ impl DeliveryOptions {
             lease: duration("lease", &self.lease)?.max(Duration::from_secs(2)),
             schedule,
             disable_after: duration("disable-after", &self.disable_after)?,
+            failing_after: self.failing_after,
             svix_headers: self.svix_headers,
             shutdown_grace: duration("shutdown-grace", &self.shutdown_grace)?,
             ..EngineConfig::default()

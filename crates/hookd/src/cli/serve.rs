@@ -170,6 +170,10 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     };
     let address = listener.as_ref().map(|l| l.local_addr()).transpose()?;
     let clock: Arc<dyn Clock> = super::clock::from_env();
+    // Operational webhooks are published in this application (made once, kept after).
+    hookd_store::ensure_operations_app(store.as_ref(), clock.now())
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot make the operations application: {e}"))?;
     let config = ApiConfig {
         max_payload_bytes: args.max_payload_bytes,
         strict_event_types: args.strict_event_types,
