@@ -79,10 +79,10 @@ async fn wait_delivered(receiver: &Receiver, accepted: &HashSet<String>) {
     }
 }
 
-/// Runs SQL on the test server as its administrative user.
-fn psql(server_url: &str, sql: &str) {
+/// Runs SQL on the test server as its administrative user; answers what it printed.
+fn psql(server_url: &str, sql: &str) -> String {
     let output = Command::new("psql")
-        .args([server_url, "-v", "ON_ERROR_STOP=1", "-qc", sql])
+        .args([server_url, "-v", "ON_ERROR_STOP=1", "-qAtc", sql])
         .output()
         .expect("run psql");
     assert!(
@@ -90,6 +90,29 @@ fn psql(server_url: &str, sql: &str) {
         "psql {sql}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// Refuses new connections to database `name` and ends every open one, until none is left: a
+/// connection hookd was opening while the first terminations ran is ended by a later round.
+fn take_database_away(server_url: &str, name: &str) {
+    psql(
+        server_url,
+        &format!(r#"ALTER DATABASE "{name}" ALLOW_CONNECTIONS false;"#),
+    );
+    for _ in 0..100 {
+        let left = psql(
+            server_url,
+            &format!(
+                "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity \
+                 WHERE datname = '{name}';"
+            ),
+        );
+        if left == "0" {
+            return;
+        }
+    }
+    panic!("connections to {name} keep coming back");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,13 +130,7 @@ async fn postgres_unavailable_answers_503_and_hookd_recovers_by_itself() {
     let mut accepted = HashSet::new();
     accepted.insert(publish_until_accepted(&api, &app).await);
 
-    psql(
-        &server,
-        &format!(
-            r#"ALTER DATABASE "{name}" ALLOW_CONNECTIONS false;
-               SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}';"#
-        ),
-    );
+    take_database_away(&server, &name);
     let publishes: Vec<_> = (0..4)
         .map(|_| {
             let (api, app) = (api.clone(), app.clone());
