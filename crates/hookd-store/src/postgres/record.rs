@@ -8,6 +8,12 @@
 //! (skipped when no streak changes), and the commit; plus, rarely, the operational-webhook
 //! messages some records carry.
 //!
+//! The statements that join arrays to tables are not kept prepared (`persistent(false)`), so
+//! each is planned for its own batch against the tables' current size. A kept statement runs a
+//! generic plan once five executions have used it, chosen for the table as it was then: a
+//! hash join over a sequential scan, chosen while `deliveries` was nearly empty, would scan
+//! the whole table on every batch ever after (until an `ANALYZE` invalidates it).
+//!
 //! Locks are taken endpoints first, then deliveries, each in key order, as deleting an endpoint
 //! does: two processes recording overlapping batches, or one recording while another deletes,
 //! cannot deadlock.
@@ -140,6 +146,7 @@ async fn write_round(
     )
     .bind(&lock_endpoints)
     .bind(&lock_messages)
+    .persistent(false)
     .execute(&mut *tx)
     .await?;
     let next_attempt_at: Vec<Option<i64>> = batch
@@ -184,6 +191,7 @@ async fn write_round(
     .bind(number(|r| i64::from(r.attempt.status.code())))
     .bind(number(|r| i64::from(r.attempt.trigger_type.code())))
     .bind(number(|r| r.attempt.created_at.as_millis()))
+    .persistent(false)
     .fetch_all(&mut *tx)
     .await
     .map_err(missing("delivery"))?;
@@ -258,6 +266,7 @@ async fn write_streaks(
     .bind(changed.iter().map(|(e, _)| *e).collect::<Vec<_>>())
     .bind(changed.iter().map(|(_, s)| s.after).collect::<Vec<_>>())
     .bind(changed.iter().map(|(_, s)| s.broken).collect::<Vec<_>>())
+    .persistent(false)
     .fetch_all(&mut *tx)
     .await?;
     let stored: HashMap<String, Option<i64>> = stored.into_iter().collect();
