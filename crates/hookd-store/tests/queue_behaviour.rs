@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 
 use harness::fixtures::{app, at, endpoint, message};
 use harness::queue::{
-    LEASE_MS, app_with_endpoints, attempt, claim, delivery, pair, pairs, publish, record, request,
+    LEASE_MS, app_with_endpoints, attempt, claim, delivery, endpoint_attempts, pair, pairs,
+    publish, record, request,
 };
 use hookd_core::model::{Delivery, DeliveryStatus, Endpoint, Message};
 use hookd_core::{AppId, EndpointId, MessageId};
@@ -169,18 +170,7 @@ async fn recording_attempts_moves_deliveries_and_keeps_the_failure_streak(store:
     .await;
     assert_eq!(streak.unwrap(), Some(at(5_400)));
     // Every attempt is kept with its response head.
-    let attempts = store
-        .list_attempts_by_endpoint(
-            ep,
-            &Default::default(),
-            &hookd_store::PageRequest {
-                limit: 10,
-                cursor: None,
-            },
-        )
-        .await
-        .unwrap()
-        .items;
+    let attempts = endpoint_attempts(store, ep).await;
     assert_eq!(attempts.len(), 4);
     let newest = &attempts[0];
     assert_eq!(
@@ -616,18 +606,7 @@ async fn a_delivery_twice_in_one_batch_ends_as_its_last_attempt_left_it(store: &
         (sent.status, sent.next_attempt_at, sent.updated_at),
         (DeliveryStatus::Success, None, at(40))
     );
-    let attempts = store
-        .list_attempts_by_endpoint(
-            ep,
-            &Default::default(),
-            &hookd_store::PageRequest {
-                limit: 10,
-                cursor: None,
-            },
-        )
-        .await
-        .unwrap()
-        .items;
+    let attempts = endpoint_attempts(store, ep).await;
     assert_eq!(attempts.len(), 2);
 }
 

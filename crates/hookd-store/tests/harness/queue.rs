@@ -1,5 +1,5 @@
 //! Helpers for the queue suite: claiming with a fixed lease, publishing, reading a delivery
-//! back, and recording attempts.
+//! back, and recording attempts and reading them back.
 
 use std::collections::BTreeSet;
 
@@ -131,4 +131,17 @@ pub async fn record(
     store
         .record_attempt(&attempt(msg, ep, at_ms, attempt_status), &next)
         .await
+}
+
+/// The endpoint's attempts, newest first (the first ten).
+pub async fn endpoint_attempts(store: &dyn Store, ep: &Endpoint) -> Vec<Attempt> {
+    let page = hookd_store::PageRequest {
+        limit: 10,
+        cursor: None,
+    };
+    store
+        .list_attempts_by_endpoint(ep, &Default::default(), &page)
+        .await
+        .unwrap()
+        .items
 }
