@@ -81,7 +81,11 @@ async fn schemathesis_finds_no_server_error_in_the_api() {
                 "--exclude-method",
                 "DELETE",
             ])
-            .args(["--max-time", &budget, "--workers", "2", "--no-color"])
+            // One worker: schemathesis's workers are threads, and CPython 3.11 before 3.11.8
+            // shares one AST recursion counter between threads (gh-106905, fixed by
+            // python/cpython#113035), so two workers parsing at once crash the tool with
+            // "AST constructor recursion depth mismatch" and fail this test for no fault of ours.
+            .args(["--max-time", &budget, "--workers", "1", "--no-color"])
             .env("HOOKD_FUZZ_TOKEN", TOKEN)
             .env("HOOKD_FUZZ_APP", &app)
             .env("HOOKD_FUZZ_ENDPOINT", &endpoint)
