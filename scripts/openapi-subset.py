@@ -27,6 +27,8 @@ SERVED = {
     "/api/v1/app/{app_id}/attempt/msg/{msg_id}": ["get"],
     "/api/v1/app/{app_id}/msg": ["get", "post"],
     "/api/v1/app/{app_id}/msg/{msg_id}": ["get"],
+    "/api/v1/app/{app_id}/msg/{msg_id}/content": ["delete"],
+    "/api/v1/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}/content": ["delete"],
     "/api/v1/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}": ["get"],
     "/api/v1/app/{app_id}/msg/{msg_id}/endpoint": ["get"],
     "/api/v1/event-type": ["get", "post"],
@@ -66,8 +68,24 @@ PUBLIC_KEY = {
     "signatures with, when the endpoint signs `v1a`.",
     "nullable": True, "type": "string",
 }
-# hookd's additions to Svix's schemas: (properties, names added to `required`).
+RETENTION = {
+    "payloadRetentionPeriod": {
+        "description": "Days this message's payload and attempts are kept once every delivery "
+        "is settled, instead of the server's retention window (`--retention`). Mutually "
+        "exclusive with `payloadRetentionHours`.",
+        "example": 90, "format": "int64", "maximum": 3650, "minimum": 1, "nullable": True,
+        "type": "integer",
+    },
+    "payloadRetentionHours": {
+        "description": "The same in hours. Mutually exclusive with `payloadRetentionPeriod`.",
+        "example": 24, "format": "int64", "maximum": 87600, "minimum": 1, "nullable": True,
+        "type": "integer",
+    },
+}
+# hookd's additions to Svix's schemas: (properties, names added to `required`). A property
+# Svix's schema has too is replaced whole.
 ADDITIONS = {
+    "MessageIn": (RETENTION, []),
     "EndpointSecretOut": ({"publicKey": PUBLIC_KEY}, []),
     "EndpointSecretRotateIn": (
         {
@@ -283,8 +301,11 @@ HOOKD_SCHEMAS = {
     "ApiTokenCreatedOut": TOKEN_CREATED,
     "ListResponse_ApiTokenOut_": TOKEN_LIST,
 }
+NO_CONTENT = {"204": {"description": "no content"}}
 # Where hookd answers otherwise than Svix's document, following what the official SDKs expect.
 RESPONSES = {
+    ("/api/v1/app/{app_id}/msg/{msg_id}/content", "delete"): NO_CONTENT,
+    ("/api/v1/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}/content", "delete"): NO_CONTENT,
     ("/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret/rotate", "post"): {
         "200": {
             "content": {"application/json": {"schema": {
@@ -295,6 +316,18 @@ RESPONSES = {
     },
 }
 
+# Where hookd's behaviour needs other words than Svix's description.
+DESCRIPTIONS = {
+    ("/api/v1/app/{app_id}/msg/{msg_id}/content", "delete"):
+        "Delete the given message's payload now, whatever its deliveries. Useful in cases when "
+        "a message was accidentally sent with sensitive content.\n\nThe message can't be resent "
+        "once its payload has been deleted or has expired; it then reads `{\"expired\": true}`.",
+    ("/api/v1/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}/content", "delete"):
+        "Deletes the given attempt's response body (and, in hookd, its response head). Useful "
+        "when an endpoint accidentally returned sensitive content. The response then reads "
+        "`EXPUNGED`.",
+}
+
 
 def add_hookd_operations(document):
     document["paths"].update(HOOKD_PATHS)
@@ -303,6 +336,8 @@ def add_hookd_operations(document):
         answers = document["paths"][path][method]["responses"]
         answers.pop("204", None)
         answers.update(responses)
+    for (path, method), description in DESCRIPTIONS.items():
+        document["paths"][path][method]["description"] = description
 
 
 def add_hookd_fields(schemas):
