@@ -68,6 +68,34 @@ PUBLIC_KEY = {
     "signatures with, when the endpoint signs `v1a`.",
     "nullable": True, "type": "string",
 }
+FILTER_TYPES = {
+    "description": "hookd: the same as `eventTypes`, under the name Svix's cloud API gives it; "
+    "send one of the two. Answers show it as `eventTypes`.",
+}
+HEADERS = {
+    "description": "hookd: custom headers sent with every delivery to the endpoint, as the "
+    "endpoint's headers route sets them (at most 20, none of those hookd sets itself).",
+    "maxProperties": 20, "nullable": True,
+}
+# Properties hookd reads where Svix's schema lacks them, made from Svix's own definitions:
+# (schema, property) -> (Svix's schema, its property, what hookd changes in it).
+BORROWED = {
+    ("EndpointIn", "filterTypes"): ("EndpointIn", "eventTypes", FILTER_TYPES),
+    ("EndpointUpdate", "filterTypes"): ("EndpointUpdate", "eventTypes", FILTER_TYPES),
+    ("EndpointPatch", "filterTypes"): ("EndpointPatch", "eventTypes", FILTER_TYPES),
+    ("EndpointIn", "headers"): ("EndpointHeadersIn", "headers", HEADERS),
+    ("EndpointUpdate", "headers"): (
+        "EndpointHeadersIn", "headers",
+        {**HEADERS, "description": HEADERS["description"] + " Without it the endpoint keeps "
+         "the headers it has."},
+    ),
+    ("EndpointUpdate", "secret"): (
+        "EndpointIn", "secret",
+        {"description": "hookd: the secret of the endpoint PUT creates (for a uid no endpoint "
+         "of the application has yet), as on create. An existing endpoint keeps its secret; "
+         "the endpoint's secret/rotate route changes it."},
+    ),
+}
 RETENTION = {
     "payloadRetentionPeriod": {
         "description": "Days this message's payload and attempts are kept once every delivery "
@@ -340,6 +368,12 @@ def add_hookd_operations(document):
         document["paths"][path][method]["description"] = description
 
 
+def borrow_properties(schemas):
+    for (name, prop), (source, source_prop, changes) in BORROWED.items():
+        borrowed = json.loads(json.dumps(schemas[source]["properties"][source_prop]))
+        schemas[name]["properties"][prop] = {**borrowed, **changes}
+
+
 def add_hookd_fields(schemas):
     for name, (properties, required) in ADDITIONS.items():
         if name in schemas:
@@ -408,6 +442,7 @@ def main(source):
             "securitySchemes": svix["components"].get("securitySchemes", {}),
         },
     }
+    borrow_properties(document["components"]["schemas"])
     add_hookd_fields(document["components"]["schemas"])
     add_hookd_operations(document)
     out = Path(__file__).resolve().parent.parent / "crates/hookd-api/openapi.json"
