@@ -27,6 +27,8 @@ SERVED = {
     "/api/v1/app/{app_id}/attempt/msg/{msg_id}": ["get"],
     "/api/v1/app/{app_id}/msg": ["get", "post"],
     "/api/v1/app/{app_id}/msg/{msg_id}": ["get"],
+    "/api/v1/app/{app_id}/msg/{msg_id}/content": ["delete"],
+    "/api/v1/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}/content": ["delete"],
     "/api/v1/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}": ["get"],
     "/api/v1/app/{app_id}/msg/{msg_id}/endpoint": ["get"],
     "/api/v1/event-type": ["get", "post"],
@@ -66,8 +68,52 @@ PUBLIC_KEY = {
     "signatures with, when the endpoint signs `v1a`.",
     "nullable": True, "type": "string",
 }
-# hookd's additions to Svix's schemas: (properties, names added to `required`).
+FILTER_TYPES = {
+    "description": "hookd: the same as `eventTypes`, under the name Svix's cloud API gives it; "
+    "send one of the two. Answers show it as `eventTypes`.",
+}
+HEADERS = {
+    "description": "hookd: custom headers sent with every delivery to the endpoint, as the "
+    "endpoint's headers route sets them (at most 20, none of those hookd sets itself).",
+    "maxProperties": 20, "nullable": True,
+}
+# Properties hookd reads where Svix's schema lacks them, made from Svix's own definitions:
+# (schema, property) -> (Svix's schema, its property, what hookd changes in it).
+BORROWED = {
+    ("EndpointIn", "filterTypes"): ("EndpointIn", "eventTypes", FILTER_TYPES),
+    ("EndpointUpdate", "filterTypes"): ("EndpointUpdate", "eventTypes", FILTER_TYPES),
+    ("EndpointPatch", "filterTypes"): ("EndpointPatch", "eventTypes", FILTER_TYPES),
+    ("EndpointIn", "headers"): ("EndpointHeadersIn", "headers", HEADERS),
+    ("EndpointUpdate", "headers"): (
+        "EndpointHeadersIn", "headers",
+        {**HEADERS, "description": HEADERS["description"] + " Without it the endpoint keeps "
+         "the headers it has."},
+    ),
+    ("EndpointUpdate", "secret"): (
+        "EndpointIn", "secret",
+        {"description": "hookd: the secret of the endpoint PUT creates (for a uid no endpoint "
+         "of the application has yet), as on create. An existing endpoint keeps its secret; "
+         "the endpoint's secret/rotate route changes it."},
+    ),
+}
+RETENTION = {
+    "payloadRetentionPeriod": {
+        "description": "Days this message's payload and attempts are kept once every delivery "
+        "is settled, instead of the server's retention window (`--retention`). Mutually "
+        "exclusive with `payloadRetentionHours`.",
+        "example": 90, "format": "int64", "maximum": 3650, "minimum": 1, "nullable": True,
+        "type": "integer",
+    },
+    "payloadRetentionHours": {
+        "description": "The same in hours. Mutually exclusive with `payloadRetentionPeriod`.",
+        "example": 24, "format": "int64", "maximum": 87600, "minimum": 1, "nullable": True,
+        "type": "integer",
+    },
+}
+# hookd's additions to Svix's schemas: (properties, names added to `required`). A property
+# Svix's schema has too is replaced whole.
 ADDITIONS = {
+    "MessageIn": (RETENTION, []),
     "EndpointSecretOut": ({"publicKey": PUBLIC_KEY}, []),
     "EndpointSecretRotateIn": (
         {
@@ -283,8 +329,11 @@ HOOKD_SCHEMAS = {
     "ApiTokenCreatedOut": TOKEN_CREATED,
     "ListResponse_ApiTokenOut_": TOKEN_LIST,
 }
+NO_CONTENT = {"204": {"description": "no content"}}
 # Where hookd answers otherwise than Svix's document, following what the official SDKs expect.
 RESPONSES = {
+    ("/api/v1/app/{app_id}/msg/{msg_id}/content", "delete"): NO_CONTENT,
+    ("/api/v1/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}/content", "delete"): NO_CONTENT,
     ("/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret/rotate", "post"): {
         "200": {
             "content": {"application/json": {"schema": {
@@ -295,6 +344,18 @@ RESPONSES = {
     },
 }
 
+# Where hookd's behaviour needs other words than Svix's description.
+DESCRIPTIONS = {
+    ("/api/v1/app/{app_id}/msg/{msg_id}/content", "delete"):
+        "Delete the given message's payload now, whatever its deliveries. Useful in cases when "
+        "a message was accidentally sent with sensitive content.\n\nThe message can't be resent "
+        "once its payload has been deleted or has expired; it then reads `{\"expired\": true}`.",
+    ("/api/v1/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}/content", "delete"):
+        "Deletes the given attempt's response body (and, in hookd, its response head). Useful "
+        "when an endpoint accidentally returned sensitive content. The response then reads "
+        "`EXPUNGED`.",
+}
+
 
 def add_hookd_operations(document):
     document["paths"].update(HOOKD_PATHS)
@@ -303,6 +364,14 @@ def add_hookd_operations(document):
         answers = document["paths"][path][method]["responses"]
         answers.pop("204", None)
         answers.update(responses)
+    for (path, method), description in DESCRIPTIONS.items():
+        document["paths"][path][method]["description"] = description
+
+
+def borrow_properties(schemas):
+    for (name, prop), (source, source_prop, changes) in BORROWED.items():
+        borrowed = json.loads(json.dumps(schemas[source]["properties"][source_prop]))
+        schemas[name]["properties"][prop] = {**borrowed, **changes}
 
 
 def add_hookd_fields(schemas):
@@ -373,6 +442,7 @@ def main(source):
             "securitySchemes": svix["components"].get("securitySchemes", {}),
         },
     }
+    borrow_properties(document["components"]["schemas"])
     add_hookd_fields(document["components"]["schemas"])
     add_hookd_operations(document)
     out = Path(__file__).resolve().parent.parent / "crates/hookd-api/openapi.json"

@@ -266,8 +266,9 @@ impl Engine {
             verdict,
             _worker: worker,
         };
-        if self.finished.send(finished).is_err() {
-            tracing::warn!(message_id = %claimed.message.id, "the recorder has stopped; the attempt will be made again");
+        if let Err(unsent) = self.finished.send(finished) {
+            let attempt = &unsent.0.verdict.attempt;
+            tracing::warn!(message_id = %attempt.message_id, endpoint_id = %attempt.endpoint_id, attempt_id = %attempt.id, "the recorder has stopped; the attempt will be made again");
         }
     }
 

@@ -14,6 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hookd_core::Timestamp;
 use hookd_core::model::DeliveryStatus;
 use hookd_store::{AttemptRecord, Recorded, Store};
 use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc};
@@ -59,7 +60,11 @@ impl Recorder {
             Ok(events) => events,
             // Unwritten, the attempts are made again (and their events told then).
             Err(error) => {
-                tracing::warn!(%error, attempts = batch.len(), "cannot name operational webhooks; attempts not recorded");
+                not_recorded(
+                    batch,
+                    &error,
+                    "cannot name the operational webhooks of an attempt",
+                );
                 return;
             }
         };
@@ -79,21 +84,24 @@ impl Recorder {
                 }
             }
             // The leases run out and the deliveries are attempted again: at least once.
-            Err(error) => tracing::warn!(%error, attempts = batch.len(), "cannot record attempts"),
+            Err(error) => not_recorded(batch, &error, "cannot record an attempt"),
         }
     }
 
-    /// Logs what a recorded attempt means and disables its endpoint if it must be.
+    /// Logs what a recorded attempt means and disables its endpoint if it must be. Every line
+    /// names the attempt, its message and its endpoint, as the dispatcher's "attempt made"
+    /// does, so one id finds all of an attempt's lines.
     async fn after(&self, verdict: &Verdict, recorded: Recorded) {
         let endpoint = &verdict.attempt.endpoint_id;
         let message = &verdict.attempt.message_id;
+        let attempt = &verdict.attempt.id;
         let Recorded::Written { failing_since } = recorded else {
-            tracing::debug!(message_id = %message, endpoint_id = %endpoint, "delivery deleted during its attempt");
+            tracing::debug!(message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, "delivery deleted during its attempt");
             return;
         };
-        tracing::debug!(message_id = %message, endpoint_id = %endpoint, status = verdict.attempt.response_status_code, "attempt recorded");
+        tracing::debug!(message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, status = verdict.attempt.response_status_code, "attempt recorded");
         if verdict.next.status == DeliveryStatus::Fail && verdict.disable.is_none() {
-            tracing::warn!(message_id = %message, endpoint_id = %endpoint, attempts = verdict.next.attempt_count, "delivery failed for good after its last attempt");
+            tracing::warn!(message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, attempts = verdict.next.attempt_count, "delivery failed for good after its last attempt");
         }
         let dead_for_days = failing_since
             .is_some_and(|since| verdict.attempt.created_at >= since.plus(self.disable_after));
@@ -117,11 +125,29 @@ impl Recorder {
         };
         // Not disabled now, it is on its next failure.
         match disabled.await {
-            Ok(true) => tracing::warn!(endpoint_id = %endpoint, %reason, "endpoint disabled"),
+            Ok(true) => {
+                tracing::warn!(message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, %reason, failing_since = failing_since.map(Timestamp::to_rfc3339), "endpoint disabled")
+            }
             Ok(false) => {}
             Err(error) => {
-                tracing::warn!(%error, endpoint_id = %endpoint, "cannot disable an endpoint")
+                tracing::warn!(%error, message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, %reason, "cannot disable an endpoint")
             }
         }
+    }
+}
+
+/// Logs each attempt of a batch that could not be written, with its ids: one line per attempt,
+/// so that looking an attempt up finds why it was made again once its lease ran out.
+fn not_recorded(batch: &[Finished], error: &dyn std::fmt::Display, why: &str) {
+    for finished in batch {
+        let attempt = &finished.verdict.attempt;
+        tracing::warn!(
+            %error,
+            message_id = %attempt.message_id,
+            endpoint_id = %attempt.endpoint_id,
+            attempt_id = %attempt.id,
+            batch = batch.len(),
+            "{why}; not recorded, it is made again when its lease runs out"
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! parser, with counters by outcome class, a latency histogram with buckets and no label that
 //! could grow without bound; `/metrics` of an engine-only process on `--metrics-listen`; and
 //! the `x-request-id` of every API response, echoed or made, and found in the request's JSON
-//! log lines.
+//! log lines; and text log lines written to a file, free of terminal colour codes.
 
 mod support;
 
@@ -279,4 +279,35 @@ async fn every_api_response_has_a_request_id_that_its_log_lines_carry() {
     assert_eq!(line["target"], "hookd::audit", "{line}");
     assert_eq!(line["fields"]["action"], "token.use", "{line}");
     assert_eq!(line["span"]["route"], "/api/v1/app", "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_log_lines_written_to_a_file_have_no_colour_codes() {
+    let (database, dir) = hookd_store::testing::fresh_sqlite();
+    let log = dir.path().join("stderr.log");
+    // `NO_COLOR` empty counts as unset (no-color.org): a runner that sets it must not hide a
+    // missing terminal check.
+    let hookd = Hookd::serve_local_with(
+        &database,
+        TOKEN,
+        &[],
+        &[("HOOKD_LOG", "info"), ("NO_COLOR", "")],
+        Stdio::from(std::fs::File::create(&log).unwrap()),
+    );
+    let api = Api::new(&hookd, TOKEN);
+    api.get("/app").await;
+
+    let text = eventually(async || {
+        let text = std::fs::read_to_string(&log).unwrap();
+        if text.contains("token.use") {
+            Ok(text)
+        } else {
+            Err(format!("no audit line of the request in:\n{text}"))
+        }
+    })
+    .await;
+    assert!(
+        !text.contains("\x1b["),
+        "colour codes in a log file:\n{text:?}"
+    );
 }

@@ -701,3 +701,54 @@ async fn patch_headers(
     save(&state, ep, None).await?;
     Ok(StatusCode::NO_CONTENT)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routes::described::{assert_reads_as_described, assert_shows_as_described};
+
+    #[test]
+    fn the_openapi_document_describes_every_field_the_endpoint_routes_read() {
+        assert_reads_as_described::<EndpointIn>("EndpointIn");
+        assert_reads_as_described::<EndpointIn>("EndpointUpdate");
+        assert_reads_as_described::<EndpointPatch>("EndpointPatch");
+        assert_reads_as_described::<RotateIn>("EndpointSecretRotateIn");
+        assert_reads_as_described::<HeadersIn>("EndpointHeadersIn");
+        assert_reads_as_described::<HeadersPatch>("EndpointHeadersPatchIn");
+    }
+
+    #[test]
+    fn the_openapi_document_describes_every_field_the_endpoint_routes_show() {
+        let some = |s: &str| Some(s.to_owned());
+        let endpoint = EndpointOut {
+            id: "ep_1".into(),
+            uid: some("shop"),
+            url: "https://example.com/hook".into(),
+            description: String::new(),
+            disabled: true,
+            disabled_reason: some(DISABLED_THROUGH_API),
+            disabled_at: some("2026-01-01T00:00:00+00:00"),
+            event_types: Some(vec!["user.signup".into()]),
+            channels: Some(vec!["project_1".into()]),
+            throttle_rate: Some(5),
+            rate_limit: Some(5),
+            timeout_seconds: Some(10),
+            metadata: Metadata::new(),
+            created_at: "2026-01-01T00:00:00+00:00".into(),
+            updated_at: "2026-01-01T00:00:00+00:00".into(),
+            signature_schemes: Some(vec![Scheme::V1, Scheme::V1a]),
+            public_key: some("whpk_x"),
+        };
+        assert_shows_as_described("EndpointOut", &endpoint);
+        let secret = SecretOut {
+            key: "whsec_x".into(),
+            public_key: some("whpk_x"),
+        };
+        assert_shows_as_described("EndpointSecretOut", &secret);
+        let headers = HeadersOut {
+            headers: BTreeMap::new(),
+            sensitive: Vec::new(),
+        };
+        assert_shows_as_described("EndpointHeadersOut", &headers);
+    }
+}

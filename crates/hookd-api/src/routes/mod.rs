@@ -3,6 +3,8 @@
 pub mod application;
 pub mod attempt;
 pub mod auth;
+#[cfg(test)]
+mod described;
 pub mod endpoint;
 pub mod endpoint_stats;
 pub mod event_type;

@@ -12,7 +12,9 @@
 //! creates (NOTIFY) and listens for the others' and for producers' outbox commits, so work
 //! written by any process is picked up at once by whichever engine is free.
 
+use std::ffi::OsStr;
 use std::future::IntoFuture;
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -121,17 +123,30 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
+/// Logs to stderr: text (coloured only on a terminal, see [`colours`]) or JSON lines.
 fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = colours(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else {
         builder.init();
     }
+}
+
+/// Whether text log lines are coloured: only when they go to a terminal (in a file or a pipe
+/// the escape codes are noise that breaks grep and log shippers), and never while `NO_COLOR`
+/// is set to anything but the empty string (no-color.org).
+fn colours(terminal: bool, no_color: Option<&OsStr>) -> bool {
+    terminal && no_color.is_none_or(OsStr::is_empty)
 }
 
 async fn serve(args: Args) -> anyhow::Result<()> {
@@ -333,4 +348,21 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = interrupt.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_lines_are_coloured_on_a_terminal_without_no_color_only() {
+        assert!(colours(true, None));
+        assert!(
+            colours(true, Some(OsStr::new(""))),
+            "empty NO_COLOR is unset"
+        );
+        assert!(!colours(true, Some(OsStr::new("1"))));
+        assert!(!colours(false, None), "a file or pipe gets no colour codes");
+        assert!(!colours(false, Some(OsStr::new("1"))));
+    }
 }
