@@ -12,7 +12,7 @@ mod harness;
 use hookd_core::EndpointId;
 use hookd_core::model::{Application, Delivery, DeliveryStatus, Endpoint, Message};
 use hookd_core::operations::{
-    APP_UID, AttemptEvent, AttemptRef, EVENT_TYPES, EndpointRef, OperationalEvent,
+    APP_UID, AttemptEvent, AttemptRef, DisableTrigger, EVENT_TYPES, EndpointRef, OperationalEvent,
 };
 use hookd_store::{AttemptRecord, Recorded, Store, StoreError, ensure_operations_app};
 
@@ -84,6 +84,41 @@ async fn the_operations_application_is_made_once_with_its_event_types(store: &dy
         let stored = store.get_event_type(name).await.unwrap().unwrap();
         assert_eq!(stored.description, description);
     }
+}
+
+/// A database made before `endpoint.enabled` existed, when `endpoint.disabled` told only of
+/// hookd's own disabling, is brought up to date by the next start.
+async fn a_start_brings_an_older_catalogue_up_to_date(store: &dyn Store) {
+    let ops = ensure_operations_app(store, at(0)).await.unwrap();
+    store.delete_event_type("endpoint.enabled").await.unwrap();
+    let mut disabled = store
+        .get_event_type("endpoint.disabled")
+        .await
+        .unwrap()
+        .unwrap();
+    disabled.description =
+        "hookd disabled an endpoint: it answered 410 Gone, or failed for days.".into();
+    store.update_event_type(&disabled).await.unwrap();
+    let mut archived = store
+        .get_event_type("endpoint.created")
+        .await
+        .unwrap()
+        .unwrap();
+    archived.archived = true;
+    store.update_event_type(&archived).await.unwrap();
+
+    assert_eq!(ensure_operations_app(store, at(50)).await.unwrap(), ops);
+    let described = |name: &'static str| async move {
+        let stored = store.get_event_type(name).await.unwrap().unwrap();
+        let (_, description) = EVENT_TYPES.iter().find(|(n, _)| *n == name).unwrap();
+        assert_eq!(stored.description, *description, "{name}");
+        stored
+    };
+    assert_eq!(described("endpoint.enabled").await.created_at, at(50));
+    assert_eq!(described("endpoint.disabled").await.updated_at, at(50));
+    let untouched = described("endpoint.created").await;
+    assert!(untouched.archived, "only the wording is hookd's to change");
+    assert_eq!(untouched.updated_at, archived.updated_at);
 }
 
 async fn endpoint_changes_write_their_events_in_their_transaction(store: &dyn Store) {
@@ -224,6 +259,7 @@ async fn disabling_writes_its_event_once(store: &dyn Store) {
         let event = OperationalEvent::EndpointDisabled {
             endpoint: EndpointRef::new(&customer, &eps[0]),
             fail_since: Some(at(5)),
+            trigger: DisableTrigger::Automatic,
             reason: "the endpoint answered 410 Gone".into(),
         };
         told(&ops, event, at_ms)
@@ -270,6 +306,7 @@ async fn disabling_writes_its_event_once(store: &dyn Store) {
 
 behaviour!(
     the_operations_application_is_made_once_with_its_event_types,
+    a_start_brings_an_older_catalogue_up_to_date,
     endpoint_changes_write_their_events_in_their_transaction,
     recorded_attempts_write_their_events_unless_the_delivery_is_gone,
     disabling_writes_its_event_once,
