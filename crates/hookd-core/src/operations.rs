@@ -1,6 +1,6 @@
 //! Operational webhooks: the events hookd tells its operator about (an endpoint created,
-//! changed, deleted or disabled; a message failing, exhausted or recovered), shaped as Svix's
-//! operational webhooks.
+//! changed, deleted, disabled or enabled; a message failing, exhausted or recovered), shaped as
+//! Svix's operational webhooks.
 //!
 //! They are ordinary messages of one reserved application ([`APP_UID`]), so operators
 //! subscribe with ordinary endpoints and `filterTypes`, and the engine delivers them like any
@@ -20,13 +20,17 @@ pub const APP_UID: &str = "hookd-operations";
 pub const APP_NAME: &str = "hookd operational webhooks";
 
 /// Every operational event type with its description, for the event-type catalogue.
-pub const EVENT_TYPES: [(&str, &str); 7] = [
+pub const EVENT_TYPES: [(&str, &str); 8] = [
     ("endpoint.created", "An endpoint was created."),
     ("endpoint.updated", "An endpoint was changed."),
     ("endpoint.deleted", "An endpoint was deleted."),
     (
         "endpoint.disabled",
-        "hookd disabled an endpoint: it answered 410 Gone, or failed for days.",
+        "An endpoint was disabled: by hookd (it answered 410 Gone, or failed for days), or through the API.",
+    ),
+    (
+        "endpoint.enabled",
+        "A disabled endpoint was enabled through the API.",
     ),
     (
         "message.attempt.exhausted",
@@ -85,19 +89,41 @@ pub enum AttemptEvent {
     Recovered,
 }
 
+/// Who disabled an endpoint: Svix's `trigger` of `endpoint.disabled`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DisableTrigger {
+    /// hookd, after a `410 Gone` or days of failures (`"automatic"`).
+    Automatic,
+    /// A caller of the API (`"manual"`).
+    Manual,
+}
+
+impl DisableTrigger {
+    /// The `trigger` value, as Svix spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Automatic => "automatic",
+            Self::Manual => "manual",
+        }
+    }
+}
+
 /// One operational event.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OperationalEvent {
     EndpointCreated(EndpointRef),
     EndpointUpdated(EndpointRef),
     EndpointDeleted(EndpointRef),
-    /// hookd disabled the endpoint (Svix's `trigger: "automatic"`), for `reason`; its failures
-    /// began at `fail_since`.
+    /// The endpoint was disabled by `trigger`, for `reason` (a hookd addition); its failures
+    /// began at `fail_since`, when hookd knows.
     EndpointDisabled {
         endpoint: EndpointRef,
         fail_since: Option<Timestamp>,
+        trigger: DisableTrigger,
         reason: String,
     },
+    /// A disabled endpoint was enabled.
+    EndpointEnabled(EndpointRef),
     Attempt(AttemptEvent, AttemptRef),
 }
 
@@ -109,6 +135,7 @@ impl OperationalEvent {
             Self::EndpointUpdated(_) => "endpoint.updated",
             Self::EndpointDeleted(_) => "endpoint.deleted",
             Self::EndpointDisabled { .. } => "endpoint.disabled",
+            Self::EndpointEnabled(_) => "endpoint.enabled",
             Self::Attempt(AttemptEvent::Exhausted, _) => "message.attempt.exhausted",
             Self::Attempt(AttemptEvent::Failing, _) => "message.attempt.failing",
             Self::Attempt(AttemptEvent::Recovered, _) => "message.attempt.recovered",
@@ -124,17 +151,21 @@ impl OperationalEvent {
             }
         };
         match self {
-            Self::EndpointCreated(ep) | Self::EndpointUpdated(ep) | Self::EndpointDeleted(ep) => {
+            Self::EndpointCreated(ep)
+            | Self::EndpointUpdated(ep)
+            | Self::EndpointDeleted(ep)
+            | Self::EndpointEnabled(ep) => {
                 put_endpoint(&mut put, ep);
             }
             Self::EndpointDisabled {
                 endpoint,
                 fail_since,
+                trigger,
                 reason,
             } => {
                 put_endpoint(&mut put, endpoint);
                 put("failSince", fail_since.map(|t| json!(t.to_rfc3339())));
-                put("trigger", Some(json!("automatic")));
+                put("trigger", Some(json!(trigger.as_str())));
                 put("reason", Some(json!(reason)));
             }
             Self::Attempt(_, a) => {
@@ -226,12 +257,43 @@ mod tests {
         let body = envelope(&OperationalEvent::EndpointDisabled {
             endpoint: endpoint_ref(),
             fail_since: Some(at()),
+            trigger: DisableTrigger::Automatic,
             reason: "the endpoint answered 410 Gone".into(),
         });
         assert_eq!(body["type"], "endpoint.disabled");
         assert_eq!(body["data"]["failSince"], "2023-11-14T22:13:20Z");
         assert_eq!(body["data"]["trigger"], "automatic");
         assert_eq!(body["data"]["reason"], "the endpoint answered 410 Gone");
+    }
+
+    #[test]
+    fn an_endpoint_disabled_through_the_api_is_manual_and_has_no_fail_since() {
+        let body = envelope(&OperationalEvent::EndpointDisabled {
+            endpoint: endpoint_ref(),
+            fail_since: None,
+            trigger: DisableTrigger::Manual,
+            reason: "disabled through the API".into(),
+        });
+        assert_eq!(
+            body["data"],
+            json!({
+                "appId": "app_1",
+                "appUid": "acme",
+                "endpointId": "ep_1",
+                "trigger": "manual",
+                "reason": "disabled through the API",
+            })
+        );
+    }
+
+    #[test]
+    fn an_enabled_endpoint_is_named_as_svix_names_it() {
+        let body = envelope(&OperationalEvent::EndpointEnabled(endpoint_ref()));
+        assert_eq!(body["type"], "endpoint.enabled");
+        assert_eq!(
+            body["data"],
+            json!({"appId": "app_1", "appUid": "acme", "endpointId": "ep_1"})
+        );
     }
 
     #[test]

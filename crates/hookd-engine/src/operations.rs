@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use hookd_core::model::Message;
-use hookd_core::operations::{self, AttemptRef, EndpointRef, OperationalEvent};
+use hookd_core::operations::{self, AttemptRef, DisableTrigger, EndpointRef, OperationalEvent};
 use hookd_core::{AppId, Timestamp};
 use hookd_store::{Store, StoreError};
 
@@ -119,6 +119,7 @@ impl Operations {
                 endpoint_uid: verdict.endpoint_uid.clone(),
             },
             fail_since,
+            trigger: DisableTrigger::Automatic,
             reason: reason.to_owned(),
         };
         Ok(vec![

@@ -12,7 +12,7 @@ mod harness;
 use hookd_core::EndpointId;
 use hookd_core::model::{Application, Delivery, DeliveryStatus, Endpoint, Message};
 use hookd_core::operations::{
-    APP_UID, AttemptEvent, AttemptRef, EVENT_TYPES, EndpointRef, OperationalEvent,
+    APP_UID, AttemptEvent, AttemptRef, DisableTrigger, EVENT_TYPES, EndpointRef, OperationalEvent,
 };
 use hookd_store::{AttemptRecord, Recorded, Store, StoreError, ensure_operations_app};
 
@@ -86,6 +86,41 @@ async fn the_operations_application_is_made_once_with_its_event_types(store: &dy
     }
 }
 
+/// A database made before `endpoint.enabled` existed, when `endpoint.disabled` told only of
+/// hookd's own disabling, is brought up to date by the next start.
+async fn a_start_brings_an_older_catalogue_up_to_date(store: &dyn Store) {
+    let ops = ensure_operations_app(store, at(0)).await.unwrap();
+    store.delete_event_type("endpoint.enabled").await.unwrap();
+    let mut disabled = store
+        .get_event_type("endpoint.disabled")
+        .await
+        .unwrap()
+        .unwrap();
+    disabled.description =
+        "hookd disabled an endpoint: it answered 410 Gone, or failed for days.".into();
+    store.update_event_type(&disabled).await.unwrap();
+    let mut archived = store
+        .get_event_type("endpoint.created")
+        .await
+        .unwrap()
+        .unwrap();
+    archived.archived = true;
+    store.update_event_type(&archived).await.unwrap();
+
+    assert_eq!(ensure_operations_app(store, at(50)).await.unwrap(), ops);
+    let described = |name: &'static str| async move {
+        let stored = store.get_event_type(name).await.unwrap().unwrap();
+        let (_, description) = EVENT_TYPES.iter().find(|(n, _)| *n == name).unwrap();
+        assert_eq!(stored.description, *description, "{name}");
+        stored
+    };
+    assert_eq!(described("endpoint.enabled").await.created_at, at(50));
+    assert_eq!(described("endpoint.disabled").await.updated_at, at(50));
+    let untouched = described("endpoint.created").await;
+    assert!(untouched.archived, "only the wording is hookd's to change");
+    assert_eq!(untouched.updated_at, archived.updated_at);
+}
+
 async fn endpoint_changes_write_their_events_in_their_transaction(store: &dyn Store) {
     let (ops, everything, some) = operations(store).await;
     let customer = app(Some("acme"), 1);
@@ -120,18 +155,25 @@ async fn endpoint_changes_write_their_events_in_their_transaction(store: &dyn St
     ));
     assert_eq!(routed(store, &ops, &refused).await, None);
 
-    // Filters choose: `some` does not take endpoint.updated.
+    // Filters choose: `some` does not take endpoint.updated. A change that neither disables
+    // nor enables the endpoint does not write what it would tell if it did.
     let updated = told(&ops, OperationalEvent::EndpointUpdated(about.clone()), 20);
+    let not_toggled = told(&ops, OperationalEvent::EndpointEnabled(about.clone()), 20);
     let mut changed = ep.clone();
     changed.description = "changed".into();
     store
-        .update_endpoint_with_events(&changed, std::slice::from_ref(&updated))
+        .update_endpoint_with_events(
+            &changed,
+            std::slice::from_ref(&updated),
+            std::slice::from_ref(&not_toggled),
+        )
         .await
         .unwrap();
     assert_eq!(
         routed_to(store, &ops, &updated).await,
         Some(vec![everything.id.clone()])
     );
+    assert_eq!(routed(store, &ops, &not_toggled).await, None);
 
     let deleted = told(&ops, OperationalEvent::EndpointDeleted(about.clone()), 30);
     store
@@ -145,13 +187,20 @@ async fn endpoint_changes_write_their_events_in_their_transaction(store: &dyn St
 
     // Gone now: neither an update nor a second delete happens, nor do their events.
     let late_update = told(&ops, OperationalEvent::EndpointUpdated(about.clone()), 40);
+    let late_toggle = told(&ops, OperationalEvent::EndpointEnabled(about.clone()), 40);
+    changed.disabled = true;
     assert!(matches!(
         store
-            .update_endpoint_with_events(&changed, std::slice::from_ref(&late_update))
+            .update_endpoint_with_events(
+                &changed,
+                std::slice::from_ref(&late_update),
+                std::slice::from_ref(&late_toggle),
+            )
             .await,
         Err(StoreError::NotFound(_))
     ));
     assert_eq!(routed(store, &ops, &late_update).await, None);
+    assert_eq!(routed(store, &ops, &late_toggle).await, None);
     let late_delete = told(&ops, OperationalEvent::EndpointDeleted(about), 41);
     assert!(matches!(
         store
@@ -224,6 +273,7 @@ async fn disabling_writes_its_event_once(store: &dyn Store) {
         let event = OperationalEvent::EndpointDisabled {
             endpoint: EndpointRef::new(&customer, &eps[0]),
             fail_since: Some(at(5)),
+            trigger: DisableTrigger::Automatic,
             reason: "the endpoint answered 410 Gone".into(),
         };
         told(&ops, event, at_ms)
@@ -268,9 +318,79 @@ async fn disabling_writes_its_event_once(store: &dyn Store) {
     assert_eq!(routed(store, &ops, &third).await, None);
 }
 
+/// An update that disables or enables an endpoint writes `on_toggle` with its other events;
+/// one that leaves it as the store has it (whatever the caller read) writes only the others.
+async fn an_update_tells_of_disabling_and_enabling_once(store: &dyn Store) {
+    let (ops, everything, some) = operations(store).await;
+    let (customer, eps) = app_with_endpoints(store, 1).await;
+    let about = EndpointRef::new(&customer, &eps[0]);
+    let (ops, everything) = (&ops, &everything.id);
+    // Updates `ep`, telling endpoint.updated (checked to be written) and `toggle` on a
+    // transition: where `toggle` was routed, `None` if it was not written.
+    let update = |ep: Endpoint, toggle: OperationalEvent, at_ms: i64| {
+        let about = about.clone();
+        async move {
+            let updated = told(ops, OperationalEvent::EndpointUpdated(about), at_ms);
+            let toggled = told(ops, toggle, at_ms);
+            store
+                .update_endpoint_with_events(
+                    &ep,
+                    std::slice::from_ref(&updated),
+                    std::slice::from_ref(&toggled),
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                routed_to(store, ops, &updated).await,
+                Some(vec![everything.clone()]),
+                "endpoint.updated is written whatever changed"
+            );
+            routed_to(store, ops, &toggled).await
+        }
+    };
+    let manual = |at_ms| OperationalEvent::EndpointDisabled {
+        endpoint: about.clone(),
+        fail_since: None,
+        trigger: DisableTrigger::Manual,
+        reason: format!("disabled at {at_ms}"),
+    };
+    let enabled = || OperationalEvent::EndpointEnabled(about.clone());
+    let (mut off, on) = (eps[0].clone(), eps[0].clone());
+    off.disabled = true;
+
+    assert_eq!(
+        update(off.clone(), manual(10), 10).await,
+        Some(vec![everything.clone(), some.id.clone()]),
+        "disabling is told"
+    );
+    assert_eq!(update(off.clone(), manual(20), 20).await, None);
+    assert_eq!(
+        update(on.clone(), enabled(), 30).await,
+        Some(vec![everything.clone()]),
+        "enabling is told; `some` does not take endpoint.enabled"
+    );
+    assert_eq!(update(on.clone(), enabled(), 40).await, None);
+
+    // hookd disabled it after the caller read it enabled: the caller's disable is no
+    // transition, and tells nothing more.
+    assert!(
+        store
+            .disable_endpoint(&eps[0].id, "gone", at(50), &[])
+            .await
+            .unwrap()
+    );
+    assert_eq!(update(off, manual(60), 60).await, None);
+    assert_eq!(
+        update(on, enabled(), 70).await,
+        Some(vec![everything.clone()])
+    );
+}
+
 behaviour!(
     the_operations_application_is_made_once_with_its_event_types,
+    a_start_brings_an_older_catalogue_up_to_date,
     endpoint_changes_write_their_events_in_their_transaction,
     recorded_attempts_write_their_events_unless_the_delivery_is_gone,
     disabling_writes_its_event_once,
+    an_update_tells_of_disabling_and_enabling_once,
 );

@@ -1,17 +1,18 @@
 //! PostgreSQL-specific guarantees the shared behavioural suite cannot express: concurrent
-//! migration, concurrent claimers, byte-order ids whatever the server's collation, and
-//! test-database cleanup.
+//! migration, concurrent claimers, an endpoint update racing hookd's own disabling,
+//! byte-order ids whatever the server's collation, and test-database cleanup.
 //! Skipped like the suite's `postgres::` cases when `HOOKD_TEST_POSTGRES_URL` is unset.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use hookd_core::model::{Application, Endpoint, Message, SealedKeys};
+use hookd_core::operations::{DisableTrigger, EndpointRef, OperationalEvent};
 use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 use hookd_store::postgres::PgStore;
 use hookd_store::prelude::*;
 use hookd_store::testing::{POSTGRES_URL_VAR, fresh_postgres, fresh_postgres_with};
-use hookd_store::{ClaimRequest, Cursor, PageRequest};
+use hookd_store::{ClaimRequest, Cursor, PageRequest, ensure_operations_app};
 use sqlx::Connection;
 
 fn app(id: &str) -> Application {
@@ -316,4 +317,84 @@ async fn endpoint_limits_hold_across_processes() {
     // Leases that ran out (a process died) no longer count: the cap is free again.
     let after_leases = claim_everywhere(&claimers, 61_001, 3).await;
     assert_eq!(after_leases.get(&capped), Some(&3), "{after_leases:?}");
+}
+
+/// An API update disabling an endpoint while hookd disables it (its transaction holding the
+/// row) waits for it, and finds no transition to tell: `endpoint.disabled` is written once, by
+/// whoever disabled it. (SQLite runs writes one at a time; there is no such race.)
+#[tokio::test]
+async fn an_update_racing_hookds_disabling_tells_no_second_disable() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::update_races_disable").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    let ops = ensure_operations_app(&store, Timestamp::from_millis(0))
+        .await
+        .unwrap();
+    let owner = app("app_race");
+    store.create_app(&owner).await.unwrap();
+    let ep = endpoint_of(&owner, 1, None);
+    store.create_endpoint(&ep).await.unwrap();
+    let about = EndpointRef::new(&owner, &ep);
+    let at = Timestamp::from_millis(10);
+    let updated = OperationalEvent::EndpointUpdated(about.clone()).message(&ops.id, at);
+    let manual = OperationalEvent::EndpointDisabled {
+        endpoint: about,
+        fail_since: None,
+        trigger: DisableTrigger::Manual,
+        reason: "disabled through the API".into(),
+    }
+    .message(&ops.id, at);
+
+    // hookd's disabling, not yet committed, as `disable_endpoint` writes it.
+    let mut hookd = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut disabling = hookd.begin().await.unwrap();
+    sqlx::query("UPDATE hookd.endpoints SET disabled = true WHERE id = $1")
+        .bind(ep.id.as_str())
+        .execute(&mut *disabling)
+        .await
+        .unwrap();
+    let mut off = ep.clone();
+    off.disabled = true;
+    let update = store.update_endpoint_with_events(
+        &off,
+        std::slice::from_ref(&updated),
+        std::slice::from_ref(&manual),
+    );
+    let commit_once_waited_for = async {
+        wait_for_a_lock_wait(store.pool()).await;
+        disabling.commit().await.unwrap();
+    };
+    let (written, ()) = tokio::join!(update, commit_once_waited_for);
+    written.unwrap();
+
+    let stored = store.get_message(&ops.id, updated.id.as_str()).await;
+    assert_eq!(stored.unwrap(), Some(updated));
+    assert_eq!(
+        store
+            .get_message(&ops.id, manual.id.as_str())
+            .await
+            .unwrap(),
+        None,
+        "hookd disabled it first: the update is no transition"
+    );
+}
+
+/// Waits (bounded) until a session of this database waits for a row lock.
+async fn wait_for_a_lock_wait(pool: &sqlx::PgPool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "nobody ever waited");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }

@@ -9,10 +9,15 @@
 //! for one that does on its fifth attempt. Nothing is told about the operations application's
 //! own endpoints, not even of one failing every delivery; a second operations endpoint
 //! filtering on `endpoint.disabled` gets that alone.
+//!
+//! Disabling an endpoint through the API tells `endpoint.disabled` (`trigger: "manual"`) beside
+//! `endpoint.updated`, enabling it again `endpoint.enabled`; repeating either tells only
+//! `endpoint.updated`, and the operations application's own endpoints are never told of.
 //! The reference Python `standardwebhooks` library verifies every operational delivery.
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -210,6 +215,20 @@ fn about<'a>(events: &'a [(String, Value)], type_: &str, endpoint: &str) -> Vec<
         .filter(|(t, data)| t == type_ && data["endpointId"] == endpoint)
         .map(|(_, data)| data)
         .collect()
+}
+
+/// How many of each event type `events` holds.
+fn tally(events: &[(String, Value)]) -> BTreeMap<String, usize> {
+    let mut tally = BTreeMap::new();
+    for (type_, _) in events {
+        *tally.entry(type_.clone()).or_default() += 1;
+    }
+    tally
+}
+
+/// `counts` as [`tally`] gives them.
+fn counts(counts: &[(&str, usize)]) -> BTreeMap<String, usize> {
+    counts.iter().map(|(t, n)| (t.to_string(), *n)).collect()
 }
 
 /// Verifies every request with the reference Python library and [`OPS_SECRET`].
@@ -421,6 +440,152 @@ async fn an_operator_hears_of_endpoints_and_failing_messages(store: Arc<dyn Stor
             .all(|(_, data)| data["endpointId"] != broken_ep.as_str()),
         "nothing about the operations application's own deliveries"
     );
+}
+
+async fn an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api(
+    store: Arc<dyn Store>,
+) {
+    let hookd = Hookd::start(store).await;
+    let operator = Receiver::always(StatusCode::OK).await;
+    let disabled_only = Receiver::always(StatusCode::OK).await;
+    hookd
+        .endpoint(
+            "hookd-operations",
+            json!({"url": operator.url, "secret": OPS_SECRET}),
+        )
+        .await;
+    hookd
+        .endpoint(
+            "hookd-operations",
+            json!({"url": disabled_only.url, "filterTypes": ["endpoint.disabled"]}),
+        )
+        .await;
+    let spare = hookd
+        .endpoint(
+            "hookd-operations",
+            json!({"url": "http://127.0.0.1:9/unused"}),
+        )
+        .await;
+    let acme = hookd
+        .post("/app", json!({"name": "Acme", "uid": "acme"}))
+        .await;
+    let primary = hookd
+        .endpoint(
+            "acme",
+            json!({"url": "http://127.0.0.1:9/unused", "uid": "primary"}),
+        )
+        .await;
+    let one = "/app/acme/endpoint/primary";
+    let patch = |disabled: bool| {
+        hookd.call(
+            reqwest::Method::PATCH,
+            one,
+            Some(json!({"disabled": disabled})),
+        )
+    };
+    let put = |disabled: bool| {
+        let body =
+            json!({"url": "http://127.0.0.1:9/unused", "uid": "primary", "disabled": disabled});
+        hookd.call(reqwest::Method::PUT, one, Some(body))
+    };
+    // What has been written so far, by type: the store writes in the request's transaction.
+    let written = async || tally(&hookd.written_events().await);
+
+    assert_eq!(patch(true).await["disabled"], true);
+    assert_eq!(
+        written().await,
+        counts(&[
+            ("endpoint.created", 1),
+            ("endpoint.disabled", 1),
+            ("endpoint.updated", 1)
+        ])
+    );
+    patch(true).await;
+    assert_eq!(
+        written().await,
+        counts(&[
+            ("endpoint.created", 1),
+            ("endpoint.disabled", 1),
+            ("endpoint.updated", 2)
+        ]),
+        "disabling a disabled endpoint tells nothing new"
+    );
+    assert_eq!(put(false).await["disabled"], false);
+    let enabled = counts(&[
+        ("endpoint.created", 1),
+        ("endpoint.disabled", 1),
+        ("endpoint.enabled", 1),
+        ("endpoint.updated", 3),
+    ]);
+    assert_eq!(written().await, enabled);
+    put(false).await;
+    let repeated = counts(&[
+        ("endpoint.created", 1),
+        ("endpoint.disabled", 1),
+        ("endpoint.enabled", 1),
+        ("endpoint.updated", 4),
+    ]);
+    assert_eq!(
+        written().await,
+        repeated,
+        "enabling an enabled endpoint tells nothing new"
+    );
+
+    // The operations application's own endpoint, disabled and enabled: nothing is told.
+    let own = format!("/app/hookd-operations/endpoint/{spare}");
+    for disabled in [true, false] {
+        let body = json!({"disabled": disabled});
+        hookd.call(reqwest::Method::PATCH, &own, Some(body)).await;
+    }
+    assert_eq!(written().await, repeated);
+
+    operator.wait_for(7).await;
+    disabled_only.wait_for(1).await;
+    let told = events(&operator.requests());
+    assert_eq!(told.len(), 7, "{told:#?}");
+    let disabled = about(&told, "endpoint.disabled", &primary);
+    assert_eq!(
+        *disabled[0],
+        json!({
+            "appId": acme["id"],
+            "appUid": "acme",
+            "endpointId": primary,
+            "endpointUid": "primary",
+            "trigger": "manual",
+            "reason": "disabled through the API",
+        }),
+        "a manual disable has no failSince"
+    );
+    let enabled = about(&told, "endpoint.enabled", &primary);
+    assert_eq!(
+        *enabled[0],
+        json!({
+            "appId": acme["id"],
+            "appUid": "acme",
+            "endpointId": primary,
+            "endpointUid": "primary",
+        })
+    );
+    assert_eq!(about(&told, "endpoint.updated", &primary).len(), 4);
+    let to_disabled_only = events(&disabled_only.requests());
+    assert_eq!(to_disabled_only.len(), 1);
+    assert_eq!(to_disabled_only[0].1["trigger"], "manual");
+    verify_with_python(&operator.requests());
+}
+
+#[tokio::test]
+async fn an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api_on_sqlite() {
+    let (store, _dir) = hookd_store::testing::sqlite_store().await;
+    an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api(Arc::new(store)).await;
+}
+
+#[tokio::test]
+async fn an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api_on_postgres() {
+    let test = "an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api_on_postgres";
+    let Some((store, _db)) = hookd_store::testing::postgres_store(test).await else {
+        return;
+    };
+    an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api(Arc::new(store)).await;
 }
 
 #[tokio::test]

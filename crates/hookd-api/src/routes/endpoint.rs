@@ -6,7 +6,9 @@
 //! compare-and-swap, so two rotations racing never lose one.
 //!
 //! Creating, changing and deleting an endpoint tell the operator (`endpoint.created`,
-//! `endpoint.updated`, `endpoint.deleted` operational webhooks), in the change's transaction.
+//! `endpoint.updated`, `endpoint.deleted` operational webhooks), in the change's transaction;
+//! a change that disables or enables it also tells `endpoint.disabled` (`trigger: "manual"`)
+//! or `endpoint.enabled`.
 
 use std::collections::BTreeMap;
 
@@ -16,8 +18,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use hookd_core::model::{Application, Endpoint, Message, Metadata};
-use hookd_core::operations::{self, EndpointRef, OperationalEvent};
-use hookd_core::{EndpointId, Timestamp};
+use hookd_core::operations::{self, DisableTrigger, EndpointRef, OperationalEvent};
+use hookd_core::{AppId, EndpointId, Timestamp};
 use hookd_store::Page;
 use hookd_vault::{EndpointKeys, Scheme};
 use serde::{Deserialize, Serialize};
@@ -279,22 +281,65 @@ pub(crate) async fn find(
         .ok_or(ApiError::NotFound("endpoint"))
 }
 
-/// The operational webhook telling of a change to `ep` (`endpoint.created`, …): none for the
-/// operations application's own endpoints, or when there is no operations application.
+/// Who is told of changes to an endpoint: the operations application, and the endpoint as
+/// its events name it.
+struct Operator {
+    operations: AppId,
+    endpoint: EndpointRef,
+    at: Timestamp,
+}
+
+impl Operator {
+    /// The operator to tell of a change to `ep`: none for the operations application's own
+    /// endpoints, or when there is no operations application.
+    async fn of(state: &ApiState, ep: &Endpoint) -> Result<Option<Self>, ApiError> {
+        let Some(operations) = state.store().get_app(operations::APP_UID).await? else {
+            return Ok(None);
+        };
+        if ep.app_id == operations.id {
+            return Ok(None);
+        }
+        let app = state.app(&Principal::Admin, ep.app_id.as_str()).await?;
+        Ok(Some(Self {
+            operations: operations.id,
+            endpoint: EndpointRef::new(&app, ep),
+            at: state.clock().now(),
+        }))
+    }
+
+    /// The message carrying `event` about the endpoint.
+    fn tell(&self, event: impl FnOnce(EndpointRef) -> OperationalEvent) -> Message {
+        event(self.endpoint.clone()).message(&self.operations, self.at)
+    }
+}
+
+/// The operational webhook telling of a change to `ep` (`endpoint.created`, …), if anyone is
+/// told (see [`Operator::of`]).
 async fn told(
     state: &ApiState,
     ep: &Endpoint,
     event: fn(EndpointRef) -> OperationalEvent,
 ) -> Result<Vec<Message>, ApiError> {
-    let Some(operations) = state.store().get_app(operations::APP_UID).await? else {
-        return Ok(Vec::new());
-    };
-    if ep.app_id == operations.id {
-        return Ok(Vec::new());
+    let operator = Operator::of(state, ep).await?;
+    Ok(operator.map(|o| o.tell(event)).into_iter().collect())
+}
+
+/// What the operator is told if the change that leaves `ep` as it is disabled or enabled it:
+/// Svix's `endpoint.disabled` with `trigger: "manual"` (and the reason the endpoint keeps), or
+/// `endpoint.enabled`.
+fn toggled(ep: &Endpoint) -> impl FnOnce(EndpointRef) -> OperationalEvent {
+    let (disabled, reason) = (ep.disabled, ep.disabled_reason.clone());
+    move |endpoint| {
+        if !disabled {
+            return OperationalEvent::EndpointEnabled(endpoint);
+        }
+        OperationalEvent::EndpointDisabled {
+            endpoint,
+            fail_since: None,
+            trigger: DisableTrigger::Manual,
+            reason: reason.unwrap_or_else(|| DISABLED_THROUGH_API.to_owned()),
+        }
     }
-    let app = state.app(&Principal::Admin, ep.app_id.as_str()).await?;
-    let event = event(EndpointRef::new(&app, ep));
-    Ok(vec![event.message(&operations.id, state.clock().now())])
 }
 
 /// Wakes the engine if operational webhooks were written.
@@ -315,18 +360,25 @@ async fn insert(state: &ApiState, ep: &Endpoint) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Stores a changed endpoint, stamping the change and telling the operator; with `schemes`,
-/// also makes it sign with exactly those.
+/// Stores a changed endpoint, stamping the change and telling the operator (`endpoint.updated`
+/// always; `endpoint.disabled` or `endpoint.enabled` too if the store finds the change disabled
+/// or enabled it); with `schemes`, also makes it sign with exactly those.
 async fn save(
     state: &ApiState,
     mut ep: Endpoint,
     schemes: Option<&[Scheme]>,
 ) -> Result<EndpointOut, ApiError> {
     ep.updated_at = state.clock().now();
-    let events = told(state, &ep, OperationalEvent::EndpointUpdated).await?;
+    let (events, on_toggle) = match Operator::of(state, &ep).await? {
+        Some(operator) => (
+            vec![operator.tell(OperationalEvent::EndpointUpdated)],
+            vec![operator.tell(toggled(&ep))],
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
     state
         .store()
-        .update_endpoint_with_events(&ep, &events)
+        .update_endpoint_with_events(&ep, &events, &on_toggle)
         .await?;
     wake_for(state, &events);
     let keys = match schemes {

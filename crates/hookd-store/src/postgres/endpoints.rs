@@ -86,11 +86,20 @@ impl EndpointStore for PgStore {
         &self,
         ep: &Endpoint,
         events: &[Message],
+        on_toggle: &[Message],
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
+        // Locked until commit: no other writer changes `disabled` between this read and the
+        // update.
+        let was_disabled: bool =
+            sqlx::query_scalar("SELECT disabled FROM endpoints WHERE id = $1 FOR UPDATE")
+                .bind(ep.id.as_str())
+                .fetch_optional(&mut *tx)
+                .await?
+                .ok_or(StoreError::NotFound("endpoint"))?;
         // Enabling a disabled endpoint starts its failure streak afresh (SET expressions read
         // the row as it was).
-        let done = sqlx::query(
+        sqlx::query(
             "UPDATE endpoints SET uid = $2, url = $3, description = $4, event_types = $5,
              channels = $6, disabled = $7, throttle_rate = $8, metadata = $9, headers = $10,
              updated_at = $11, disabled_reason = $12, disabled_at = $13, timeout_secs = $14,
@@ -114,8 +123,10 @@ impl EndpointStore for PgStore {
         .execute(&mut *tx)
         .await
         .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
-        touched(done.rows_affected(), "endpoint")?;
         insert_events(&mut tx, events).await?;
+        if was_disabled != ep.disabled {
+            insert_events(&mut tx, on_toggle).await?;
+        }
         tx.commit().await?;
         Ok(())
     }

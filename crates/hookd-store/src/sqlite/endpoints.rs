@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use hookd_core::model::{Endpoint, Message, SealedKeys};
 use hookd_core::{AppId, EndpointId, Timestamp};
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::messages::insert_events;
 use super::rows::{self, ENDPOINT_COLUMNS, collect};
@@ -94,11 +94,14 @@ impl EndpointStore for SqliteStore {
         &self,
         endpoint: &Endpoint,
         events: &[Message],
+        on_toggle: &[Message],
     ) -> Result<(), StoreError> {
-        let (ep, events) = (endpoint.clone(), events.to_vec());
+        let (ep, events, on_toggle) = (endpoint.clone(), events.to_vec(), on_toggle.to_vec());
         self.db
             .write(move |conn| {
-                let rows = conn
+                // Writes are serial: nothing changes the row between this read and the update.
+                let was_disabled = stored_disabled(conn, &ep.id)?;
+                conn
                     .prepare_cached(
                         // Enabling a disabled endpoint starts its failure streak afresh (SET
                         // expressions read the row as it was).
@@ -125,8 +128,11 @@ impl EndpointStore for SqliteStore {
                         ep.timeout_secs,
                     ])
                     .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
-                touched(rows as u64, "endpoint")?;
-                insert_events(conn, &events)
+                insert_events(conn, &events)?;
+                if was_disabled != ep.disabled {
+                    insert_events(conn, &on_toggle)?;
+                }
+                Ok(())
             })
             .await
     }
@@ -190,6 +196,14 @@ impl EndpointStore for SqliteStore {
             })
             .await
     }
+}
+
+/// Whether the stored endpoint is disabled; not found if there is none.
+fn stored_disabled(conn: &Connection, id: &EndpointId) -> Result<bool, StoreError> {
+    conn.prepare_cached("SELECT disabled FROM endpoints WHERE id = ?1")?
+        .query_row([id.as_str()], |row| row.get(0))
+        .optional()?
+        .ok_or(StoreError::NotFound("endpoint"))
 }
 
 /// Fails with not found unless the endpoint exists (after a conditional write touched nothing).

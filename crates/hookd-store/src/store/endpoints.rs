@@ -11,7 +11,8 @@ use crate::{Page, PageRequest, StoreError};
 ///
 /// Creating, changing and deleting take `events`: operational-webhook messages (of the
 /// operations application) telling of the change, written in the change's transaction, each
-/// with a delivery per subscribed endpoint; nothing is written if the change fails.
+/// with a delivery per subscribed endpoint; nothing is written if the change fails. A change
+/// also takes `on_toggle`, written only if it disables or enables the endpoint.
 #[async_trait]
 pub trait EndpointStore: Send + Sync {
     /// Inserts `endpoint`; a uid taken within the application is a conflict.
@@ -39,13 +40,18 @@ pub trait EndpointStore: Send + Sync {
     /// Replaces the mutable fields of the stored endpoint with `endpoint.id`, except its keys
     /// (see [`Self::replace_endpoint_keys`]).
     async fn update_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
-        self.update_endpoint_with_events(endpoint, &[]).await
+        self.update_endpoint_with_events(endpoint, &[], &[]).await
     }
-    /// [`Self::update_endpoint`], writing `events` with it.
+    /// [`Self::update_endpoint`], writing `events` with it, and `on_toggle` too if it changes
+    /// whether the endpoint is disabled. That is judged on the stored row, read (locked) in
+    /// the update's transaction, not on what the caller read before: so of two callers racing
+    /// to disable an endpoint only one writes `on_toggle`, and none does when hookd's own
+    /// disabling ([`crate::DeliveryQueue::disable_endpoint`]) came first.
     async fn update_endpoint_with_events(
         &self,
         endpoint: &Endpoint,
         events: &[Message],
+        on_toggle: &[Message],
     ) -> Result<(), StoreError>;
     /// Replaces an endpoint's sealed keys with `new` if they are still `old`: `false` (nothing
     /// written) when another writer changed them first, so no rotation is ever lost to a race.
