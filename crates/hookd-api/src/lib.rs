@@ -14,7 +14,8 @@
 //! - `rate_limit`: the per-token request buckets.
 //! - `idempotency`: `Idempotency-Key` replays.
 //! - `cache`: the short-lived token and application caches of the hot path.
-//! - `overload`: the bound on requests in progress (503 past it).
+//! - `overload`: the bounds on open connections ([`ConnectionLimit`]) and on requests in
+//!   progress (503 past it).
 //! - [`observe`]: the `x-request-id` of every request, its tracing span, and the request
 //!   metrics by route template.
 //! - `extract`: JSON body and query extractors whose errors name the field.
@@ -43,6 +44,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub use auth::{NewToken, Principal, create_admin_token, issue_token, token_hash};
 pub use error::ApiError;
+pub use overload::ConnectionLimit;
 pub use state::{ApiConfig, ApiState};
 
 /// Room for the envelope around the largest accepted payload.

@@ -76,6 +76,11 @@ pub struct Args {
     /// Requests worked on at once; more are answered 503 at once (memory stays bounded).
     #[arg(long, env = "HOOKD_MAX_IN_FLIGHT", default_value_t = 1024)]
     max_in_flight: usize,
+    /// Connections held open at once (an idle keep-alive connection costs hookd about
+    /// 60 KiB); more wait in the kernel's accept queue until one closes, so memory stays
+    /// bounded however fast clients connect.
+    #[arg(long, env = "HOOKD_MAX_CONNECTIONS", default_value_t = 1024)]
+    max_connections: usize,
     /// What this process runs: `all` (the API, the delivery engine and the outbox relay),
     /// `api` (the API alone) or `engine` (the engine and the relay, no listener). Several
     /// processes on one PostgreSQL database may run any mix.
@@ -281,6 +286,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         let app = hookd_api::router(state)
             .merge(hookd_portal::router())
             .merge(metrics.router());
+        let listener = hookd_api::ConnectionLimit::new(listener, args.max_connections);
         let server = axum::serve(listener, app)
             .with_graceful_shutdown(stop_on_signal)
             .into_future();
