@@ -98,6 +98,10 @@ impl Db {
         // The writer commits without waiting for the disk; the syncer makes each committed
         // batch durable (fsync of the WAL) before its callers hear `Ok`. See `sync_loop`.
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // Each job of a batch runs in a savepoint, whose journal (the pages a job changes,
+        // as they were) SQLite spills to a temporary file past 64 KiB: in a batch of hundreds
+        // of jobs, writing and rewriting that file cost more than the jobs' own writes.
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
         let (writer, jobs) = mpsc::channel();
         let (to_syncer, committed) = mpsc::channel();
         let wal = wal_path(path);
