@@ -223,41 +223,21 @@ async fn insert_messages(
          ON CONFLICT (app_id, event_id) DO NOTHING
          RETURNING id",
     )
-    .bind(messages.iter().map(|m| m.id.as_str()).collect::<Vec<_>>())
-    .bind(
-        messages
-            .iter()
-            .map(|m| m.app_id.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(messages.iter().map(|m| &*m.event_type).collect::<Vec<_>>())
-    .bind(
-        messages
-            .iter()
-            .map(|m| m.event_id.as_deref())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        messages
-            .iter()
-            .map(|m| encode_opt(m.channels.as_ref()))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        messages
-            .iter()
-            .map(|m| m.payload.as_deref())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        messages
-            .iter()
-            .map(|m| m.created_at.as_millis())
-            .collect::<Vec<_>>(),
-    )
+    .bind(column(&messages, |m| m.id.as_str()))
+    .bind(column(&messages, |m| m.app_id.as_str()))
+    .bind(column(&messages, |m| m.event_type.as_str()))
+    .bind(column(&messages, |m| m.event_id.as_deref()))
+    .bind(column(&messages, |m| encode_opt(m.channels.as_ref())))
+    .bind(column(&messages, |m| m.payload.as_deref()))
+    .bind(column(&messages, |m| m.created_at.as_millis()))
     .fetch_all(&mut *tx)
     .await?;
     Ok(inserted.into_iter().collect())
+}
+
+/// One field of every message, to bind as an array.
+fn column<'a, T>(messages: &[&'a Message], field: impl Fn(&'a Message) -> T) -> Vec<T> {
+    messages.iter().map(|&m| field(m)).collect()
 }
 
 /// The enabled endpoints of every application the `written` publishes route to subscribers,
