@@ -1,6 +1,8 @@
 //! PostgreSQL-specific guarantees the shared behavioural suite cannot express: concurrent
 //! migration, concurrent claimers, an endpoint update racing hookd's own disabling,
-//! byte-order ids whatever the server's collation, and test-database cleanup.
+//! byte-order ids whatever the server's collation, test-database cleanup, and publishing in
+//! batches (one transaction for concurrent publishes, failing fast while the database is
+//! away, one publish task per pool that ends with the store).
 //! Skipped like the suite's `postgres::` cases when `HOOKD_TEST_POSTGRES_URL` is unset.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,8 +14,8 @@ use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 use hookd_store::postgres::PgStore;
 use hookd_store::prelude::*;
 use hookd_store::testing::{POSTGRES_URL_VAR, fresh_postgres, fresh_postgres_with};
-use hookd_store::{ClaimRequest, Cursor, PageRequest, ensure_operations_app};
-use sqlx::Connection;
+use hookd_store::{ClaimRequest, Cursor, PageRequest, StoreError, ensure_operations_app};
+use sqlx::{AssertSqlSafe, Connection};
 
 fn app(id: &str) -> Application {
     Application {
@@ -396,5 +398,170 @@ async fn wait_for_a_lock_wait(pool: &sqlx::PgPool) {
         }
         assert!(tokio::time::Instant::now() < deadline, "nobody ever waited");
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn concurrent_publishes_through_any_clone_commit_in_one_transaction() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::publish_batch").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    let clone = store.clone();
+    let owner = app("app_batch");
+    store.create_app(&owner).await.unwrap();
+    for i in 0..3 {
+        store
+            .create_endpoint(&endpoint_of(&owner, i, None))
+            .await
+            .unwrap();
+    }
+    let mut taken = message_of(&owner, 1);
+    taken.event_id = Some("evt-taken".into());
+    store.create_message(&taken).await.unwrap();
+    // Taken event ids (in the database, and twice in the batch) are answered each alone and
+    // must not cost the others their batch.
+    let messages: Vec<Message> = (0..200)
+        .map(|i| {
+            let mut message = message_of(&owner, 10 + i);
+            message.event_id = match i {
+                0 => Some("evt-taken".into()),
+                1 | 2 => Some("evt-twice".into()),
+                _ => None,
+            };
+            message
+        })
+        .collect();
+    let publishes = messages.iter().enumerate().map(|(i, message)| {
+        let handle = if i % 2 == 0 { &store } else { &clone };
+        handle.create_message(message)
+    });
+    let outcomes = futures::future::join_all(publishes).await;
+    let mut written = Vec::new();
+    for (i, (message, outcome)) in messages.iter().zip(outcomes).enumerate() {
+        match outcome {
+            Ok(created) => {
+                assert_eq!(created.deliveries, 3);
+                written.push(message.id.as_str());
+            }
+            Err(StoreError::Conflict(_)) => assert!(i == 0 || i == 2, "{i} refused"),
+            Err(other) => panic!("{i}: {other:?}"),
+        }
+    }
+    assert_eq!(written.len(), 198);
+    // Rows written by one transaction share its id (`xmin`). The test runtime has one thread,
+    // so every publish is queued before the publish task runs: one batch, one transaction,
+    // whichever clone each went through. Written alone, they would show 198 ids.
+    let transactions: Vec<String> = sqlx::query_scalar(
+        "SELECT xmin::text FROM messages WHERE id = ANY($1)
+         UNION SELECT xmin::text FROM deliveries WHERE message_id = ANY($1)",
+    )
+    .bind(&written)
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        transactions.len(),
+        1,
+        "transactions that wrote the publishes"
+    );
+    let deliveries: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM deliveries WHERE message_id = ANY($1)")
+            .bind(&written)
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(deliveries, 198 * 3);
+}
+
+#[tokio::test]
+async fn publishes_fail_while_the_database_is_away_and_work_once_it_is_back() {
+    let Some((url, db)) = fresh_postgres("postgres_only::publish_outage").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    let owner = app("app_outage");
+    store.create_app(&owner).await.unwrap();
+    store
+        .create_endpoint(&endpoint_of(&owner, 0, None))
+        .await
+        .unwrap();
+    store.create_message(&message_of(&owner, 1)).await.unwrap();
+    let server = std::env::var(POSTGRES_URL_VAR).unwrap();
+    let mut admin = sqlx::PgConnection::connect(&server).await.unwrap();
+    let allow = |allowed: bool| {
+        let name = db.name();
+        format!(r#"ALTER DATABASE "{name}" ALLOW_CONNECTIONS {allowed}"#)
+    };
+    sqlx::query(AssertSqlSafe(allow(false)))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    // With a timeout, each call returns once its backend is gone.
+    sqlx::query("SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = $1")
+        .bind(db.name())
+        .execute(&mut admin)
+        .await
+        .unwrap();
+
+    let messages: Vec<Message> = (0..20).map(|i| message_of(&owner, 10 + i)).collect();
+    let outcomes =
+        futures::future::join_all(messages.iter().map(|m| store.create_message(m))).await;
+    for outcome in outcomes {
+        assert!(
+            matches!(outcome, Err(StoreError::Unavailable(ref why)) if why.contains("not currently accepting connections")),
+            "{outcome:?}"
+        );
+    }
+
+    sqlx::query(AssertSqlSafe(allow(true)))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let after = message_of(&owner, 100);
+    assert_eq!(store.create_message(&after).await.unwrap().deliveries, 1);
+    for message in &messages {
+        assert_eq!(
+            store
+                .get_message(&owner.id, message.id.as_str())
+                .await
+                .unwrap(),
+            None
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_publish_task_ends_with_the_last_clone_of_its_store() {
+    let Some((url, db)) = fresh_postgres("postgres_only::publish_task_end").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    let clone = store.clone();
+    let owner = app("app_task");
+    store.create_app(&owner).await.unwrap();
+    store.create_message(&message_of(&owner, 1)).await.unwrap();
+    drop(store);
+    clone.create_message(&message_of(&owner, 2)).await.unwrap();
+    drop(clone);
+    // The task holds the pool's last handle: once the task ends, the pool's connections close.
+    let server = std::env::var(POSTGRES_URL_VAR).unwrap();
+    let mut admin = sqlx::PgConnection::connect(&server).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let connected: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = $1")
+                .bind(db.name())
+                .fetch_one(&mut admin)
+                .await
+                .unwrap();
+        if connected == 0 {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{connected} connections outlived the store"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

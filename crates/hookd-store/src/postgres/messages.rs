@@ -28,11 +28,7 @@ impl MessageStore for PgStore {
         message: &Message,
         route: &Route,
     ) -> Result<CreatedMessage, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        // Any early return drops `tx` uncommitted: nothing is written.
-        let created = insert_message(&mut tx, message, route).await?;
-        tx.commit().await?;
-        Ok(created)
+        self.publisher.publish(message, route).await
     }
 
     async fn get_message(
@@ -233,50 +229,120 @@ pub(super) async fn insert_message(
         taken::event_id(message.event_id.as_deref()),
         "application",
     ))?;
-    let routed: Vec<String> = match route {
-        Route::Subscribers => {
-            // Only the filter columns: this runs for every publish.
-            let rows = sqlx::query_as::<_, (String, Option<String>, Option<String>)>(
-                "SELECT id, event_types, channels FROM endpoints WHERE app_id = $1 AND NOT disabled",
-            )
-            .bind(message.app_id.as_str())
-            .fetch_all(&mut *conn)
-            .await?;
-            let mut routed = Vec::new();
-            for (id, event_types, channels) in rows {
-                let event_types: Option<Vec<String>> = decode_opt(event_types)?;
-                let channels: Option<Vec<String>> = decode_opt(channels)?;
-                if filters_take(
-                    event_types.as_deref(),
-                    channels.as_deref(),
-                    &message.event_type,
-                    message.channels.as_deref(),
-                ) {
-                    routed.push(id);
-                }
-            }
-            routed
-        }
-        Route::Only(endpoint) => vec![endpoint.to_string()],
+    let subscribers = match route {
+        Route::Subscribers => subscribers(conn, &message.app_id).await?,
+        Route::Only(_) => Vec::new(),
     };
-    if !routed.is_empty() {
-        // One statement for every delivery, however many endpoints subscribe.
-        sqlx::query(
-            "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at)
-             SELECT $1, endpoint_id, $2, 0, $3, $3 FROM UNNEST($4::text[]) AS routed(endpoint_id)",
-        )
-        .bind(message.id.as_str())
-        .bind(i64::from(DeliveryStatus::Pending.code()))
-        .bind(message.created_at.as_millis())
-        .bind(&routed)
-        .execute(&mut *conn)
-        .await
-        .map_err(missing("endpoint"))?;
-    }
+    let routed = routed(message, route, &subscribers);
+    let count = routed.len();
+    let mut deliveries = Deliveries::default();
+    deliveries.add(message, routed);
+    deliveries.insert(conn).await.map_err(missing("endpoint"))?;
     Ok(CreatedMessage {
         message: message.clone(),
-        deliveries: routed.len(),
+        deliveries: count,
     })
+}
+
+/// An enabled endpoint as routing sees it: its id and filters, the only columns read, since
+/// routing runs for every publish.
+pub(super) struct Subscriber {
+    id: String,
+    event_types: Option<Vec<String>>,
+    channels: Option<Vec<String>>,
+}
+
+impl Subscriber {
+    /// Decodes the stored filters (JSON text, NULL for none).
+    pub(super) fn decode(
+        id: String,
+        event_types: Option<String>,
+        channels: Option<String>,
+    ) -> Result<Self, StoreError> {
+        Ok(Self {
+            id,
+            event_types: decode_opt(event_types)?,
+            channels: decode_opt(channels)?,
+        })
+    }
+
+    fn takes(&self, message: &Message) -> bool {
+        filters_take(
+            self.event_types.as_deref(),
+            self.channels.as_deref(),
+            &message.event_type,
+            message.channels.as_deref(),
+        )
+    }
+}
+
+/// The enabled endpoints of `app`.
+async fn subscribers(conn: &mut PgConnection, app: &AppId) -> Result<Vec<Subscriber>, StoreError> {
+    let rows = sqlx::query_as::<_, (String, Option<String>, Option<String>)>(
+        "SELECT id, event_types, channels FROM endpoints WHERE app_id = $1 AND NOT disabled",
+    )
+    .bind(app.as_str())
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.into_iter()
+        .map(|(id, event_types, channels)| Subscriber::decode(id, event_types, channels))
+        .collect()
+}
+
+/// The endpoints `route` sends `message` to; `subscribers` are the enabled endpoints of its
+/// application (needed for [`Route::Subscribers`] only).
+pub(super) fn routed<'a>(
+    message: &Message,
+    route: &'a Route,
+    subscribers: &'a [Subscriber],
+) -> Vec<&'a str> {
+    match route {
+        Route::Subscribers => subscribers
+            .iter()
+            .filter(|s| s.takes(message))
+            .map(|s| s.id.as_str())
+            .collect(),
+        Route::Only(endpoint) => vec![endpoint.as_str()],
+    }
+}
+
+/// New pending deliveries, each due when its message was created, written in one statement
+/// however many there are.
+#[derive(Default)]
+pub(super) struct Deliveries<'a> {
+    message_ids: Vec<&'a str>,
+    endpoint_ids: Vec<&'a str>,
+    due: Vec<i64>,
+}
+
+impl<'a> Deliveries<'a> {
+    /// Adds one delivery of `message` per endpoint.
+    pub(super) fn add(&mut self, message: &'a Message, endpoints: Vec<&'a str>) {
+        for endpoint in endpoints {
+            self.message_ids.push(message.id.as_str());
+            self.endpoint_ids.push(endpoint);
+            self.due.push(message.created_at.as_millis());
+        }
+    }
+
+    /// Inserts the deliveries added (no statement when there are none).
+    pub(super) async fn insert(&self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        if self.message_ids.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at)
+             SELECT message_id, endpoint_id, $1, 0, due, due
+             FROM UNNEST($2::text[], $3::text[], $4::bigint[]) AS routed(message_id, endpoint_id, due)",
+        )
+        .bind(i64::from(DeliveryStatus::Pending.code()))
+        .bind(&self.message_ids)
+        .bind(&self.endpoint_ids)
+        .bind(&self.due)
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
 }
 
 /// Writes operational-webhook messages, each with its deliveries, inside the caller's

@@ -12,8 +12,9 @@
 //!
 //! One file per resource trait (`applications`, `endpoints`, `event_types`, `messages`,
 //! `auth`, `queue`, `outbox`, `gauges`, `retention`), `record` for recording attempts in
-//! batches (the queue's hot write); this one keeps what they share: connecting and migrating,
-//! constraint-error mapping and list queries. `rows` holds the row decoders.
+//! batches (the queue's hot write), `publish` for writing concurrent publishes in one
+//! transaction (the API's hot write); this one keeps what they share: connecting and
+//! migrating, constraint-error mapping and list queries. `rows` holds the row decoders.
 //!
 //! Queries are prepared at run time (`sqlx::query`), never checked against a database at build
 //! time, so building hookd needs no PostgreSQL.
@@ -25,6 +26,7 @@ mod event_types;
 mod gauges;
 mod messages;
 mod outbox;
+mod publish;
 mod queue;
 mod record;
 mod retention;
@@ -41,6 +43,7 @@ use sqlx::{AssertSqlSafe, Postgres};
 
 use crate::keyset::Keyset;
 use crate::{Page, PageRequest, StoreError};
+use publish::Publisher;
 use rows::Decoded;
 
 /// The PostgreSQL schema that holds hookd's tables.
@@ -61,6 +64,8 @@ pub struct PgStore {
     options: PgConnectOptions,
     /// Whether claims hold per-endpoint limits across every process (see `queue`).
     cluster_limits: bool,
+    /// The pool's one publish task, shared by every clone (see `publish`).
+    publisher: Publisher,
 }
 
 impl PgStore {
@@ -70,6 +75,10 @@ impl PgStore {
     /// Several processes may connect at once: migrations run under a PostgreSQL advisory lock
     /// (taken by `sqlx`'s migrator, per database), and the schema is created inside that lock
     /// too, since two concurrent `CREATE SCHEMA IF NOT EXISTS` can still collide.
+    ///
+    /// Starts the store's publish task (see `publish`) on the current tokio runtime, so the
+    /// store publishes only while that runtime runs; the task ends when the store and all its
+    /// clones are dropped.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(url)
             .map_err(|e| StoreError::Config(format!("invalid PostgreSQL URL: {e}")))?
@@ -91,6 +100,7 @@ impl PgStore {
             other => StoreError::Config(format!("cannot migrate the PostgreSQL schema: {other}")),
         })?;
         Ok(Self {
+            publisher: Publisher::start(pool.clone()),
             pool,
             options,
             cluster_limits: true,

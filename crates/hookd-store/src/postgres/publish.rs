@@ -1,0 +1,319 @@
+//! Publishing on PostgreSQL with group commit: many callers' messages in one transaction.
+//!
+//! Written alone, a message costs five round trips (begin, insert the message, read its
+//! application's endpoints, insert its deliveries, commit) and a WAL flush, and between the
+//! statements its backend sits idle in its transaction. Under concurrent publishes the round
+//! trips, not the database, then cap messages per second while its CPU idles. So, as SQLite's
+//! writer does (`crate::sqlite::db`), every publish of a store goes to one task, which takes the
+//! publishes already waiting (at most [`MAX_BATCH`], and never waits for more: a lone publish is
+//! written at once) and writes them in one transaction of at most five statements whatever its
+//! size: the messages from arrays (`unnest`), the enabled endpoints of all their applications in
+//! one read, each message routed in Rust by its own filters, the deliveries from arrays, the
+//! commit. A caller still hears `Ok` only once its message and deliveries are committed.
+//!
+//! Every caller gets the answer it would get publishing alone:
+//! - A taken `eventId`, in the database or by an earlier publish of the same batch, is that
+//!   message's conflict; the message insert skips it (`ON CONFLICT … DO NOTHING`) and the rest
+//!   of the batch is written. Clients resending an event are common enough that they must not
+//!   cost the batch its group commit.
+//! - Anything else the database refuses (an application, or a test send's endpoint, deleted
+//!   meanwhile; a value it rejects) or that does not decode (an endpoint's stored filters) rolls
+//!   the whole batch back. Its messages are then written one at a time in their order, each in its
+//!   own transaction exactly as a lone publish was before batching, so each caller gets its own
+//!   answer (and of two publishes with one `eventId`, the first wins).
+//! - A database that cannot be reached fails every caller of the batch with its error at once,
+//!   rather than one after another, each after its own wait for a connection. A commit whose
+//!   connection failed is not retried: it may have happened, so its callers hear the failure,
+//!   as a lone publish would.
+//!
+//! The endpoint read joins an array to a table, so it is not kept prepared (see `record`); the
+//! inserts read only their arrays and stay prepared. Messages are inserted in (application,
+//! `eventId`) order, so two processes' batches holding the same event ids take their keys in
+//! the same order and cannot deadlock waiting for each other's.
+//!
+//! The task holds the pool and the receiving end of the queue; every clone of the store holds
+//! a [`Publisher`], the sending end. When the last clone is dropped the queue closes, and the
+//! task finishes the batch in hand and ends.
+
+use std::collections::{HashMap, HashSet};
+
+use hookd_core::model::Message;
+use sqlx::postgres::{PgConnection, PgPool};
+use sqlx::{Postgres, Transaction};
+use tokio::sync::{mpsc, oneshot};
+
+use super::messages::{Deliveries, Subscriber, insert_message, routed};
+use crate::error::taken;
+use crate::json::encode_opt;
+use crate::{CreatedMessage, Route, StoreError};
+
+/// Most publishes one transaction takes; bounds the wait a batch adds for its last caller.
+const MAX_BATCH: usize = 256;
+
+/// The publish task's queue; see the module doc.
+#[derive(Clone, Debug)]
+pub(super) struct Publisher {
+    queue: mpsc::UnboundedSender<Publish>,
+}
+
+impl Publisher {
+    /// Starts the publish task of `pool` on the current runtime.
+    pub(super) fn start(pool: PgPool) -> Self {
+        let (queue, waiting) = mpsc::unbounded_channel();
+        tokio::spawn(publish_loop(pool, waiting));
+        Self { queue }
+    }
+
+    /// Writes `message` routed by `route` in the next batch; see
+    /// [`crate::MessageStore::create_routed_message`].
+    pub(super) async fn publish(
+        &self,
+        message: &Message,
+        route: &Route,
+    ) -> Result<CreatedMessage, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let publish = Publish {
+            message: message.clone(),
+            route: route.clone(),
+            reply,
+        };
+        self.queue.send(publish).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::Unavailable("the PostgreSQL publish task has stopped".into())
+}
+
+/// One caller's publish, waiting for its batch.
+struct Publish {
+    message: Message,
+    route: Route,
+    reply: oneshot::Sender<Result<CreatedMessage, StoreError>>,
+}
+
+impl Publish {
+    fn answer(self, outcome: Result<CreatedMessage, StoreError>) {
+        // A caller that stopped waiting (its request was cancelled) needs no answer.
+        let _ = self.reply.send(outcome);
+    }
+
+    /// Answers from the batch's outcome: written with this many deliveries, or `None` when
+    /// its `eventId` was taken.
+    fn answer_written(self, deliveries: Option<usize>) {
+        let Publish { message, reply, .. } = self;
+        let outcome = match deliveries {
+            Some(deliveries) => Ok(CreatedMessage {
+                message,
+                deliveries,
+            }),
+            None => Err(StoreError::Conflict(taken::event_id(
+                message.event_id.as_deref(),
+            ))),
+        };
+        let _ = reply.send(outcome);
+    }
+}
+
+/// Takes the publishes waiting, a batch at a time, until every [`Publisher`] is dropped.
+async fn publish_loop(pool: PgPool, mut waiting: mpsc::UnboundedReceiver<Publish>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    // Waits for one publish, then takes those already waiting with it; 0 once closed.
+    while waiting.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        write(&pool, std::mem::take(&mut batch)).await;
+    }
+}
+
+/// Writes one batch and answers each of its callers.
+async fn write(pool: &PgPool, batch: Vec<Publish>) {
+    let mut tx = match pool.begin().await {
+        Ok(tx) => tx,
+        Err(error) => return fail(batch, &error),
+    };
+    let written = match write_batch(&mut tx, &batch).await {
+        Ok(written) => written,
+        Err(error) => {
+            // Rolled back at once, so the messages written alone meet no lock of this batch.
+            let _ = tx.rollback().await;
+            log_refused(&error, batch.len());
+            return write_each(pool, batch).await;
+        }
+    };
+    match tx.commit().await {
+        Ok(()) => {
+            for (publish, deliveries) in batch.into_iter().zip(written) {
+                publish.answer_written(deliveries);
+            }
+        }
+        // The server answered: the commit did not happen.
+        Err(error) if error.as_database_error().is_some() => {
+            log_refused(&error, batch.len());
+            write_each(pool, batch).await
+        }
+        // The connection failed: the commit may have happened, so writing the messages again
+        // could answer a written one with a conflict.
+        Err(error) => fail(batch, &error),
+    }
+}
+
+/// Writes the batch on `tx` (left uncommitted) and answers, per publish, how many deliveries
+/// it got, or `None` when its `eventId` was taken.
+async fn write_batch(
+    tx: &mut PgConnection,
+    batch: &[Publish],
+) -> Result<Vec<Option<usize>>, StoreError> {
+    let candidates = candidates(batch);
+    let inserted = insert_messages(tx, batch, &candidates).await?;
+    // Candidates have distinct ids once their insert succeeded (the primary key), so an id
+    // inserted names one position.
+    let written: Vec<usize> = candidates
+        .into_iter()
+        .filter(|&i| inserted.contains(batch[i].message.id.as_str()))
+        .collect();
+    let subscribers = subscribers_of(tx, written.iter().map(|&i| &batch[i])).await?;
+    let mut counts = vec![None; batch.len()];
+    let mut deliveries = Deliveries::default();
+    for i in written {
+        let Publish { message, route, .. } = &batch[i];
+        let of_app = subscribers
+            .get(message.app_id.as_str())
+            .map_or(&[][..], Vec::as_slice);
+        let routed = routed(message, route, of_app);
+        counts[i] = Some(routed.len());
+        deliveries.add(message, routed);
+    }
+    deliveries.insert(tx).await?;
+    Ok(counts)
+}
+
+/// The positions of the publishes whose message the batch tries to insert: all but those
+/// repeating the (application, `eventId`) of an earlier one, which lose to it. In (application,
+/// `eventId`) order, the order every batch takes these keys in.
+fn candidates(batch: &[Publish]) -> Vec<usize> {
+    let mut keys = HashSet::new();
+    let mut candidates: Vec<usize> = (0..batch.len())
+        .filter(|&i| {
+            let message = &batch[i].message;
+            message
+                .event_id
+                .as_deref()
+                .is_none_or(|event_id| keys.insert((message.app_id.as_str(), event_id)))
+        })
+        .collect();
+    candidates.sort_by_key(|&i| {
+        let message = &batch[i].message;
+        (message.app_id.as_str(), message.event_id.as_deref())
+    });
+    candidates
+}
+
+/// Inserts the messages of the publishes at `positions` in one statement, skipping those whose
+/// `eventId` is taken, and answers the ids inserted.
+async fn insert_messages(
+    tx: &mut PgConnection,
+    batch: &[Publish],
+    positions: &[usize],
+) -> Result<HashSet<String>, StoreError> {
+    let messages: Vec<&Message> = positions.iter().map(|&i| &batch[i].message).collect();
+    let inserted: Vec<String> = sqlx::query_scalar(
+        "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at)
+         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                              $6::bytea[], $7::bigint[])
+         ON CONFLICT (app_id, event_id) DO NOTHING
+         RETURNING id",
+    )
+    .bind(column(&messages, |m| m.id.as_str()))
+    .bind(column(&messages, |m| m.app_id.as_str()))
+    .bind(column(&messages, |m| m.event_type.as_str()))
+    .bind(column(&messages, |m| m.event_id.as_deref()))
+    .bind(column(&messages, |m| encode_opt(m.channels.as_ref())))
+    .bind(column(&messages, |m| m.payload.as_deref()))
+    .bind(column(&messages, |m| m.created_at.as_millis()))
+    .fetch_all(&mut *tx)
+    .await?;
+    Ok(inserted.into_iter().collect())
+}
+
+/// One field of every message, to bind as an array.
+fn column<'a, T>(messages: &[&'a Message], field: impl Fn(&'a Message) -> T) -> Vec<T> {
+    messages.iter().map(|&m| field(m)).collect()
+}
+
+/// The enabled endpoints of every application the `written` publishes route to subscribers,
+/// by application, in one read.
+async fn subscribers_of(
+    tx: &mut PgConnection,
+    written: impl Iterator<Item = &Publish>,
+) -> Result<HashMap<String, Vec<Subscriber>>, StoreError> {
+    let mut apps: Vec<&str> = written
+        .filter(|p| p.route == Route::Subscribers)
+        .map(|p| p.message.app_id.as_str())
+        .collect();
+    apps.sort_unstable();
+    apps.dedup();
+    let mut by_app: HashMap<String, Vec<Subscriber>> = HashMap::new();
+    if apps.is_empty() {
+        return Ok(by_app);
+    }
+    let rows: Vec<(String, String, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT app_id, id, event_types, channels FROM endpoints
+         WHERE app_id = ANY($1) AND NOT disabled",
+    )
+    .bind(&apps)
+    .persistent(false)
+    .fetch_all(&mut *tx)
+    .await?;
+    for (app, id, event_types, channels) in rows {
+        let subscriber = Subscriber::decode(id, event_types, channels)?;
+        by_app.entry(app).or_default().push(subscriber);
+    }
+    Ok(by_app)
+}
+
+/// Writes each message of a batch that could not be written whole alone, in the batch's
+/// order, each in its own transaction as a lone publish is written: each caller gets the
+/// answer it would have had alone. If the database cannot be reached, the rest fail at once.
+async fn write_each(pool: &PgPool, batch: Vec<Publish>) {
+    let mut batch = batch.into_iter();
+    while let Some(publish) = batch.next() {
+        match pool.begin().await {
+            Ok(tx) => {
+                let outcome = write_alone(tx, &publish.message, &publish.route).await;
+                publish.answer(outcome);
+            }
+            Err(error) => return fail(std::iter::once(publish).chain(batch), &error),
+        }
+    }
+}
+
+/// Notes a batch the database refused (expected now and then: an application deleted while
+/// its messages were being published), before its messages are written one at a time.
+fn log_refused(error: &dyn std::fmt::Display, messages: usize) {
+    tracing::debug!(
+        %error,
+        messages,
+        "the publish batch was refused; writing its messages one at a time"
+    );
+}
+
+/// Writes one message and its deliveries in `tx`, its own transaction, and commits.
+async fn write_alone(
+    mut tx: Transaction<'static, Postgres>,
+    message: &Message,
+    route: &Route,
+) -> Result<CreatedMessage, StoreError> {
+    // Any early return drops `tx` uncommitted: nothing is written.
+    let created = insert_message(&mut tx, message, route).await?;
+    tx.commit().await?;
+    Ok(created)
+}
+
+/// Fails every publish with `error`, the database's, as a lone publish would have failed.
+fn fail(publishes: impl IntoIterator<Item = Publish>, error: &sqlx::Error) {
+    tracing::debug!(%error, "the database cannot take the publish batch");
+    for publish in publishes {
+        // As `From<sqlx::Error>` maps it for a lone publish.
+        publish.answer(Err(StoreError::Unavailable(error.to_string())));
+    }
+}
