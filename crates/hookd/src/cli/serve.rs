@@ -115,6 +115,9 @@ const RELAY_BATCH: usize = 256;
 /// it polls often (a cheap read); PostgreSQL's LISTEN wakes it, polling is only a fallback.
 const RELAY_POLL_SQLITE: Duration = Duration::from_millis(50);
 const RELAY_POLL_SIGNALLED: Duration = Duration::from_secs(1);
+/// Least time between two announcements of new deliveries to the other processes: what an
+/// engine-only process may wait, at most, for work another process's API accepted.
+const ANNOUNCE_SPACING: Duration = Duration::from_millis(20);
 
 pub fn run(args: Args) -> ExitCode {
     init_logging(args.log_json);
@@ -322,16 +325,29 @@ async fn ensure_admin_token(store: &dyn Store, clock: &dyn Clock) -> anyhow::Res
     Ok(())
 }
 
-/// Passes this process's "deliveries created" on to its own engine at once and announces it
-/// to every other process on the database. Announcements coalesce: wake-ups that arrive while
-/// one is being sent are covered by the next.
+/// Passes this process's "deliveries created" on to its own engine at once, and announces it
+/// to every other process on the database (see [`announce_to_others`]).
 async fn announce(store: Arc<dyn Store>, new_work: Arc<Notify>, engine: Arc<Notify>) {
+    let others = Arc::new(Notify::new());
+    tokio::spawn(announce_to_others(store, others.clone()));
     loop {
         new_work.notified().await;
         engine.notify_one();
+        others.notify_one();
+    }
+}
+
+/// Announces new deliveries to the other processes (NOTIFY) at most once per
+/// [`ANNOUNCE_SPACING`]; wake-ups in between are covered by the next announcement. Every
+/// announcement makes every other engine claim, and NOTIFYs take turns at commit: one per
+/// publish would spend the cluster's database time on claims that mostly find nothing.
+async fn announce_to_others(store: Arc<dyn Store>, others: Arc<Notify>) {
+    loop {
+        others.notified().await;
         if let Err(error) = store.announce_deliveries().await {
             tracing::warn!(%error, "cannot announce new deliveries; other processes find them at their next poll");
         }
+        tokio::time::sleep(ANNOUNCE_SPACING).await;
     }
 }
 
