@@ -8,12 +8,6 @@ mod cli;
 
 use clap::Parser;
 
-/// mimalloc rather than the system allocator: hookd allocates and frees many small buffers per
-/// request and per attempt, from several threads; glibc's malloc and free took about 15 % of
-/// hookd's CPU in a delivery profile.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> std::process::ExitCode {
     cli::Cli::parse().run()
 }
