@@ -77,7 +77,7 @@ pub struct Args {
     #[arg(long, env = "HOOKD_MAX_IN_FLIGHT", default_value_t = 1024)]
     max_in_flight: usize,
     /// Connections held open at once (an idle keep-alive connection costs hookd about
-    /// 65 KiB); more wait in the kernel's accept queue until one closes, so memory stays
+    /// 60 KiB); more wait in the kernel's accept queue until one closes, so memory stays
     /// bounded however fast clients connect.
     #[arg(long, env = "HOOKD_MAX_CONNECTIONS", default_value_t = 1024)]
     max_connections: usize,
