@@ -79,7 +79,7 @@ pub struct Args {
     /// Connections held open at once (an idle keep-alive connection costs hookd about
     /// 60 KiB); more wait in the kernel's accept queue until one closes, so memory stays
     /// bounded however fast clients connect.
-    #[arg(long, env = "HOOKD_MAX_CONNECTIONS", default_value_t = 1024)]
+    #[arg(long, env = "HOOKD_MAX_CONNECTIONS", default_value_t = 512)]
     max_connections: usize,
     /// What this process runs: `all` (the API, the delivery engine and the outbox relay),
     /// `api` (the API alone) or `engine` (the engine and the relay, no listener). Several
