@@ -573,32 +573,39 @@ async fn an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api(
     verify_with_python(&operator.requests());
 }
 
-#[tokio::test]
-async fn an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api_on_sqlite() {
-    let (store, _dir) = hookd_store::testing::sqlite_store().await;
-    an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api(Arc::new(store)).await;
-}
+/// One `#[tokio::test]` per backend for each case: `sqlite::<case>` and `postgres::<case>`
+/// (the latter skipped, saying so, without `HOOKD_TEST_POSTGRES_URL`).
+macro_rules! on_both_backends {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let (store, _dir) = hookd_store::testing::sqlite_store().await;
+                    super::$case(Arc::new(store)).await;
+                }
+            )*
+        }
 
-#[tokio::test]
-async fn an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api_on_postgres() {
-    let test = "an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api_on_postgres";
-    let Some((store, _db)) = hookd_store::testing::postgres_store(test).await else {
-        return;
+        mod postgres {
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let test = concat!("postgres::", stringify!($case));
+                    let Some((store, _db)) = hookd_store::testing::postgres_store(test).await
+                    else {
+                        return;
+                    };
+                    super::$case(Arc::new(store)).await;
+                }
+            )*
+        }
     };
-    an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api(Arc::new(store)).await;
 }
 
-#[tokio::test]
-async fn an_operator_hears_of_endpoints_and_failing_messages_on_sqlite() {
-    let (store, _dir) = hookd_store::testing::sqlite_store().await;
-    an_operator_hears_of_endpoints_and_failing_messages(Arc::new(store)).await;
-}
-
-#[tokio::test]
-async fn an_operator_hears_of_endpoints_and_failing_messages_on_postgres() {
-    let test = "an_operator_hears_of_endpoints_and_failing_messages_on_postgres";
-    let Some((store, _db)) = hookd_store::testing::postgres_store(test).await else {
-        return;
-    };
-    an_operator_hears_of_endpoints_and_failing_messages(Arc::new(store)).await;
-}
+on_both_backends!(
+    an_operator_hears_of_endpoints_and_failing_messages,
+    an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api,
+);
