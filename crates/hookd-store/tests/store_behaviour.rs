@@ -191,6 +191,22 @@ async fn archived_event_types_are_listed_only_on_request(store: &dyn Store) {
     assert_eq!(store.get_event_type("order.old").await.unwrap(), None);
 }
 
+/// The uids of the endpoints `msg` was routed to, in the order the store lists them; each
+/// delivery must be pending and due when the message was created.
+async fn pending_routes(store: &dyn Store, msg: &Message) -> Vec<String> {
+    store
+        .list_message_deliveries(&msg.app_id, msg)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(ep, delivery)| {
+            assert_eq!(delivery.status, DeliveryStatus::Pending);
+            assert_eq!(delivery.next_attempt_at, Some(msg.created_at));
+            ep.uid.unwrap()
+        })
+        .collect()
+}
+
 async fn a_message_is_routed_to_subscribed_enabled_endpoints_only(store: &dyn Store) {
     let a = app(None, 0);
     store.create_app(&a).await.unwrap();
@@ -206,17 +222,7 @@ async fn a_message_is_routed_to_subscribed_enabled_endpoints_only(store: &dyn St
     let msg = message(&a, "order.shipped", None, Some(&["us"]), 10);
     let created = store.create_message(&msg).await.unwrap();
     assert_eq!(created.deliveries, 2);
-    let routed: Vec<_> = store
-        .list_message_deliveries(&a.id, &msg)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(ep, delivery)| {
-            assert_eq!(delivery.status, DeliveryStatus::Pending);
-            assert_eq!(delivery.next_attempt_at, Some(msg.created_at));
-            ep.uid.unwrap()
-        })
-        .collect();
+    let routed = pending_routes(store, &msg).await;
     let mut expected = vec!["all".to_owned(), "shipped".to_owned()];
     expected.sort_by_key(|uid| {
         if uid == "all" {
@@ -856,17 +862,7 @@ async fn concurrent_publishes_are_routed_each_by_its_own_filters(store: &dyn Sto
     let verdicts = publish_at_once(store, &publishes).await;
     for (((msg, _), uids), verdict) in publishes.iter().zip(&expected).zip(verdicts) {
         assert_eq!(verdict, Ok(uids.len()), "{msg:?}");
-        let mut routed: Vec<String> = store
-            .list_message_deliveries(&msg.app_id, msg)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|(ep, delivery)| {
-                assert_eq!(delivery.status, DeliveryStatus::Pending);
-                assert_eq!(delivery.next_attempt_at, Some(msg.created_at));
-                ep.uid.unwrap()
-            })
-            .collect();
+        let mut routed = pending_routes(store, msg).await;
         routed.sort();
         assert_eq!(&routed, uids, "{msg:?}");
         assert_eq!(
