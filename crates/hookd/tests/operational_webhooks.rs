@@ -263,11 +263,13 @@ fn verify_with_python(requests: &[Received]) {
     );
 }
 
-async fn an_operator_hears_of_endpoints_and_failing_messages(store: Arc<dyn Store>) {
-    let hookd = Hookd::start(store).await;
+/// Subscribes two operators to the operations application: one to everything (signed with
+/// `OPS_SECRET`), one to `endpoint.disabled` alone. Returns the first, its endpoint id, and
+/// the second.
+async fn subscribe_operators(hookd: &Hookd) -> (Receiver, String, Receiver) {
     let operator = Receiver::always(StatusCode::OK).await;
     let disabled_only = Receiver::always(StatusCode::OK).await;
-    let ops_endpoint = hookd
+    let endpoint = hookd
         .endpoint(
             "hookd-operations",
             json!({"url": operator.url, "secret": OPS_SECRET}),
@@ -279,6 +281,12 @@ async fn an_operator_hears_of_endpoints_and_failing_messages(store: Arc<dyn Stor
             json!({"url": disabled_only.url, "filterTypes": ["endpoint.disabled"]}),
         )
         .await;
+    (operator, endpoint, disabled_only)
+}
+
+async fn an_operator_hears_of_endpoints_and_failing_messages(store: Arc<dyn Store>) {
+    let hookd = Hookd::start(store).await;
+    let (operator, ops_endpoint, disabled_only) = subscribe_operators(&hookd).await;
     // Fails every delivery: were the operations application's own attempts told, this would
     // feed itself.
     let broken = Receiver::always(StatusCode::INTERNAL_SERVER_ERROR).await;
@@ -446,20 +454,7 @@ async fn an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api(
     store: Arc<dyn Store>,
 ) {
     let hookd = Hookd::start(store).await;
-    let operator = Receiver::always(StatusCode::OK).await;
-    let disabled_only = Receiver::always(StatusCode::OK).await;
-    hookd
-        .endpoint(
-            "hookd-operations",
-            json!({"url": operator.url, "secret": OPS_SECRET}),
-        )
-        .await;
-    hookd
-        .endpoint(
-            "hookd-operations",
-            json!({"url": disabled_only.url, "filterTypes": ["endpoint.disabled"]}),
-        )
-        .await;
+    let (operator, _, disabled_only) = subscribe_operators(&hookd).await;
     let spare = hookd
         .endpoint(
             "hookd-operations",
