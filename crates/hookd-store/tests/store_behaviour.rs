@@ -191,6 +191,15 @@ async fn archived_event_types_are_listed_only_on_request(store: &dyn Store) {
     assert_eq!(store.get_event_type("order.old").await.unwrap(), None);
 }
 
+/// Asserts that the store holds `msg` as it was published.
+async fn assert_stored(store: &dyn Store, msg: &Message) {
+    let stored = store
+        .get_message(&msg.app_id, msg.id.as_str())
+        .await
+        .unwrap();
+    assert_eq!(stored.as_ref(), Some(msg), "{msg:?}");
+}
+
 /// The uids of the endpoints `msg` was routed to, in the order the store lists them; each
 /// delivery must be pending and due when the message was created.
 async fn pending_routes(store: &dyn Store, msg: &Message) -> Vec<String> {
@@ -865,13 +874,7 @@ async fn concurrent_publishes_are_routed_each_by_its_own_filters(store: &dyn Sto
         let mut routed = pending_routes(store, msg).await;
         routed.sort();
         assert_eq!(&routed, uids, "{msg:?}");
-        assert_eq!(
-            store
-                .get_message(&msg.app_id, msg.id.as_str())
-                .await
-                .unwrap(),
-            Some(msg.clone())
-        );
+        assert_stored(store, msg).await;
     }
 }
 
@@ -996,13 +999,7 @@ async fn concurrent_publishes_to_an_app_without_endpoints_write_no_deliveries(st
         for ((msg, _), verdict) in publishes.iter().zip(verdicts) {
             let expected = usize::from(msg.app_id == busy.id);
             assert_eq!(verdict, Ok(expected), "{msg:?}");
-            assert_eq!(
-                store
-                    .get_message(&msg.app_id, msg.id.as_str())
-                    .await
-                    .unwrap(),
-                Some(msg.clone())
-            );
+            assert_stored(store, msg).await;
             let deliveries = store
                 .list_message_deliveries(&msg.app_id, msg)
                 .await

@@ -284,6 +284,21 @@ async fn subscribe_operators(hookd: &Hookd) -> (Receiver, String, Receiver) {
     (operator, endpoint, disabled_only)
 }
 
+/// The application `acme` and its endpoint `primary` (which no one listens at); returns the
+/// application as created and the endpoint's id.
+async fn acme_with_primary(hookd: &Hookd) -> (Value, String) {
+    let acme = hookd
+        .post("/app", json!({"name": "Acme", "uid": "acme"}))
+        .await;
+    let primary = hookd
+        .endpoint(
+            "acme",
+            json!({"url": "http://127.0.0.1:9/unused", "uid": "primary"}),
+        )
+        .await;
+    (acme, primary)
+}
+
 async fn an_operator_hears_of_endpoints_and_failing_messages(store: Arc<dyn Store>) {
     let hookd = Hookd::start(store).await;
     let (operator, ops_endpoint, disabled_only) = subscribe_operators(&hookd).await;
@@ -296,17 +311,9 @@ async fn an_operator_hears_of_endpoints_and_failing_messages(store: Arc<dyn Stor
             json!({"url": broken.url, "filterTypes": ["endpoint.created"]}),
         )
         .await;
-    hookd
-        .post("/app", json!({"name": "Acme", "uid": "acme"}))
-        .await;
 
     // Created, changed, deleted.
-    let primary = hookd
-        .endpoint(
-            "acme",
-            json!({"url": "http://127.0.0.1:9/unused", "uid": "primary"}),
-        )
-        .await;
+    let (_, primary) = acme_with_primary(&hookd).await;
     let one = "/app/acme/endpoint/primary";
     hookd
         .call(
@@ -461,15 +468,7 @@ async fn an_operator_hears_of_endpoints_disabled_and_enabled_through_the_api(
             json!({"url": "http://127.0.0.1:9/unused"}),
         )
         .await;
-    let acme = hookd
-        .post("/app", json!({"name": "Acme", "uid": "acme"}))
-        .await;
-    let primary = hookd
-        .endpoint(
-            "acme",
-            json!({"url": "http://127.0.0.1:9/unused", "uid": "primary"}),
-        )
-        .await;
+    let (acme, primary) = acme_with_primary(&hookd).await;
     let one = "/app/acme/endpoint/primary";
     let patch = |disabled: bool| {
         hookd.call(
