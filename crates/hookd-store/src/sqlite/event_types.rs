@@ -96,7 +96,7 @@ impl EventTypeStore for SqliteStore {
         let name = name.to_owned();
         self.db
             .write(move |conn| {
-                let rows = conn.execute("DELETE FROM event_types WHERE name = ?1", [name])?;
+                let rows = conn.execute("DELETE FROM event_types WHERE name = ?1", [&name])?;
                 touched(rows as u64, "event type")
             })
             .await

@@ -171,6 +171,15 @@ impl DeliveryQueue for SqliteStore {
     }
 }
 
+/// The enabled endpoints not skipped (`?2`, a JSON array) with a delivery due by `?1`, the one
+/// waiting longest first.
+const READY_ENDPOINTS: &str = "SELECT id FROM (
+        SELECT e.id, (SELECT MIN(d.next_attempt_at) FROM deliveries d
+                      WHERE d.endpoint_id = e.id AND d.next_attempt_at IS NOT NULL) AS oldest
+        FROM endpoints e
+        WHERE e.disabled = 0 AND e.id NOT IN (SELECT value FROM json_each(?2))
+    ) WHERE oldest <= ?1 ORDER BY oldest";
+
 /// Marks the chosen due deliveries `sending` until the lease ends, then loads what their
 /// attempts need. Runs on the writer thread, so nothing else writes in between.
 ///
@@ -185,15 +194,11 @@ fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDeliver
         .collect();
     let now = request.now.as_millis();
     let ready: Vec<String> = conn
-        .prepare_cached(
-            "SELECT id FROM (
-                 SELECT e.id, (SELECT MIN(d.next_attempt_at) FROM deliveries d
-                               WHERE d.endpoint_id = e.id AND d.next_attempt_at IS NOT NULL) AS oldest
-                 FROM endpoints e
-                 WHERE e.disabled = 0 AND e.id NOT IN (SELECT value FROM json_each(?2))
-             ) WHERE oldest <= ?1 ORDER BY oldest LIMIT ?3",
-        )?
-        .query_map(params![now, encode(&skip), sql_count(request.limit)], |row| row.get(0))?
+        .prepare_cached(READY_ENDPOINTS)?
+        .query_map(params![now, encode(&skip)], |row| row.get(0))?
+        // The limit is taken here, not by a `LIMIT ?`: with a subquery in FROM, SQLite plans
+        // around a bound LIMIT's value, so each new value would re-prepare the statement.
+        .take(request.limit)
         .collect::<Result<_, _>>()?;
     let mut oldest_due = conn.prepare_cached(
         "SELECT message_id, next_attempt_at FROM deliveries
@@ -328,4 +333,45 @@ fn missing_parent(conn: &Connection, message: &MessageId) -> Result<StoreError, 
 /// A count as SQLite binds it.
 fn sql_count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use rusqlite::StatementStatus;
+
+    use super::*;
+
+    #[test]
+    fn claims_of_different_sizes_reuse_the_prepared_ready_query() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = super::super::db::migrated(&dir.path().join("hookd.db"));
+        conn.execute_batch(
+            "INSERT INTO applications (id, name, metadata, created_at, updated_at)
+                 VALUES ('app_1', 'a', '{}', 0, 0);
+             INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
+                 secret, created_at, updated_at)
+                 VALUES ('ep_1', 'app_1', 'http://localhost/', '', 0, '{}', '{}', 's', 0, 0);
+             INSERT INTO messages (id, app_id, event_type, created_at)
+                 VALUES ('msg_1', 'app_1', 't', 0), ('msg_2', 'app_1', 't', 0);
+             INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
+                 next_attempt_at, updated_at)
+                 VALUES ('msg_1', 'ep_1', 0, 0, 0, 0), ('msg_2', 'ep_1', 0, 0, 0, 0);",
+        )
+        .unwrap();
+        for (limit, at) in [(7, 1_000), (1, 2_000), (30, 3_000)] {
+            let now = Timestamp::from_millis(at);
+            let request = ClaimRequest {
+                now,
+                lease_until: now.plus(Duration::from_secs(90)),
+                limit,
+                per_endpoint: 4,
+                skip_endpoints: Vec::new(),
+            };
+            claim(&conn, &request).unwrap();
+        }
+        let ready = conn.prepare_cached(READY_ENDPOINTS).unwrap();
+        assert_eq!(ready.get_status(StatementStatus::RePrepare), 0);
+    }
 }
