@@ -132,9 +132,11 @@ fn relay_row(
 fn waiting(conn: &Connection, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, app, event_type, CAST(payload AS TEXT), event_id, channels FROM outbox
-         WHERE error IS NULL ORDER BY id LIMIT ?1",
+         WHERE error IS NULL ORDER BY id",
     )?;
-    let rows = stmt.query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+    // The limit is taken in Rust: SQLite re-prepares a statement whenever a LIMIT parameter
+    // is bound, and this one runs on every relay pass.
+    let rows = stmt.query_map([], |r| {
         let channels: Option<String> = r.get(5)?;
         Ok(OutboxRow {
             id: r.get(0)?,
@@ -147,5 +149,5 @@ fn waiting(conn: &Connection, limit: usize) -> Result<Vec<OutboxRow>, StoreError
         }
         .with_channels_json(channels.as_deref()))
     })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    Ok(rows.take(limit).collect::<Result<_, _>>()?)
 }

@@ -180,6 +180,11 @@ const READY_ENDPOINTS: &str = "SELECT id FROM (
         WHERE e.disabled = 0 AND e.id NOT IN (SELECT value FROM json_each(?2))
     ) WHERE oldest <= ?1 ORDER BY oldest";
 
+/// The deliveries of endpoint `?1` due by `?2`, oldest first.
+const OLDEST_DUE: &str = "SELECT message_id, next_attempt_at FROM deliveries
+    WHERE endpoint_id = ?1 AND next_attempt_at IS NOT NULL AND next_attempt_at <= ?2
+    ORDER BY next_attempt_at";
+
 /// Marks the chosen due deliveries `sending` until the lease ends, then loads what their
 /// attempts need. Runs on the writer thread, so nothing else writes in between.
 ///
@@ -196,28 +201,21 @@ fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDeliver
     let ready: Vec<String> = conn
         .prepare_cached(READY_ENDPOINTS)?
         .query_map(params![now, encode(&skip)], |row| row.get(0))?
-        // The limit is taken here, not by a `LIMIT ?`: with a subquery in FROM, SQLite plans
-        // around a bound LIMIT's value, so each new value would re-prepare the statement.
+        // Limits are taken in Rust, not by a `LIMIT ?`: SQLite re-prepares a statement each
+        // time a LIMIT parameter is bound.
         .take(request.limit)
         .collect::<Result<_, _>>()?;
-    let mut oldest_due = conn.prepare_cached(
-        "SELECT message_id, next_attempt_at FROM deliveries
-         WHERE endpoint_id = ?1 AND next_attempt_at IS NOT NULL AND next_attempt_at <= ?2
-         ORDER BY next_attempt_at LIMIT ?3",
-    )?;
+    let mut oldest_due = conn.prepare_cached(OLDEST_DUE)?;
     let mut picked: Vec<(i64, String, String)> = Vec::new();
     for endpoint in &ready {
-        let rows = oldest_due.query_map(
-            params![endpoint, now, sql_count(request.per_endpoint)],
-            |row| {
-                Ok((
-                    row.get::<_, i64>(1)?,
-                    row.get::<_, String>(0)?,
-                    endpoint.clone(),
-                ))
-            },
-        )?;
-        for row in rows {
+        let rows = oldest_due.query_map(params![endpoint, now], |row| {
+            Ok((
+                row.get::<_, i64>(1)?,
+                row.get::<_, String>(0)?,
+                endpoint.clone(),
+            ))
+        })?;
+        for row in rows.take(request.per_endpoint) {
             picked.push(row?);
         }
     }
@@ -330,11 +328,6 @@ fn missing_parent(conn: &Connection, message: &MessageId) -> Result<StoreError, 
     }))
 }
 
-/// A count as SQLite binds it.
-fn sql_count(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -344,7 +337,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn claims_of_different_sizes_reuse_the_prepared_ready_query() {
+    fn claims_of_different_sizes_reuse_their_prepared_queries() {
         let dir = tempfile::tempdir().unwrap();
         let conn = super::super::db::migrated(&dir.path().join("hookd.db"));
         conn.execute_batch(
@@ -371,7 +364,9 @@ mod tests {
             };
             claim(&conn, &request).unwrap();
         }
-        let ready = conn.prepare_cached(READY_ENDPOINTS).unwrap();
-        assert_eq!(ready.get_status(StatementStatus::RePrepare), 0);
+        for sql in [READY_ENDPOINTS, OLDEST_DUE] {
+            let statement = conn.prepare_cached(sql).unwrap();
+            assert_eq!(statement.get_status(StatementStatus::RePrepare), 0, "{sql}");
+        }
     }
 }
