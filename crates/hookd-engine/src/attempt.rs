@@ -13,7 +13,7 @@ use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
 use hookd_core::operations::AttemptEvent;
 use hookd_core::{AppId, AttemptId, Timestamp};
 use hookd_store::ClaimedDelivery;
-use hookd_vault::{EndpointKeys, Keyring};
+use hookd_vault::OpenedKeys;
 
 use crate::http::{OutgoingRequest, SendOutcome};
 use crate::schedule::{RetrySchedule, parse_retry_after};
@@ -23,7 +23,7 @@ use crate::schedule::{RetrySchedule, parse_retry_after};
 /// at `now` adds an entry to the signature: during a rotation's overlap, the old and the new.
 pub fn request(
     claimed: &ClaimedDelivery,
-    keyring: &Keyring,
+    keys: &OpenedKeys,
     now: Timestamp,
     timeout: Duration,
     svix_headers: bool,
@@ -31,7 +31,8 @@ pub fn request(
     let message = &claimed.message;
     let endpoint = &claimed.endpoint;
     let body = message.payload.clone().ok_or("the payload was expunged")?;
-    let signer = EndpointKeys::open(keyring, &endpoint.id, &endpoint.keys)
+    let signer = keys
+        .open(&endpoint.id, &endpoint.keys)
         .and_then(|keys| keys.signer_at(now))
         .map_err(|e| format!("the endpoint's keys are unusable: {e}"))?;
     let timestamp = now.as_secs().max(0) as u64;
@@ -197,8 +198,10 @@ mod tests {
     use std::collections::BTreeMap;
 
     use hookd_core::model::{Endpoint, Message};
+    use std::sync::Arc;
+
     use hookd_core::{AppId, EndpointId, MessageId};
-    use hookd_vault::Scheme;
+    use hookd_vault::{EndpointKeys, Keyring, Scheme};
     use webhook_signature::{Secret, Verifier};
 
     use super::*;
@@ -206,8 +209,17 @@ mod tests {
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
     fn keyring() -> &'static Keyring {
-        static KEYRING: std::sync::OnceLock<Keyring> = std::sync::OnceLock::new();
-        KEYRING.get_or_init(Keyring::ephemeral)
+        opened_keys().0
+    }
+
+    /// The keyring the tests seal with, and the engine's opened keys under it.
+    fn opened_keys() -> (&'static Keyring, &'static OpenedKeys) {
+        static KEYS: std::sync::OnceLock<(Arc<Keyring>, OpenedKeys)> = std::sync::OnceLock::new();
+        let (keyring, opened) = KEYS.get_or_init(|| {
+            let keyring = Arc::new(Keyring::ephemeral());
+            (keyring.clone(), OpenedKeys::new(keyring))
+        });
+        (keyring, opened)
     }
 
     fn claimed(attempt_count: u32) -> ClaimedDelivery {
@@ -275,7 +287,14 @@ mod tests {
     fn the_request_is_signed_over_the_stored_bytes() {
         let claimed = claimed(0);
         let now = Timestamp::from_millis(1_700_000_123_000);
-        let request = request(&claimed, keyring(), now, Duration::from_secs(99), false).unwrap();
+        let request = request(
+            &claimed,
+            opened_keys().1,
+            now,
+            Duration::from_secs(99),
+            false,
+        )
+        .unwrap();
         assert_eq!(&request.body[..], br#"{"orderId": 1003}"#);
         let header = |name: &str| {
             request
@@ -311,7 +330,7 @@ mod tests {
     fn svix_headers_repeat_the_webhook_headers() {
         let request = request(
             &claimed(0),
-            keyring(),
+            opened_keys().1,
             Timestamp::from_millis(0),
             Duration::from_secs(15),
             true,

@@ -17,7 +17,7 @@ use std::time::Duration;
 use hookd_core::Clock;
 use hookd_core::model::Delivery;
 use hookd_store::{ClaimRequest, ClaimedDelivery, Store};
-use hookd_vault::Keyring;
+use hookd_vault::{Keyring, OpenedKeys};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use crate::attempt::{self, Happened, Verdict};
@@ -94,6 +94,8 @@ pub struct Engine {
     cut_short: watch::Sender<bool>,
     /// The claims of the attempts that stopped, to give back.
     abandoned: Mutex<Vec<Delivery>>,
+    /// Endpoints' signing keys, opened under [`EngineConfig::keyring`].
+    opened_keys: OpenedKeys,
 }
 
 impl Engine {
@@ -117,6 +119,7 @@ impl Engine {
             recorder: Mutex::new(Some((recorder, to_record))),
             cut_short: watch::Sender::new(false),
             abandoned: Mutex::default(),
+            opened_keys: OpenedKeys::new(config.keyring.clone()),
             limits: EndpointLimits::new(config.per_endpoint_concurrency),
             workers: Arc::new(Semaphore::new(config.workers.max(1))),
             store,
@@ -283,8 +286,8 @@ impl Engine {
                 Duration::from_secs(u64::from(s))
             })
             .min(self.config.lease / 3);
-        let keyring = &self.config.keyring;
-        match attempt::request(claimed, keyring, started, timeout, self.config.svix_headers) {
+        let keys = &self.opened_keys;
+        match attempt::request(claimed, keys, started, timeout, self.config.svix_headers) {
             Ok(request) => {
                 let outcome = self.sender.send(request).await;
                 let verdict = attempt::judge(

@@ -12,12 +12,16 @@
 //! - `endpoint_keys`: [`EndpointKeys`], an endpoint's keys in the clear (in memory only): the
 //!   schemes it signs with (`v1` HMAC, `v1a` ed25519), rotation with an overlap window, the
 //!   [`webhook_signature::Signer`] for a given instant, and sealing them for one endpoint.
+//! - `opened`: [`OpenedKeys`], endpoints' keys opened once and kept while their sealed text
+//!   stays the same, so the engine does not decrypt them for every attempt.
 //! - `error`: [`VaultError`].
 
 mod endpoint_keys;
 mod error;
 mod keyring;
+mod opened;
 
 pub use endpoint_keys::{EndpointKeys, KeyEntry, Scheme};
 pub use error::VaultError;
 pub use keyring::{Keyring, MasterKey, SEALED_PREFIX};
+pub use opened::OpenedKeys;
