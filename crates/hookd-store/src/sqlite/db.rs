@@ -27,9 +27,6 @@ use crate::StoreError;
 /// Most closures one transaction takes; bounds the latency a batch adds.
 const MAX_BATCH: usize = 256;
 
-/// Log pages after which a commit also checkpoints; see [`Db::open`].
-const WAL_CHECKPOINT_PAGES: i64 = 16_384;
-
 /// Prepared statements kept per connection.
 const STATEMENT_CACHE: usize = 128;
 
@@ -110,13 +107,6 @@ impl Db {
         // as they were) SQLite spills to a temporary file past 64 KiB: in a batch of hundreds
         // of jobs, writing and rewriting that file cost more than the jobs' own writes.
         conn.pragma_update(None, "temp_store", "MEMORY")?;
-        // A checkpoint copies the pages in the log back into the database file (and fsyncs
-        // both) on this thread. At the default of every 1,000 pages that was 25 times a second
-        // under load, each writing again the same hot pages (the tails of the tables and their
-        // indexes); at every 16,384 pages (64 MiB of log) a checkpoint is rarer, and each hot
-        // page is copied once for many commits.
-        conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)?;
-        conn.pragma_update(None, "journal_size_limit", WAL_CHECKPOINT_PAGES * 4096)?;
         let (writer, jobs) = mpsc::channel();
         let (to_syncer, committed) = mpsc::channel();
         let wal = wal_path(path);
