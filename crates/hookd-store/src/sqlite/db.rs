@@ -8,7 +8,7 @@
 //! requests, and a caller's `Ok` means its write is on the disk.
 //!
 //! A closure that fails must leave the rest of the batch alone. Savepoints would give that, at
-//! the price of copying every page a closure touches (a third of the writer's time went to
+//! the price of copying every page a closure touches (a sixth of the writer's time went to
 //! them). Closures fail rarely, so the writer runs a batch without them, and only when one
 //! fails rolls the batch back and runs it again with a savepoint per closure. Closures are
 //! therefore `Fn`: running one twice must do the same writes.
