@@ -7,16 +7,23 @@
 //! interval (retries coming due). Claims are leases, so a process that dies mid-attempt loses
 //! nothing: its deliveries become due again when their lease ends.
 //!
+//! On SQLite, new deliveries need no claim: the engine takes them as they are written (see
+//! [`hookd_store::Handoff`]), already claimed, whenever a worker and the endpoint have room, and
+//! starts them once committed. Claims then find only what it had no room for, retries and
+//! recovered deliveries, so the engine claims only when work may be waiting: after a wake-up
+//! (work queued), a poll, or a claim that found some.
+//!
 //! Shutting down, the engine stops claiming and gives the attempts in flight a grace period
 //! to finish and be recorded; the claims of those still running at its end are given back
 //! (due at once), so another process need not wait out their leases.
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use hookd_core::Clock;
 use hookd_core::model::Delivery;
-use hookd_store::{ClaimRequest, ClaimedDelivery, Store};
+use hookd_core::{Clock, EndpointId};
+use hookd_store::{ClaimRequest, ClaimedDelivery, Handoff, Reserved, Store};
 use hookd_vault::{Keyring, OpenedKeys};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
@@ -83,7 +90,16 @@ pub struct Engine {
     clock: Arc<dyn Clock>,
     sender: WebhookSender,
     config: EngineConfig,
+    /// Work was queued in the database (by the API, a retry, another process).
     wake: Arc<Notify>,
+    /// Workers were freed (attempts recorded).
+    freed: Arc<Notify>,
+    /// Whether the database may hold due deliveries no claim has found yet. Starts true.
+    maybe_queued: AtomicBool,
+    /// Turns true when the engine stops claiming: new deliveries are no longer taken either.
+    stopping: AtomicBool,
+    /// The engine itself, for the attempts of the deliveries it takes as they are written.
+    me: Weak<Self>,
     limits: Arc<EndpointLimits>,
     workers: Arc<Semaphore>,
     /// Finished attempts, to the recorder.
@@ -108,13 +124,19 @@ impl Engine {
         wake: Arc<Notify>,
     ) -> Arc<Self> {
         let (finished, to_record) = mpsc::unbounded_channel();
+        let freed = Arc::new(Notify::new());
         let recorder = Recorder {
             store: store.clone(),
             wake: wake.clone(),
+            freed: freed.clone(),
             disable_after: config.disable_after,
             operations: Operations::new(store.clone()),
         };
-        Arc::new(Self {
+        Arc::new_cyclic(|me| Self {
+            me: me.clone(),
+            freed,
+            maybe_queued: AtomicBool::new(true),
+            stopping: AtomicBool::new(false),
             finished,
             recorder: Mutex::new(Some((recorder, to_record))),
             cut_short: watch::Sender::new(false),
@@ -151,18 +173,25 @@ impl Engine {
             .expect("an engine runs once");
         // It ends once the engine and every attempt task are gone, after their last write.
         tokio::spawn(recorder.run(to_record));
+        let me: Weak<dyn Handoff> = Arc::downgrade(&self) as Weak<Self>;
+        let hands_off = self.store.hand_off_new_deliveries(me);
         tokio::pin!(shutdown);
         loop {
-            let claimed_all = self.clone().dispatch_due().await;
+            let claimed_all = self.clone().dispatch_due(hands_off).await;
             if claimed_all {
                 continue;
             }
             tokio::select! {
                 () = &mut shutdown => break,
-                () = self.wake.notified() => {}
-                () = tokio::time::sleep(self.config.poll_interval) => {}
+                () = self.wake.notified() => self.maybe_queued.store(true, Ordering::Release),
+                () = self.freed.notified() => {}
+                () = tokio::time::sleep(self.config.poll_interval) => {
+                    // Retries come due, leases run out.
+                    self.maybe_queued.store(true, Ordering::Release);
+                }
             }
         }
+        self.stopping.store(true, Ordering::Release);
         self.drain().await;
     }
 
@@ -203,8 +232,12 @@ impl Engine {
     }
 
     /// Claims as much due work as there are free workers and starts it. Returns whether the
-    /// claim was full, i.e. more work may be waiting.
-    async fn dispatch_due(self: Arc<Self>) -> bool {
+    /// claim was full, i.e. more work may be waiting. `hands_off`: new deliveries come through
+    /// [`Handoff`], so a claim that finds nothing means nothing waits.
+    async fn dispatch_due(self: Arc<Self>, hands_off: bool) -> bool {
+        if !self.maybe_queued.load(Ordering::Acquire) {
+            return false;
+        }
         let free = self.workers.available_permits();
         // Every finished attempt wakes the loop. When nearly all workers are busy, claiming for
         // each one as it frees would cost a database write per delivery; waiting until a
@@ -213,6 +246,10 @@ impl Engine {
         if free < (self.config.workers / 16).max(1) {
             return false;
         }
+        // Held before claiming: new deliveries taken meanwhile use workers too.
+        let Ok(mut workers) = self.workers.clone().try_acquire_many_owned(free as u32) else {
+            return false;
+        };
         let now = self.clock.now();
         let request = ClaimRequest {
             now,
@@ -229,12 +266,11 @@ impl Engine {
             }
         };
         let full = claimed.len() == free;
+        let found = !claimed.is_empty() || !request.skip_endpoints.is_empty();
+        self.maybe_queued
+            .store(found || !hands_off, Ordering::Release);
         for delivery in claimed {
-            let worker = self
-                .workers
-                .clone()
-                .try_acquire_owned()
-                .expect("claims never exceed free workers");
+            let worker = workers.split(1).expect("claims never exceed free workers");
             let claim = self.limits.claim(&delivery.endpoint.id);
             tokio::spawn(self.clone().attempt(delivery, claim, worker));
         }
@@ -314,6 +350,23 @@ impl Engine {
                 verdict
             }
         }
+    }
+}
+
+impl Handoff for Engine {
+    /// Takes a new delivery when a worker is free and its endpoint below its concurrency, so
+    /// its attempt starts at once.
+    fn reserve(&self, endpoint: &EndpointId) -> Option<Reserved> {
+        if self.stopping.load(Ordering::Acquire) {
+            return None;
+        }
+        let engine = self.me.upgrade()?;
+        let worker = self.workers.clone().try_acquire_owned().ok()?;
+        let claim = self.limits.try_claim(endpoint)?;
+        let lease_until = self.clock.now().plus(self.config.lease);
+        Some(Reserved::new(lease_until, move |claimed| {
+            tokio::spawn(engine.attempt(claimed, claim, worker));
+        }))
     }
 }
 

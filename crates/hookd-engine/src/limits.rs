@@ -56,18 +56,32 @@ impl EndpointLimits {
 
     /// Notes one more claimed delivery for `endpoint`.
     pub fn claim(self: &Arc<Self>, endpoint: &EndpointId) -> Claim {
+        self.claim_below(endpoint, usize::MAX)
+            .expect("no cap on claims")
+    }
+
+    /// Notes one more claimed delivery for `endpoint` unless it is full (see [`Self::full`]):
+    /// a delivery taken this way never waits behind its endpoint's other attempts.
+    pub fn try_claim(self: &Arc<Self>, endpoint: &EndpointId) -> Option<Claim> {
+        self.claim_below(endpoint, self.concurrency)
+    }
+
+    fn claim_below(self: &Arc<Self>, endpoint: &EndpointId, cap: usize) -> Option<Claim> {
         let mut slots = self.slots.lock().expect("limits poisoned");
         let slot = slots.entry(endpoint.clone()).or_insert_with(|| Slot {
             claimed: 0,
             in_flight: Arc::new(Semaphore::new(self.concurrency)),
             next_start: Instant::now(),
         });
+        if slot.claimed >= cap {
+            return None;
+        }
         slot.claimed += 1;
-        Claim {
+        Some(Claim {
             limits: self.clone(),
             endpoint: endpoint.clone(),
             semaphore: slot.in_flight.clone(),
-        }
+        })
     }
 
     /// The time an attempt may start at a rate of `per_second` (none: now), reserving it.
@@ -133,6 +147,20 @@ mod tests {
         assert_eq!(limits.full(), vec![endpoint(1)]);
         drop(first);
         assert!(limits.full().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_full_endpoint_takes_no_more_tries_until_one_is_released() {
+        let limits = EndpointLimits::new(2);
+        let first = limits.try_claim(&endpoint(1)).expect("room for two");
+        let _second = limits.try_claim(&endpoint(1)).expect("room for two");
+        assert!(limits.try_claim(&endpoint(1)).is_none(), "full at two");
+        assert!(
+            limits.try_claim(&endpoint(2)).is_some(),
+            "another endpoint has room"
+        );
+        drop(first);
+        assert!(limits.try_claim(&endpoint(1)).is_some(), "room again");
     }
 
     #[tokio::test]

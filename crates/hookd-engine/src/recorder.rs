@@ -35,8 +35,11 @@ pub struct Finished {
 /// The recorder's side: what it needs to write and to react to what it wrote.
 pub struct Recorder {
     pub store: Arc<dyn Store>,
-    /// Woken after each batch: the workers it frees can claim again.
+    /// Woken after a batch that queued work (a retry, an operational webhook): the engine
+    /// claims it.
     pub wake: Arc<Notify>,
+    /// Woken after any other batch: the workers it frees may claim again, if work waits.
+    pub freed: Arc<Notify>,
     /// An endpoint failing without a single success for this long is disabled.
     pub disable_after: Duration,
     /// Builds the operational webhooks of what is recorded.
@@ -48,13 +51,18 @@ impl Recorder {
     pub async fn run(self, mut finished: mpsc::UnboundedReceiver<Finished>) {
         let mut batch = Vec::with_capacity(MAX_BATCH);
         while finished.recv_many(&mut batch, MAX_BATCH).await > 0 {
-            self.write(&batch).await;
+            let queued = self.write(&batch).await;
             batch.clear(); // frees the workers
-            self.wake.notify_one();
+            if queued {
+                self.wake.notify_one();
+            } else {
+                self.freed.notify_one();
+            }
         }
     }
 
-    async fn write(&self, batch: &[Finished]) {
+    /// Writes a batch; returns whether that queued deliveries to claim.
+    async fn write(&self, batch: &[Finished]) -> bool {
         let verdicts = batch.iter().map(|f| &f.verdict);
         let events = match self.operations.attempt_events(verdicts).await {
             Ok(events) => events,
@@ -65,7 +73,7 @@ impl Recorder {
                     &error,
                     "cannot name the operational webhooks of an attempt",
                 );
-                return;
+                return false;
             }
         };
         let records: Vec<AttemptRecord> = batch
@@ -77,27 +85,35 @@ impl Recorder {
                 events,
             })
             .collect();
+        let mut queued = records
+            .iter()
+            .any(|r| r.next.status == DeliveryStatus::Pending || !r.events.is_empty());
         match self.store.record_attempts(&records).await {
             Ok(recorded) => {
                 for (finished, recorded) in batch.iter().zip(recorded) {
-                    self.after(&finished.verdict, recorded).await;
+                    queued |= self.after(&finished.verdict, recorded).await;
                 }
+                queued
             }
             // The leases run out and the deliveries are attempted again: at least once.
-            Err(error) => not_recorded(batch, &error, "cannot record an attempt"),
+            Err(error) => {
+                not_recorded(batch, &error, "cannot record an attempt");
+                false
+            }
         }
     }
 
     /// Logs what a recorded attempt means and disables its endpoint if it must be. Every line
     /// names the attempt, its message and its endpoint, as the dispatcher's "attempt made"
-    /// does, so one id finds all of an attempt's lines.
-    async fn after(&self, verdict: &Verdict, recorded: Recorded) {
+    /// does, so one id finds all of an attempt's lines. Returns whether it disabled the
+    /// endpoint (which queues its operational webhook).
+    async fn after(&self, verdict: &Verdict, recorded: Recorded) -> bool {
         let endpoint = &verdict.attempt.endpoint_id;
         let message = &verdict.attempt.message_id;
         let attempt = &verdict.attempt.id;
         let Recorded::Written { failing_since } = recorded else {
             tracing::debug!(message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, "delivery deleted during its attempt");
-            return;
+            return false;
         };
         tracing::debug!(message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, status = verdict.attempt.response_status_code, "attempt recorded");
         if verdict.next.status == DeliveryStatus::Fail && verdict.disable.is_none() {
@@ -113,7 +129,7 @@ impl Recorder {
                 )
             })
         });
-        let Some(reason) = reason else { return };
+        let Some(reason) = reason else { return false };
         let disabled = async {
             let events = self
                 .operations
@@ -126,11 +142,13 @@ impl Recorder {
         // Not disabled now, it is on its next failure.
         match disabled.await {
             Ok(true) => {
-                tracing::warn!(message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, %reason, failing_since = failing_since.map(Timestamp::to_rfc3339), "endpoint disabled")
+                tracing::warn!(message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, %reason, failing_since = failing_since.map(Timestamp::to_rfc3339), "endpoint disabled");
+                true
             }
-            Ok(false) => {}
+            Ok(false) => false,
             Err(error) => {
-                tracing::warn!(%error, message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, %reason, "cannot disable an endpoint")
+                tracing::warn!(%error, message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, %reason, "cannot disable an endpoint");
+                false
             }
         }
     }

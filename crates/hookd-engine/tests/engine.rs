@@ -317,6 +317,30 @@ async fn no_more_than_the_endpoint_cap_is_in_flight_at_once() {
 }
 
 #[tokio::test]
+async fn a_new_message_goes_out_without_a_wake_up_or_a_poll() {
+    let receiver = Receiver::start(|_| async { StatusCode::OK }).await;
+    let h = Harness::start(EngineConfig {
+        poll_interval: Duration::from_secs(3_600),
+        ..Harness::config()
+    })
+    .await;
+    let endpoint = h.endpoint(&receiver.url).await;
+    let message = h.message("order.shipped", "{}");
+
+    // Written as the outbox relay or another caller might, without waking the engine.
+    let created = h.store.create_message(&message).await.unwrap();
+
+    assert_eq!(
+        (created.deliveries, created.queued),
+        (1, 0),
+        "taken as written"
+    );
+    receiver.wait_for(1).await;
+    h.wait_for_status(&message, &endpoint, DeliveryStatus::Success)
+        .await;
+}
+
+#[tokio::test]
 async fn the_ssrf_guard_refuses_loopback_and_records_why() {
     let receiver = Receiver::always(StatusCode::OK).await;
     let h = Harness::start_with_policy(Harness::config(), AddressPolicy::default()).await;

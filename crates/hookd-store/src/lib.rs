@@ -45,7 +45,9 @@ pub mod testing;
 
 pub use error::StoreError;
 pub use operations::ensure_operations_app;
-pub use queue::{AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Recorded};
+pub use queue::{
+    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Recorded, Reserved,
+};
 pub use store::*;
 
 /// Every store trait: `use hookd_store::prelude::*;` to call store methods on a concrete store

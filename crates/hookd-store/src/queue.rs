@@ -5,12 +5,66 @@
 //! simply lets the lease run out, and the delivery becomes due again for whoever claims next.
 //! Recording the attempt ends the lease, either finished (success, or failed for good) or with
 //! the next retry's due time.
+//!
+//! A claimer with room to spare may also take new deliveries as they are written (a
+//! [`Handoff`]): they are stored already claimed and handed over once committed, so a fresh
+//! message costs no claim at all. Nothing else changes: the lease is the same, and so is what a
+//! crash leaves behind.
+
+use std::sync::Weak;
 
 use async_trait::async_trait;
 use hookd_core::model::{Attempt, Delivery, Endpoint, Message};
 use hookd_core::{EndpointId, MessageId, Timestamp};
 
 use crate::StoreError;
+
+/// A claimer that takes new deliveries the moment they are written, instead of finding them
+/// with [`DeliveryQueue::claim_due`] (see [`DeliveryQueue::hand_off_new_deliveries`]).
+pub trait Handoff: Send + Sync {
+    /// Whether the claimer takes a new delivery to `endpoint` now. Called inside the write
+    /// transaction, so it must not block; the room it holds is freed if the [`Reserved`] is
+    /// dropped unstarted (the write failed, or its caller went away).
+    fn reserve(&self, endpoint: &EndpointId) -> Option<Reserved>;
+}
+
+/// Room a [`Handoff`] holds for one new delivery: the delivery is written claimed until
+/// `lease_until`, then given to [`Reserved::start`] once committed.
+pub struct Reserved {
+    lease_until: Timestamp,
+    start: Box<dyn FnOnce(ClaimedDelivery) + Send>,
+}
+
+impl Reserved {
+    /// Room until `lease_until`; `start` takes the delivery once it is committed.
+    pub fn new(
+        lease_until: Timestamp,
+        start: impl FnOnce(ClaimedDelivery) + Send + 'static,
+    ) -> Self {
+        Self {
+            lease_until,
+            start: Box::new(start),
+        }
+    }
+
+    /// When the delivery's claim ends unless an attempt is recorded first.
+    pub fn lease_until(&self) -> Timestamp {
+        self.lease_until
+    }
+
+    /// Hands over the committed delivery.
+    pub fn start(self, claimed: ClaimedDelivery) {
+        (self.start)(claimed);
+    }
+}
+
+impl std::fmt::Debug for Reserved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reserved")
+            .field("lease_until", &self.lease_until)
+            .finish_non_exhaustive()
+    }
+}
 
 /// What to claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,4 +193,13 @@ pub trait DeliveryQueue: Send + Sync {
     /// again meanwhile is left alone. Returns how many were released.
     async fn release_claims(&self, claimed: &[Delivery], now: Timestamp)
     -> Result<u64, StoreError>;
+
+    /// From now on, offers every new delivery of a published message to `handoff` while it is
+    /// written (see [`Handoff`]), replacing any earlier one. Returns whether this store does:
+    /// the SQLite store, whose single process is the only claimer, does; on PostgreSQL, where
+    /// processes share the queue, claims stay the only way in.
+    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> bool {
+        let _ = handoff;
+        false
+    }
 }

@@ -180,7 +180,8 @@ async fn create(
         Some(at) => state.store().create_expiring_message(&message, at).await?,
         None => state.store().create_message(&message).await?,
     };
-    if created.deliveries > 0 {
+    // Deliveries the engine took as they were written are on their way already.
+    if created.queued > 0 {
         state.wake_engine();
     }
     let with_content = query.flag("with_content", true)?;

@@ -169,6 +169,8 @@ async fn send_example(
         .store()
         .create_routed_message(&message, &Route::Only(ep.id))
         .await?;
-    state.wake_engine();
+    if created.queued > 0 {
+        state.wake_engine();
+    }
     Ok(Json(MessageOut::new(created.message, true)))
 }

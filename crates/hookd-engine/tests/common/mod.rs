@@ -128,8 +128,16 @@ impl Harness {
 
     /// Publishes a message of `event_type`.
     pub async fn publish_typed(&self, event_type: &str, payload: &str) -> Message {
+        let message = self.message(event_type, payload);
+        self.store.create_message(&message).await.unwrap();
+        self.wake.notify_one();
+        message
+    }
+
+    /// A message of `event_type` in the harness's application, created now (not stored).
+    pub fn message(&self, event_type: &str, payload: &str) -> Message {
         let now = self.clock.now();
-        let message = Message {
+        Message {
             id: MessageId::new(now),
             app_id: self.app.id.clone(),
             event_type: event_type.into(),
@@ -137,10 +145,7 @@ impl Harness {
             channels: None,
             payload: Some(payload.as_bytes().to_vec()),
             created_at: now,
-        };
-        self.store.create_message(&message).await.unwrap();
-        self.wake.notify_one();
-        message
+        }
     }
 
     /// Moves the clock and wakes the engine so due retries go out now.

@@ -241,6 +241,7 @@ pub(super) async fn insert_message(
     Ok(CreatedMessage {
         message: message.clone(),
         deliveries: count,
+        queued: count,
     })
 }
 

@@ -107,6 +107,7 @@ impl Publish {
             Some(deliveries) => Ok(CreatedMessage {
                 message,
                 deliveries,
+                queued: deliveries,
             }),
             None => Err(StoreError::Conflict(taken::event_id(
                 message.event_id.as_deref(),

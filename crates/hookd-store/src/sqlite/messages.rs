@@ -16,8 +16,8 @@ use crate::error::taken;
 use crate::json::{decode_opt, encode, encode_opt};
 use crate::search;
 use crate::{
-    AttemptFilter, CreatedMessage, EndpointStats, MessageFilter, MessageStore, Page, PageRequest,
-    Route, StoreError,
+    AttemptFilter, ClaimedDelivery, CreatedMessage, EndpointStats, Handoff, MessageFilter,
+    MessageStore, Page, PageRequest, Reserved, Route, StoreError,
 };
 
 #[async_trait]
@@ -28,9 +28,12 @@ impl MessageStore for SqliteStore {
         route: &Route,
     ) -> Result<CreatedMessage, StoreError> {
         let (message, route) = (message.clone(), route.clone());
-        self.db
-            .write(move |conn| insert_message(conn, &message, &route))
-            .await
+        let handoff = self.handoff();
+        let written = self
+            .db
+            .write(move |conn| insert_message(conn, &message, &route, handoff.as_deref()))
+            .await?;
+        Ok(written.start())
     }
 
     async fn get_message(
@@ -229,11 +232,30 @@ impl MessageStore for SqliteStore {
     }
 }
 
+/// A message just written, with the deliveries a [`Handoff`] took.
+pub(super) struct Written {
+    pub created: CreatedMessage,
+    handed: Vec<(ClaimedDelivery, Reserved)>,
+}
+
+impl Written {
+    /// Hands the taken deliveries over: call once the write is committed.
+    pub(super) fn start(self) -> CreatedMessage {
+        for (claimed, reserved) in self.handed {
+            reserved.start(claimed);
+        }
+        self.created
+    }
+}
+
+/// Writes `message` and its deliveries. Those `handoff` takes are written claimed (`sending`
+/// until their lease ends) and returned, to hand over once committed; the rest are due at once.
 pub(super) fn insert_message(
     conn: &Connection,
     message: &Message,
     route: &Route,
-) -> Result<CreatedMessage, StoreError> {
+    handoff: Option<&dyn Handoff>,
+) -> Result<Written, StoreError> {
     let inserted = conn
         .prepare_cached(
             "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at)
@@ -258,29 +280,71 @@ pub(super) fn insert_message(
     };
     let mut insert = conn.prepare_cached(
         "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at)
-         VALUES (?1, ?2, ?3, 0, ?4, ?4)",
+         VALUES (?1, ?2, ?3, 0, ?4, ?5)",
     )?;
+    let mut handed = Vec::new();
     for endpoint in &routed {
+        let reserved = handoff.and_then(|h| h.reserve(endpoint));
+        let delivery = Delivery {
+            message_id: message.id.clone(),
+            endpoint_id: endpoint.clone(),
+            status: match reserved {
+                Some(_) => DeliveryStatus::Sending,
+                None => DeliveryStatus::Pending,
+            },
+            attempt_count: 0,
+            next_attempt_at: Some(
+                reserved
+                    .as_ref()
+                    .map_or(message.created_at, Reserved::lease_until),
+            ),
+            updated_at: message.created_at,
+        };
         insert
             .execute(params![
                 message.id.as_str(),
                 endpoint.as_str(),
-                DeliveryStatus::Pending.code(),
-                message.created_at.as_millis(),
+                delivery.status.code(),
+                delivery.next_attempt_at.map(Timestamp::as_millis),
+                delivery.updated_at.as_millis(),
             ])
             .map_err(missing("endpoint"))?;
+        if let Some(reserved) = reserved {
+            handed.push((claimed(conn, message, delivery)?, reserved));
+        }
     }
-    let deliveries = routed.len();
-    Ok(CreatedMessage {
+    Ok(Written {
+        created: CreatedMessage {
+            message: message.clone(),
+            deliveries: routed.len(),
+            queued: routed.len() - handed.len(),
+        },
+        handed,
+    })
+}
+
+/// A delivery written claimed, with what its attempt needs.
+fn claimed(
+    conn: &Connection,
+    message: &Message,
+    delivery: Delivery,
+) -> Result<ClaimedDelivery, StoreError> {
+    let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1");
+    let endpoint = collect(conn, &sql, [delivery.endpoint_id.as_str()], rows::endpoint)?
+        .pop()
+        .ok_or(StoreError::NotFound("endpoint"))?;
+    Ok(ClaimedDelivery {
+        delivery,
         message: message.clone(),
-        deliveries,
+        endpoint,
+        manual: false,
     })
 }
 
 /// Writes operational-webhook messages, each with its deliveries, inside the caller's write.
 pub(super) fn insert_events(conn: &Connection, events: &[Message]) -> Result<(), StoreError> {
     for event in events {
-        insert_message(conn, event, &Route::Subscribers)?;
+        insert_message(conn, event, &Route::Subscribers, None)?;
     }
     Ok(())
 }

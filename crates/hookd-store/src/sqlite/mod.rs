@@ -21,13 +21,14 @@ mod retention;
 mod rows;
 
 use std::path::Path;
+use std::sync::{Arc, RwLock, Weak};
 
 use hookd_core::Timestamp;
 use rusqlite::types::Value;
 use rusqlite::{Connection, ffi, params_from_iter};
 
 use crate::keyset::Keyset;
-use crate::{Page, PageRequest, StoreError};
+use crate::{Handoff, Page, PageRequest, StoreError};
 use db::Db;
 use rows::collect;
 
@@ -35,6 +36,8 @@ use rows::collect;
 #[derive(Clone)]
 pub struct SqliteStore {
     db: Db,
+    /// Where new deliveries go claimed (see [`crate::DeliveryQueue::hand_off_new_deliveries`]).
+    handoff: Arc<RwLock<Option<Weak<dyn Handoff>>>>,
 }
 
 impl SqliteStore {
@@ -44,7 +47,16 @@ impl SqliteStore {
         let db = tokio::task::spawn_blocking(move || Db::open(&path))
             .await
             .map_err(|e| StoreError::Unavailable(e.to_string()))??;
-        Ok(Self { db })
+        Ok(Self {
+            db,
+            handoff: Arc::default(),
+        })
+    }
+
+    /// The handoff new deliveries are offered to, while its claimer lives.
+    fn handoff(&self) -> Option<Arc<dyn Handoff>> {
+        let handoff = self.handoff.read().expect("handoff lock poisoned");
+        handoff.as_ref().and_then(Weak::upgrade)
     }
 }
 

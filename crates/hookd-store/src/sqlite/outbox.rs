@@ -124,7 +124,9 @@ fn relay_row(
         strict_event_type(archived).map_err(Refusal::Row)?;
     }
     let message = row.message(AppId::from_stored(app), now);
-    Ok(insert_message(conn, &message, &Route::Subscribers)?.deliveries)
+    Ok(insert_message(conn, &message, &Route::Subscribers, None)?
+        .created
+        .deliveries)
 }
 
 /// Up to `limit` waiting rows, oldest first. A channels column that is not a JSON list of

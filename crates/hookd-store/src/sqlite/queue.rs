@@ -4,6 +4,8 @@
 //! claim atomic without row locks: no other write can run between choosing the due rows and
 //! marking them `sending`, so two claimers never get the same delivery.
 
+use std::sync::Weak;
+
 use async_trait::async_trait;
 use hookd_core::model::{Delivery, DeliveryStatus, Message};
 use hookd_core::{EndpointId, MessageId, Timestamp};
@@ -14,7 +16,9 @@ use super::messages::insert_events;
 use super::{SqliteStore, missing, rows};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::json::encode;
-use crate::{AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Recorded, StoreError};
+use crate::{
+    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Recorded, StoreError,
+};
 
 #[async_trait]
 impl DeliveryQueue for SqliteStore {
@@ -168,6 +172,11 @@ impl DeliveryQueue for SqliteStore {
                 Ok(released)
             })
             .await
+    }
+
+    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> bool {
+        *self.handoff.write().expect("handoff lock poisoned") = Some(handoff);
+        true
     }
 }
 

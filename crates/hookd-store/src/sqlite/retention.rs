@@ -22,14 +22,18 @@ impl RetentionStore for SqliteStore {
         payload_expires_at: Timestamp,
     ) -> Result<CreatedMessage, StoreError> {
         let message = message.clone();
-        self.db
+        let handoff = self.handoff();
+        let written = self
+            .db
             .write(move |conn| {
-                let created = insert_message(conn, &message, &Route::Subscribers)?;
+                let written =
+                    insert_message(conn, &message, &Route::Subscribers, handoff.as_deref())?;
                 conn.prepare_cached("UPDATE messages SET payload_expires_at = ?2 WHERE id = ?1")?
                     .execute(params![message.id.as_str(), payload_expires_at.as_millis()])?;
-                Ok(created)
+                Ok(written)
             })
-            .await
+            .await?;
+        Ok(written.start())
     }
 
     async fn purge_batch(&self, request: &PurgeRequest) -> Result<Purged, StoreError> {

@@ -49,6 +49,9 @@ pub struct CreatedMessage {
     pub message: Message,
     /// Delivery rows written with it: one per subscribed, enabled endpoint.
     pub deliveries: usize,
+    /// Of them, those left in the queue for a claim; the rest went to the store's
+    /// [`Handoff`](crate::Handoff), already claimed.
+    pub queued: usize,
 }
 
 /// Which endpoints a new message goes to.

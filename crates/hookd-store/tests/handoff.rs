@@ -1,0 +1,159 @@
+//! New deliveries handed to a claimer as they are written ([`Handoff`]), on SQLite (the store
+//! that does it): what it takes is stored claimed and given over once committed, what it
+//! refuses waits in the queue, and a write that fails hands nothing over and holds nothing.
+
+mod harness;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use harness::fixtures::{at, message};
+use harness::queue::{LEASE_MS, app_with_endpoints, claim, delivery, pair, pairs};
+use hookd_core::EndpointId;
+use hookd_core::model::DeliveryStatus;
+use hookd_store::prelude::*;
+use hookd_store::{ClaimedDelivery, Handoff, Reserved, Route, StoreError};
+
+/// Takes the deliveries to some endpoints, keeping what it is given, and counts the room it
+/// held and what came back unused.
+struct Taker {
+    endpoints: Vec<EndpointId>,
+    reserved: AtomicUsize,
+    started: Arc<Mutex<Vec<ClaimedDelivery>>>,
+    given_back: Arc<AtomicUsize>,
+}
+
+/// Counts a reservation dropped without its delivery.
+struct Room(Arc<AtomicUsize>);
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Handoff for Taker {
+    fn reserve(&self, endpoint: &EndpointId) -> Option<Reserved> {
+        if !self.endpoints.contains(endpoint) {
+            return None;
+        }
+        self.reserved.fetch_add(1, Ordering::SeqCst);
+        let (started, room) = (self.started.clone(), Room(self.given_back.clone()));
+        Some(Reserved::new(at(20 + LEASE_MS), move |claimed| {
+            std::mem::forget(room);
+            started.lock().unwrap().push(claimed);
+        }))
+    }
+}
+
+#[tokio::test]
+async fn taken_deliveries_are_written_claimed_and_the_rest_wait_for_a_claim() {
+    let (store, _dir) = harness::sqlite().await;
+    let (a, eps) = app_with_endpoints(&store, 2).await;
+    let taker = Taker::on(&store, std::slice::from_ref(&eps[0].id));
+    let msg = message(&a, "order.shipped", None, None, 20);
+
+    let created = store.create_message(&msg).await.unwrap();
+
+    assert_eq!((created.deliveries, created.queued), (2, 1));
+    let taken = delivery(&store, &msg, &eps[0]).await.unwrap();
+    assert_eq!(
+        (taken.status, taken.next_attempt_at, taken.attempt_count),
+        (DeliveryStatus::Sending, Some(at(20 + LEASE_MS)), 0)
+    );
+    let started = taker.started();
+    assert_eq!(started.len(), 1);
+    assert_eq!(started[0].delivery, taken);
+    assert_eq!(started[0].message, msg);
+    assert_eq!(started[0].endpoint, eps[0]);
+    assert!(!started[0].manual);
+    // A claim finds only the delivery the taker refused.
+    let claimed = claim(&store, 30, 10, 10).await;
+    assert_eq!(pairs(&claimed), [pair(&msg, &eps[1])].into());
+}
+
+#[tokio::test]
+async fn every_reservation_is_handed_over_once_or_given_back() {
+    let (store, _dir) = harness::sqlite().await;
+    let (a, eps) = app_with_endpoints(&store, 1).await;
+    // No such endpoint: a delivery to it is refused after its room is reserved.
+    let ghost = EndpointId::from_stored("ep_ghost".into());
+    let taker = Taker::on(&store, &[eps[0].id.clone(), ghost.clone()]);
+    // Concurrent publishes share the writer's batches; a refused one makes its batch run
+    // again, reserving once more for the others.
+    let publishes = (0..40).map(|i| {
+        let (store, msg) = (
+            store.clone(),
+            message(&a, "order.shipped", None, None, 20 + i),
+        );
+        let route = match i % 2 {
+            0 => Route::Subscribers,
+            _ => Route::Only(ghost.clone()),
+        };
+        tokio::spawn(async move { store.create_routed_message(&msg, &route).await })
+    });
+    let mut refused = 0;
+    for publish in publishes.collect::<Vec<_>>() {
+        match publish.await.unwrap() {
+            Ok(created) => assert_eq!((created.deliveries, created.queued), (1, 0)),
+            Err(StoreError::NotFound("endpoint")) => refused += 1,
+            Err(other) => panic!("{other}"),
+        }
+    }
+
+    assert_eq!(refused, 20);
+    let started = taker.started();
+    let messages: BTreeSet<_> = started.iter().map(|c| c.message.id.clone()).collect();
+    assert_eq!(
+        (started.len(), messages.len()),
+        (20, 20),
+        "each written delivery handed over once"
+    );
+    let (reserved, given_back) = (
+        taker.reserved.load(Ordering::SeqCst),
+        taker.given_back.load(Ordering::SeqCst),
+    );
+    assert_eq!(
+        reserved,
+        started.len() + given_back,
+        "every reservation is handed over or given back"
+    );
+    assert!(
+        given_back >= 20,
+        "the refused ones' rooms came back: {given_back}"
+    );
+}
+
+#[tokio::test]
+async fn a_claimer_gone_takes_nothing() {
+    let (store, _dir) = harness::sqlite().await;
+    let (a, eps) = app_with_endpoints(&store, 1).await;
+    drop(Taker::on(&store, std::slice::from_ref(&eps[0].id)));
+    let msg = message(&a, "order.shipped", None, None, 20);
+
+    let created = store.create_message(&msg).await.unwrap();
+
+    assert_eq!((created.deliveries, created.queued), (1, 1));
+    let waiting = delivery(&store, &msg, &eps[0]).await.unwrap();
+    assert_eq!(waiting.status, DeliveryStatus::Pending);
+}
+
+impl Taker {
+    /// A taker of the deliveries to `endpoints`, handed them by `store`.
+    fn on(store: &dyn Store, endpoints: &[EndpointId]) -> Arc<Self> {
+        let taker = Arc::new(Self {
+            endpoints: endpoints.to_vec(),
+            reserved: AtomicUsize::new(0),
+            started: Arc::default(),
+            given_back: Arc::default(),
+        });
+        let weak: Weak<dyn Handoff> = Arc::downgrade(&taker) as Weak<Self>;
+        assert!(store.hand_off_new_deliveries(weak));
+        taker
+    }
+
+    fn started(&self) -> Vec<ClaimedDelivery> {
+        self.started.lock().unwrap().clone()
+    }
+}
