@@ -42,6 +42,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         6,
         include_str!("../../migrations/sqlite/0006_retention.sql"),
     ),
+    (
+        7,
+        include_str!("../../migrations/sqlite/0007_clustered_queue.sql"),
+    ),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.
@@ -309,6 +313,18 @@ fn run(conn: &Connection, sql: &str) -> Result<(), rusqlite::Error> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
+/// For tests of the SQL itself: an application `app_1` with an endpoint `ep_1` and two
+/// messages, `msg_1` and `msg_2`.
+#[cfg(test)]
+pub(super) const TWO_MESSAGES_TO_ONE_ENDPOINT: &str = "
+    INSERT INTO applications (id, name, metadata, created_at, updated_at)
+        VALUES ('app_1', 'a', '{}', 0, 0);
+    INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers, secret,
+        created_at, updated_at)
+        VALUES ('ep_1', 'app_1', 'http://localhost/', '', 0, '{}', '{}', 's', 0, 0);
+    INSERT INTO messages (id, app_id, event_type, created_at)
+        VALUES ('msg_1', 'app_1', 't', 0), ('msg_2', 'app_1', 't', 0);";
+
 /// A migrated connection to a new database at `path`, for tests of the SQL itself.
 #[cfg(test)]
 pub(super) fn migrated(path: &Path) -> Connection {
@@ -341,6 +357,67 @@ mod tests {
             )
             .unwrap();
         assert_eq!(restored, 1);
+    }
+
+    #[test]
+    fn the_v7_rebuild_keeps_every_delivery_and_attempt() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = connect(&dir.path().join("hookd.db")).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+        )
+        .unwrap();
+        for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v < 7) {
+            conn.execute_batch(sql).unwrap();
+            conn.execute("INSERT INTO schema_migrations VALUES (?1, 0)", [version])
+                .unwrap();
+        }
+        conn.execute_batch(TWO_MESSAGES_TO_ONE_ENDPOINT).unwrap();
+        conn.execute_batch(
+            "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
+                 next_attempt_at, updated_at, manual)
+                 VALUES ('msg_1', 'ep_1', 2, 1, NULL, 5, 0), ('msg_2', 'ep_1', 0, 0, 9, 6, 1);
+             INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code,
+                 response, response_head, response_duration_ms, status, trigger_type, created_at)
+                 VALUES ('atmpt_1', 'msg_1', 'ep_1', 'http://localhost/', 200, 'ok', 'HTTP/1.1 200',
+                     3, 0, 0, 5);",
+        )
+        .unwrap();
+        let rows = |sql: &str| -> Vec<String> {
+            conn.prepare(sql)
+                .unwrap()
+                .query_map([], |row| row.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        let deliveries = "SELECT json_array(message_id, endpoint_id, status, attempt_count,
+            next_attempt_at, updated_at, manual) FROM deliveries ORDER BY message_id";
+        let attempts = "SELECT json_array(id, message_id, endpoint_id, url, response_status_code,
+            response, response_head, response_duration_ms, status, trigger_type, created_at)
+            FROM attempts";
+        let before = (rows(deliveries), rows(attempts));
+
+        migrate(&conn).unwrap();
+
+        assert_eq!((rows(deliveries), rows(attempts)), before);
+        for table in ["deliveries", "attempts"] {
+            let has_rowid = conn.prepare(&format!("SELECT rowid FROM {table}")).is_ok();
+            assert!(!has_rowid, "{table} is kept in its primary key");
+        }
+        let indexes = rows(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL
+             AND tbl_name IN ('deliveries', 'attempts') ORDER BY name",
+        );
+        assert_eq!(
+            indexes,
+            [
+                "attempts_by_endpoint",
+                "deliveries_by_endpoint",
+                "deliveries_by_endpoint_status",
+                "deliveries_endpoint_due"
+            ]
+        );
     }
 
     /// A job for [`run_batch`] that inserts `value` into `t`, then fails if `fail`.

@@ -349,15 +349,10 @@ mod tests {
     fn claims_of_different_sizes_reuse_their_prepared_queries() {
         let dir = tempfile::tempdir().unwrap();
         let conn = super::super::db::migrated(&dir.path().join("hookd.db"));
+        conn.execute_batch(super::super::db::TWO_MESSAGES_TO_ONE_ENDPOINT)
+            .unwrap();
         conn.execute_batch(
-            "INSERT INTO applications (id, name, metadata, created_at, updated_at)
-                 VALUES ('app_1', 'a', '{}', 0, 0);
-             INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
-                 secret, created_at, updated_at)
-                 VALUES ('ep_1', 'app_1', 'http://localhost/', '', 0, '{}', '{}', 's', 0, 0);
-             INSERT INTO messages (id, app_id, event_type, created_at)
-                 VALUES ('msg_1', 'app_1', 't', 0), ('msg_2', 'app_1', 't', 0);
-             INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
+            "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
                  next_attempt_at, updated_at)
                  VALUES ('msg_1', 'ep_1', 0, 0, 0, 0), ('msg_2', 'ep_1', 0, 0, 0, 0);",
         )
