@@ -126,6 +126,33 @@ async fn every_reservation_is_handed_over_once_or_given_back() {
 }
 
 #[tokio::test]
+async fn a_test_send_to_a_disabled_endpoint_waits_for_it() {
+    let (store, _dir) = harness::sqlite().await;
+    let (a, eps) = app_with_endpoints(&store, 1).await;
+    let taker = Taker::on(&store, std::slice::from_ref(&eps[0].id));
+    store
+        .disable_endpoint(&eps[0].id, "gone", at(15), &[])
+        .await
+        .unwrap();
+    let msg = message(&a, "order.shipped", None, None, 20);
+
+    let created = store
+        .create_routed_message(&msg, &Route::Only(eps[0].id.clone()))
+        .await
+        .unwrap();
+
+    assert_eq!((created.deliveries, created.queued), (1, 1));
+    let waiting = delivery(&store, &msg, &eps[0]).await.unwrap();
+    assert_eq!(waiting.status, DeliveryStatus::Pending);
+    assert!(taker.started().is_empty());
+    assert_eq!(
+        taker.given_back.load(Ordering::SeqCst),
+        1,
+        "its room came back"
+    );
+}
+
+#[tokio::test]
 async fn a_claimer_gone_takes_nothing() {
     let (store, _dir) = harness::sqlite().await;
     let (a, eps) = app_with_endpoints(&store, 1).await;

@@ -284,19 +284,22 @@ pub(super) fn insert_message(
     )?;
     let mut handed = Vec::new();
     for endpoint in &routed {
-        let reserved = handoff.and_then(|h| h.reserve(endpoint));
+        let taken = match handoff {
+            Some(handoff) => taken(conn, handoff, endpoint)?,
+            None => None,
+        };
         let delivery = Delivery {
             message_id: message.id.clone(),
             endpoint_id: endpoint.clone(),
-            status: match reserved {
+            status: match taken {
                 Some(_) => DeliveryStatus::Sending,
                 None => DeliveryStatus::Pending,
             },
             attempt_count: 0,
             next_attempt_at: Some(
-                reserved
+                taken
                     .as_ref()
-                    .map_or(message.created_at, Reserved::lease_until),
+                    .map_or(message.created_at, |(_, reserved)| reserved.lease_until()),
             ),
             updated_at: message.created_at,
         };
@@ -309,8 +312,14 @@ pub(super) fn insert_message(
                 delivery.updated_at.as_millis(),
             ])
             .map_err(missing("endpoint"))?;
-        if let Some(reserved) = reserved {
-            handed.push((claimed(conn, message, delivery)?, reserved));
+        if let Some((endpoint, reserved)) = taken {
+            let claimed = ClaimedDelivery {
+                delivery,
+                message: message.clone(),
+                endpoint,
+                manual: false,
+            };
+            handed.push((claimed, reserved));
         }
     }
     Ok(Written {
@@ -323,22 +332,20 @@ pub(super) fn insert_message(
     })
 }
 
-/// A delivery written claimed, with what its attempt needs.
-fn claimed(
+/// The endpoint and the room `handoff` holds for a new delivery to it, if it takes one. Only an
+/// enabled endpoint's deliveries go out: a test send may name a disabled one, which then waits.
+fn taken(
     conn: &Connection,
-    message: &Message,
-    delivery: Delivery,
-) -> Result<ClaimedDelivery, StoreError> {
-    let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1");
-    let endpoint = collect(conn, &sql, [delivery.endpoint_id.as_str()], rows::endpoint)?
-        .pop()
-        .ok_or(StoreError::NotFound("endpoint"))?;
-    Ok(ClaimedDelivery {
-        delivery,
-        message: message.clone(),
-        endpoint,
-        manual: false,
-    })
+    handoff: &dyn Handoff,
+    endpoint: &EndpointId,
+) -> Result<Option<(Endpoint, Reserved)>, StoreError> {
+    let Some(reserved) = handoff.reserve(endpoint) else {
+        return Ok(None);
+    };
+    let sql =
+        format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1 AND NOT e.disabled");
+    let enabled = collect(conn, &sql, [endpoint.as_str()], rows::endpoint)?.pop();
+    Ok(enabled.map(|endpoint| (endpoint, reserved)))
 }
 
 /// Writes operational-webhook messages, each with its deliveries, inside the caller's write.
