@@ -42,6 +42,10 @@ impl DeliveryQueue for PgStore {
         // flight anywhere, one second of its rate at most); `chosen` takes that many of each
         // one's oldest due rows, skipping rows another claimer holds locked; `windows` moves
         // rate-limited endpoints' next window past the attempts just claimed.
+        // The in-flight count names `sending` as a literal: compared with a parameter, a
+        // prepared statement's generic plan cannot use the partial index deliveries_in_flight
+        // and counts through the endpoint's whole queue instead, at every claim.
+        let sending = DeliveryStatus::Sending.code();
         let mut tx = self.pool.begin().await?;
         if self.cluster_limits {
             sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -62,7 +66,7 @@ impl DeliveryQueue for PgStore {
                  ) o
                  CROSS JOIN LATERAL (
                      SELECT count(*) AS n FROM deliveries f
-                     WHERE $7 AND f.endpoint_id = e.id AND f.status = $5 AND f.next_attempt_at > $1
+                     WHERE $7 AND f.endpoint_id = e.id AND f.status = {sending} AND f.next_attempt_at > $1
                  ) busy
                  WHERE NOT e.disabled AND e.id <> ALL ($2::text[]) AND o.oldest <= $1
                    AND busy.n < $4 AND (NOT $7 OR COALESCE(e.next_window_at, 0) <= $1)
