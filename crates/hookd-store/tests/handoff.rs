@@ -7,6 +7,8 @@ mod harness;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Waker};
+use std::time::Duration;
 
 use harness::fixtures::{at, message};
 use harness::queue::{LEASE_MS, app_with_endpoints, claim, delivery, pair, pairs};
@@ -150,6 +152,32 @@ async fn a_test_send_to_a_disabled_endpoint_waits_for_it() {
         1,
         "its room came back"
     );
+}
+
+#[tokio::test]
+async fn a_publish_whose_caller_goes_away_still_hands_its_deliveries_over() {
+    let (store, _dir) = harness::sqlite().await;
+    let (a, eps) = app_with_endpoints(&store, 1).await;
+    let taker = Taker::on(&store, std::slice::from_ref(&eps[0].id));
+    let msg = message(&a, "order.shipped", None, None, 20);
+
+    // Polled once, then dropped: the request was cancelled while its write was queued.
+    {
+        let mut publish = std::pin::pin!(store.create_message(&msg));
+        let first = publish
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+        assert!(first.is_pending(), "the write had not finished");
+    }
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while taker.started().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "never handed over");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let started = taker.started();
+    assert_eq!(started[0].message.id, msg.id);
+    assert_eq!(taker.given_back.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]

@@ -28,12 +28,8 @@ impl MessageStore for SqliteStore {
         route: &Route,
     ) -> Result<CreatedMessage, StoreError> {
         let (message, route) = (message.clone(), route.clone());
-        let handoff = self.handoff();
-        let written = self
-            .db
-            .write(move |conn| insert_message(conn, &message, &route, handoff.as_deref()))
-            .await?;
-        Ok(written.start())
+        self.publish(move |conn, handoff| insert_message(conn, &message, &route, handoff))
+            .await
     }
 
     async fn get_message(
@@ -229,6 +225,28 @@ impl MessageStore for SqliteStore {
                 .pop())
             })
             .await
+    }
+}
+
+impl SqliteStore {
+    /// Writes a message with `write`, offering its deliveries to the store's [`Handoff`], and
+    /// hands over those it took once committed. Write and handover run in a task of their own:
+    /// a caller that goes away meanwhile (a cancelled request) must not leave the deliveries
+    /// it wrote claimed and idle until their lease ends.
+    pub(super) async fn publish<F>(&self, write: F) -> Result<CreatedMessage, StoreError>
+    where
+        F: Fn(&Connection, Option<&dyn Handoff>) -> Result<Written, StoreError> + Send + 'static,
+    {
+        let (db, handoff) = (self.db.clone(), self.handoff());
+        let published = tokio::spawn(async move {
+            let written = db
+                .write(move |conn| write(conn, handoff.as_deref()))
+                .await?;
+            Ok(written.start())
+        });
+        published
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("the publish task failed: {e}")))?
     }
 }
 

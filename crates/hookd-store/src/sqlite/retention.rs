@@ -22,18 +22,13 @@ impl RetentionStore for SqliteStore {
         payload_expires_at: Timestamp,
     ) -> Result<CreatedMessage, StoreError> {
         let message = message.clone();
-        let handoff = self.handoff();
-        let written = self
-            .db
-            .write(move |conn| {
-                let written =
-                    insert_message(conn, &message, &Route::Subscribers, handoff.as_deref())?;
-                conn.prepare_cached("UPDATE messages SET payload_expires_at = ?2 WHERE id = ?1")?
-                    .execute(params![message.id.as_str(), payload_expires_at.as_millis()])?;
-                Ok(written)
-            })
-            .await?;
-        Ok(written.start())
+        self.publish(move |conn, handoff| {
+            let written = insert_message(conn, &message, &Route::Subscribers, handoff)?;
+            conn.prepare_cached("UPDATE messages SET payload_expires_at = ?2 WHERE id = ?1")?
+                .execute(params![message.id.as_str(), payload_expires_at.as_millis()])?;
+            Ok(written)
+        })
+        .await
     }
 
     async fn purge_batch(&self, request: &PurgeRequest) -> Result<Purged, StoreError> {
