@@ -13,9 +13,11 @@ use std::time::Duration;
 use harness::fixtures::{at, message};
 use harness::queue::{LEASE_MS, app_with_endpoints, claim, delivery, pair, pairs};
 use hookd_core::EndpointId;
-use hookd_core::model::DeliveryStatus;
+use hookd_core::model::{Application, DeliveryStatus, Endpoint};
 use hookd_store::prelude::*;
+use hookd_store::sqlite::SqliteStore;
 use hookd_store::{ClaimedDelivery, Handoff, Reserved, Route, StoreError};
+use tempfile::TempDir;
 
 /// Takes the deliveries to some endpoints, keeping what it is given, and counts the room it
 /// held and what came back unused.
@@ -112,10 +114,7 @@ async fn every_reservation_is_handed_over_once_or_given_back() {
         (20, 20),
         "each written delivery handed over once"
     );
-    let (reserved, given_back) = (
-        taker.reserved.load(Ordering::SeqCst),
-        taker.given_back.load(Ordering::SeqCst),
-    );
+    let (reserved, given_back) = (taker.reserved.load(Ordering::SeqCst), taker.given_back());
     assert_eq!(
         reserved,
         started.len() + given_back,
@@ -129,9 +128,7 @@ async fn every_reservation_is_handed_over_once_or_given_back() {
 
 #[tokio::test]
 async fn a_test_send_to_a_disabled_endpoint_waits_for_it() {
-    let (store, _dir) = harness::sqlite().await;
-    let (a, eps) = app_with_endpoints(&store, 1).await;
-    let taker = Taker::on(&store, std::slice::from_ref(&eps[0].id));
+    let (store, _dir, a, eps, taker) = one_endpoint_taken().await;
     store
         .disable_endpoint(&eps[0].id, "gone", at(15), &[])
         .await
@@ -147,18 +144,12 @@ async fn a_test_send_to_a_disabled_endpoint_waits_for_it() {
     let waiting = delivery(&store, &msg, &eps[0]).await.unwrap();
     assert_eq!(waiting.status, DeliveryStatus::Pending);
     assert!(taker.started().is_empty());
-    assert_eq!(
-        taker.given_back.load(Ordering::SeqCst),
-        1,
-        "its room came back"
-    );
+    assert_eq!(taker.given_back(), 1, "its room came back");
 }
 
 #[tokio::test]
 async fn a_publish_whose_caller_goes_away_still_hands_its_deliveries_over() {
-    let (store, _dir) = harness::sqlite().await;
-    let (a, eps) = app_with_endpoints(&store, 1).await;
-    let taker = Taker::on(&store, std::slice::from_ref(&eps[0].id));
+    let (store, _dir, a, _, taker) = one_endpoint_taken().await;
     let msg = message(&a, "order.shipped", None, None, 20);
 
     // Polled once, then dropped: the request was cancelled while its write was queued.
@@ -177,14 +168,13 @@ async fn a_publish_whose_caller_goes_away_still_hands_its_deliveries_over() {
     }
     let started = taker.started();
     assert_eq!(started[0].message.id, msg.id);
-    assert_eq!(taker.given_back.load(Ordering::SeqCst), 0);
+    assert_eq!(taker.given_back(), 0);
 }
 
 #[tokio::test]
 async fn a_claimer_gone_takes_nothing() {
-    let (store, _dir) = harness::sqlite().await;
-    let (a, eps) = app_with_endpoints(&store, 1).await;
-    drop(Taker::on(&store, std::slice::from_ref(&eps[0].id)));
+    let (store, _dir, a, eps, taker) = one_endpoint_taken().await;
+    drop(taker);
     let msg = message(&a, "order.shipped", None, None, 20);
 
     let created = store.create_message(&msg).await.unwrap();
@@ -211,4 +201,16 @@ impl Taker {
     fn started(&self) -> Vec<ClaimedDelivery> {
         self.started.lock().unwrap().clone()
     }
+
+    fn given_back(&self) -> usize {
+        self.given_back.load(Ordering::SeqCst)
+    }
+}
+
+/// A store with an application and one endpoint, whose deliveries a [`Taker`] takes.
+async fn one_endpoint_taken() -> (SqliteStore, TempDir, Application, Vec<Endpoint>, Arc<Taker>) {
+    let (store, dir) = harness::sqlite().await;
+    let (app, endpoints) = app_with_endpoints(&store, 1).await;
+    let taker = Taker::on(&store, std::slice::from_ref(&endpoints[0].id));
+    (store, dir, app, endpoints, taker)
 }

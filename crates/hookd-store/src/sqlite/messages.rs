@@ -1,5 +1,7 @@
 //! [`MessageStore`] on SQLite: messages and the delivery log.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use hookd_core::model::filters_take;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
@@ -360,9 +362,11 @@ fn taken(
     let Some(reserved) = handoff.reserve(endpoint) else {
         return Ok(None);
     };
-    let sql =
-        format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1 AND NOT e.disabled");
-    let enabled = collect(conn, &sql, [endpoint.as_str()], rows::endpoint)?.pop();
+    // Built once: this runs for every delivery handed over.
+    static ENABLED_ENDPOINT: LazyLock<String> = LazyLock::new(|| {
+        format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1 AND NOT e.disabled")
+    });
+    let enabled = collect(conn, &ENABLED_ENDPOINT, [endpoint.as_str()], rows::endpoint)?.pop();
     Ok(enabled.map(|endpoint| (endpoint, reserved)))
 }
 
