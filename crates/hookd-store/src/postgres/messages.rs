@@ -5,7 +5,9 @@ use hookd_core::model::filters_take;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
 use hookd_core::{AppId, Timestamp};
 use sqlx::AssertSqlSafe;
-use sqlx::postgres::{PgConnection, PgPool};
+use sqlx::Postgres;
+use sqlx::postgres::{PgArguments, PgConnection, PgPool};
+use sqlx::query::Query;
 
 use super::rows;
 use super::{ListQuery, Param, PgStore, fetch_one_of, missing, refused, sql, text};
@@ -331,20 +333,31 @@ impl<'a> Deliveries<'a> {
         if self.message_ids.is_empty() {
             return Ok(());
         }
-        sqlx::query(
-            "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at)
-             SELECT message_id, endpoint_id, $1, 0, due, due
-             FROM UNNEST($2::text[], $3::text[], $4::bigint[]) AS routed(message_id, endpoint_id, due)",
-        )
-        .bind(i64::from(DeliveryStatus::Pending.code()))
-        .bind(&self.message_ids)
-        .bind(&self.endpoint_ids)
-        .bind(&self.due)
-        .execute(conn)
-        .await?;
+        self.bind(sqlx::query(INSERT_DELIVERIES))
+            .execute(conn)
+            .await?;
         Ok(())
     }
+
+    /// Binds what [`INSERT_DELIVERIES`] reads, as its `$1` to `$4`.
+    pub(super) fn bind<'q>(
+        &'q self,
+        query: Query<'q, Postgres, PgArguments>,
+    ) -> Query<'q, Postgres, PgArguments> {
+        query
+            .bind(i64::from(DeliveryStatus::Pending.code()))
+            .bind(&self.message_ids)
+            .bind(&self.endpoint_ids)
+            .bind(&self.due)
+    }
 }
+
+/// Inserts [`Deliveries`] (bound by [`Deliveries::bind`]) from arrays, pending and due when
+/// their message was created; the rows are named `routed`.
+pub(super) const INSERT_DELIVERIES: &str = "INSERT INTO deliveries
+     (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at)
+     SELECT message_id, endpoint_id, $1, 0, due, due
+     FROM UNNEST($2::text[], $3::text[], $4::bigint[]) AS routed(message_id, endpoint_id, due)";
 
 /// Writes operational-webhook messages, each with its deliveries, inside the caller's
 /// transaction.

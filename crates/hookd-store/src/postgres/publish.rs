@@ -1,4 +1,4 @@
-//! Publishing on PostgreSQL with group commit: many callers' messages in one transaction.
+//! Publishing on PostgreSQL with group commit: many callers' messages in one statement.
 //!
 //! Written alone, a message costs five round trips (begin, insert the message, read its
 //! application's endpoints, insert its deliveries, commit) and a WAL flush, and between the
@@ -6,10 +6,16 @@
 //! trips, not the database, then cap messages per second while its CPU idles. So, as SQLite's
 //! writer does (`crate::sqlite::db`), every publish of a store goes to one task, which takes the
 //! publishes already waiting (at most [`MAX_BATCH`], and never waits for more: a lone publish is
-//! written at once) and writes them in one transaction of at most five statements whatever its
-//! size: the messages from arrays (`unnest`), the enabled endpoints of all their applications in
-//! one read, each message routed in Rust by its own filters, the deliveries from arrays, the
-//! commit. A caller still hears `Ok` only once its message and deliveries are committed.
+//! written at once) and writes them in two round trips whatever the batch's size: one read of
+//! the enabled endpoints of all their applications, each message then routed in Rust by its
+//! own filters, and one statement, its own transaction, that inserts the messages and their
+//! deliveries from arrays (`unnest`). A caller still hears `Ok` only once its message and
+//! deliveries are committed. No `BEGIN` and `COMMIT` round trips: they are a fixed cost per
+//! batch, in hookd and in PostgreSQL, and with several processes on one database each
+//! process's batches are smaller. Reading the endpoints before the insert rather than inside
+//! its transaction changes nothing: each statement of a `READ COMMITTED` transaction reads its
+//! own snapshot anyway, and an endpoint deleted meanwhile fails the insert (its foreign key)
+//! as it did inside the transaction.
 //!
 //! Every caller gets the answer it would get publishing alone:
 //! - A taken `eventId`, in the database or by an earlier publish of the same batch, is that
@@ -17,17 +23,17 @@
 //!   of the batch is written. Clients resending an event are common enough that they must not
 //!   cost the batch its group commit.
 //! - Anything else the database refuses (an application, or a test send's endpoint, deleted
-//!   meanwhile; a value it rejects) or that does not decode (an endpoint's stored filters) rolls
-//!   the whole batch back. Its messages are then written one at a time in their order, each in its
+//!   meanwhile; a value it rejects) or that does not decode (an endpoint's stored filters) writes
+//!   nothing of the batch. Its messages are then written one at a time in their order, each in its
 //!   own transaction exactly as a lone publish was before batching, so each caller gets its own
 //!   answer (and of two publishes with one `eventId`, the first wins).
 //! - A database that cannot be reached fails every caller of the batch with its error at once,
-//!   rather than one after another, each after its own wait for a connection. A commit whose
-//!   connection failed is not retried: it may have happened, so its callers hear the failure,
-//!   as a lone publish would.
+//!   rather than one after another, each after its own wait for a connection. A batch whose
+//!   connection failed during its insert is not retried: it may have been committed, so its
+//!   callers hear the failure, as a lone publish would.
 //!
 //! The endpoint read joins an array to a table, so it is not kept prepared (see `record`); the
-//! inserts read only their arrays and stay prepared. Messages are inserted in (application,
+//! insert reads only its arrays and stays prepared. Messages are inserted in (application,
 //! `eventId`) order, so two processes' batches holding the same event ids take their keys in
 //! the same order and cannot deadlock waiting for each other's.
 //!
@@ -36,13 +42,14 @@
 //! task finishes the batch in hand and ends.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 
 use hookd_core::model::Message;
-use sqlx::postgres::{PgConnection, PgPool};
-use sqlx::{Postgres, Transaction};
+use sqlx::postgres::PgPool;
+use sqlx::{AssertSqlSafe, Postgres, Row as _, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
-use super::messages::{Deliveries, Subscriber, insert_message, routed};
+use super::messages::{Deliveries, INSERT_DELIVERIES, Subscriber, insert_message, routed};
 use crate::error::taken;
 use crate::json::encode_opt;
 use crate::{CreatedMessage, Route, StoreError};
@@ -128,54 +135,19 @@ async fn publish_loop(pool: PgPool, mut waiting: mpsc::UnboundedReceiver<Publish
 
 /// Writes one batch and answers each of its callers.
 async fn write(pool: &PgPool, batch: Vec<Publish>) {
-    let mut tx = match pool.begin().await {
-        Ok(tx) => tx,
-        Err(error) => return fail(batch, &error),
-    };
-    let written = match write_batch(&mut tx, &batch).await {
-        Ok(written) => written,
+    let candidates = candidates(&batch);
+    let subscribers = match subscribers_of(pool, candidates.iter().map(|&i| &batch[i])).await {
+        Ok(subscribers) => subscribers,
+        // Each message written alone reads its own (and fails at once if the database is
+        // gone).
         Err(error) => {
-            // Rolled back at once, so the messages written alone meet no lock of this batch.
-            let _ = tx.rollback().await;
             log_refused(&error, batch.len());
             return write_each(pool, batch).await;
         }
     };
-    match tx.commit().await {
-        Ok(()) => {
-            for (publish, deliveries) in batch.into_iter().zip(written) {
-                publish.answer_written(deliveries);
-            }
-        }
-        // The server answered: the commit did not happen.
-        Err(error) if error.as_database_error().is_some() => {
-            log_refused(&error, batch.len());
-            write_each(pool, batch).await
-        }
-        // The connection failed: the commit may have happened, so writing the messages again
-        // could answer a written one with a conflict.
-        Err(error) => fail(batch, &error),
-    }
-}
-
-/// Writes the batch on `tx` (left uncommitted) and answers, per publish, how many deliveries
-/// it got, or `None` when its `eventId` was taken.
-async fn write_batch(
-    tx: &mut PgConnection,
-    batch: &[Publish],
-) -> Result<Vec<Option<usize>>, StoreError> {
-    let candidates = candidates(batch);
-    let inserted = insert_messages(tx, batch, &candidates).await?;
-    // Candidates have distinct ids once their insert succeeded (the primary key), so an id
-    // inserted names one position.
-    let written: Vec<usize> = candidates
-        .into_iter()
-        .filter(|&i| inserted.contains(batch[i].message.id.as_str()))
-        .collect();
-    let subscribers = subscribers_of(tx, written.iter().map(|&i| &batch[i])).await?;
     let mut counts = vec![None; batch.len()];
     let mut deliveries = Deliveries::default();
-    for i in written {
+    for &i in &candidates {
         let Publish { message, route, .. } = &batch[i];
         let of_app = subscribers
             .get(message.app_id.as_str())
@@ -184,9 +156,69 @@ async fn write_batch(
         counts[i] = Some(routed.len());
         deliveries.add(message, routed);
     }
-    deliveries.insert(tx).await?;
-    Ok(counts)
+    match insert_batch(pool, &batch, &candidates, &deliveries).await {
+        Ok(inserted) => {
+            for (publish, count) in batch.into_iter().zip(counts) {
+                // Candidates have distinct ids once their insert succeeded (the primary key),
+                // so an id inserted names one position; a candidate not inserted lost its
+                // `eventId` to a stored message.
+                let written = count.filter(|_| inserted.contains(publish.message.id.as_str()));
+                publish.answer_written(written);
+            }
+        }
+        // The server refused the statement: nothing of it was written.
+        Err(error) if error.as_database_error().is_some() => {
+            log_refused(&error, batch.len());
+            write_each(pool, batch).await
+        }
+        // The connection failed: the statement may have been committed, so writing the
+        // messages again could answer a written one with a conflict.
+        Err(error) => fail(batch, &error),
+    }
 }
+
+/// Inserts the messages of the publishes at `positions` (skipping those whose `eventId` is
+/// taken) and the deliveries of those inserted, in one statement and so one transaction of
+/// its own, and answers the ids inserted.
+async fn insert_batch(
+    pool: &PgPool,
+    batch: &[Publish],
+    positions: &[usize],
+    deliveries: &Deliveries<'_>,
+) -> Result<HashSet<String>, sqlx::Error> {
+    let messages: Vec<&Message> = positions.iter().map(|&i| &batch[i].message).collect();
+    let rows = deliveries
+        .bind(sqlx::query(AssertSqlSafe(PUBLISH.as_str())))
+        .bind(column(&messages, |m| m.id.as_str()))
+        .bind(column(&messages, |m| m.app_id.as_str()))
+        .bind(column(&messages, |m| m.event_type.as_str()))
+        .bind(column(&messages, |m| m.event_id.as_deref()))
+        .bind(column(&messages, |m| encode_opt(m.channels.as_ref())))
+        .bind(column(&messages, |m| m.payload.as_deref()))
+        .bind(column(&messages, |m| m.created_at.as_millis()))
+        .fetch_all(pool)
+        .await?;
+    rows.iter().map(|row| row.try_get(0)).collect()
+}
+
+/// A batch in one statement: the messages from arrays (`$5` to `$11`), skipping any whose
+/// `eventId` is taken, then the deliveries routed to them ([`INSERT_DELIVERIES`], `$1` to `$4`)
+/// of the messages written; answers the ids written. The foreign keys of the deliveries are
+/// checked at the end of the statement, when their messages are in place.
+static PUBLISH: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH written AS (
+             INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at)
+             SELECT * FROM UNNEST($5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
+                                  $10::bytea[], $11::bigint[])
+             ON CONFLICT (app_id, event_id) DO NOTHING
+             RETURNING id
+         ), deliveries AS (
+             {INSERT_DELIVERIES} WHERE routed.message_id IN (SELECT id FROM written)
+         )
+         SELECT id FROM written"
+    )
+});
 
 /// The positions of the publishes whose message the batch tries to insert: all but those
 /// repeating the (application, `eventId`) of an earlier one, which lose to it. In (application,
@@ -209,33 +241,6 @@ fn candidates(batch: &[Publish]) -> Vec<usize> {
     candidates
 }
 
-/// Inserts the messages of the publishes at `positions` in one statement, skipping those whose
-/// `eventId` is taken, and answers the ids inserted.
-async fn insert_messages(
-    tx: &mut PgConnection,
-    batch: &[Publish],
-    positions: &[usize],
-) -> Result<HashSet<String>, StoreError> {
-    let messages: Vec<&Message> = positions.iter().map(|&i| &batch[i].message).collect();
-    let inserted: Vec<String> = sqlx::query_scalar(
-        "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at)
-         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                              $6::bytea[], $7::bigint[])
-         ON CONFLICT (app_id, event_id) DO NOTHING
-         RETURNING id",
-    )
-    .bind(column(&messages, |m| m.id.as_str()))
-    .bind(column(&messages, |m| m.app_id.as_str()))
-    .bind(column(&messages, |m| m.event_type.as_str()))
-    .bind(column(&messages, |m| m.event_id.as_deref()))
-    .bind(column(&messages, |m| encode_opt(m.channels.as_ref())))
-    .bind(column(&messages, |m| m.payload.as_deref()))
-    .bind(column(&messages, |m| m.created_at.as_millis()))
-    .fetch_all(&mut *tx)
-    .await?;
-    Ok(inserted.into_iter().collect())
-}
-
 /// One field of every message, to bind as an array.
 fn column<'a, T>(messages: &[&'a Message], field: impl Fn(&'a Message) -> T) -> Vec<T> {
     messages.iter().map(|&m| field(m)).collect()
@@ -244,7 +249,7 @@ fn column<'a, T>(messages: &[&'a Message], field: impl Fn(&'a Message) -> T) -> 
 /// The enabled endpoints of every application the `written` publishes route to subscribers,
 /// by application, in one read.
 async fn subscribers_of(
-    tx: &mut PgConnection,
+    pool: &PgPool,
     written: impl Iterator<Item = &Publish>,
 ) -> Result<HashMap<String, Vec<Subscriber>>, StoreError> {
     let mut apps: Vec<&str> = written
@@ -263,7 +268,7 @@ async fn subscribers_of(
     )
     .bind(&apps)
     .persistent(false)
-    .fetch_all(&mut *tx)
+    .fetch_all(pool)
     .await?;
     for (app, id, event_types, channels) in rows {
         let subscriber = Subscriber::decode(id, event_types, channels)?;

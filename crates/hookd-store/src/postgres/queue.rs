@@ -22,8 +22,11 @@ use super::{PgStore, missing, rows, sql};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::{AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Recorded, StoreError};
 
-/// The advisory-lock key claims take turns under (any constant; "hookd" in ASCII).
-const CLAIM_LOCK: i64 = 0x68_6f6f_6b64;
+/// Begins a claim that takes turns with every other: the transaction-scoped advisory lock
+/// (any constant key; 448546171748 is "hookd" in ASCII) is taken in the same round trip as
+/// `BEGIN`. Its own statement all the same, so the claim that follows reads a snapshot taken
+/// after the lock was granted, and sees every earlier claim committed.
+const BEGIN_TAKING_TURNS: &str = "BEGIN; SELECT pg_advisory_xact_lock(448546171748)";
 
 #[async_trait]
 impl DeliveryQueue for PgStore {
@@ -46,13 +49,11 @@ impl DeliveryQueue for PgStore {
         // prepared statement's generic plan cannot use the partial index deliveries_in_flight
         // and counts through the endpoint's whole queue instead, at every claim.
         let sending = DeliveryStatus::Sending.code();
-        let mut tx = self.pool.begin().await?;
-        if self.cluster_limits {
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                .bind(CLAIM_LOCK)
-                .execute(&mut *tx)
-                .await?;
-        }
+        let mut tx = if self.cluster_limits {
+            self.pool.begin_with(BEGIN_TAKING_TURNS).await?
+        } else {
+            self.pool.begin().await?
+        };
         let rows = sql(format!(
             "WITH ready AS (
                  SELECT e.id, o.oldest,
