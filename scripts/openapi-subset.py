@@ -57,6 +57,8 @@ RATE_LIMIT = {
     "description": "hookd: the same as throttleRate (deliveries per second), under its newer name.",
     "format": "uint16", "nullable": True, "type": "integer",
 }
+# Given on create or replace, a rate is at least 1, as throttleRate's is there.
+RATE_LIMIT_IN = {**RATE_LIMIT, "minimum": 1}
 SCHEMES = {
     "description": "hookd addition: the signature schemes the endpoint signs with: `v1` "
     "(HMAC-SHA256 with the whsec_ secret; the default) and/or `v1a` (ed25519; receivers verify "
@@ -127,10 +129,10 @@ ADDITIONS = {
         [],
     ),
     "EndpointIn": (
-        {"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT, "signatureSchemes": SCHEMES}, []
+        {"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT_IN, "signatureSchemes": SCHEMES}, []
     ),
     "EndpointUpdate": (
-        {"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT, "signatureSchemes": SCHEMES}, []
+        {"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT_IN, "signatureSchemes": SCHEMES}, []
     ),
     "EndpointPatch": (
         {"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT, "signatureSchemes": SCHEMES}, []

@@ -88,6 +88,19 @@ pub fn timeout_seconds(field: &str, value: Option<u16>) -> Result<(), ApiError> 
     }
 }
 
+/// A rate limit given on create or replace: at least one delivery per second, as Svix's
+/// `EndpointIn`, `EndpointUpdate` and `ApplicationIn` say. (A `PATCH` may send 0, as Svix's
+/// patch schemas allow; hookd reads a rate of 0 as no limit.)
+pub fn throttle_rate(field: &str, value: Option<u16>) -> Result<(), ApiError> {
+    match value {
+        Some(0) => Err(ApiError::body_field(
+            field,
+            "must be at least 1 (deliveries per second); leave it out for no limit",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Names hookd sets itself or that HTTP reserves for the connection.
 const RESERVED_HEADERS: &[&str] = &[
     "host",

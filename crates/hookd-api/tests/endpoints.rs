@@ -180,6 +180,42 @@ async fn endpoints_show_why_they_are_disabled_and_bound_their_timeout() {
 }
 
 #[tokio::test]
+async fn a_rate_limit_of_zero_is_refused_on_create_and_replace_but_not_on_patch() {
+    let api = start_default().await;
+    let (status, out) = api
+        .call(
+            Method::POST,
+            "/app",
+            Some(json!({"name": "Acme", "throttleRate": 0})),
+        )
+        .await;
+    assert_invalid_field(status, &out, "throttleRate");
+    let app = api.app("Acme", None).await;
+    let path = format!("/app/{app}/endpoint");
+    for name in ["throttleRate", "rateLimit"] {
+        let body = json!({"url": "http://example.com", name: 0});
+        let (status, out) = api.call(Method::POST, &path, Some(body)).await;
+        assert_invalid_field(status, &out, "throttleRate");
+    }
+    let created = api
+        .endpoint(
+            &app,
+            json!({"url": "http://example.com", "throttleRate": 5}),
+        )
+        .await;
+    let one = format!("{path}/{}", created["id"].as_str().unwrap());
+    let replace = json!({"url": "http://example.com", "throttleRate": 0});
+    let (status, out) = api.call(Method::PUT, &one, Some(replace)).await;
+    assert_invalid_field(status, &out, "throttleRate");
+    // Svix's patch schema allows 0: no limit.
+    let (status, patched) = api
+        .call(Method::PATCH, &one, Some(json!({"throttleRate": 0})))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{patched}");
+    assert_eq!(patched["throttleRate"], 0);
+}
+
+#[tokio::test]
 async fn attempts_show_the_response_head() {
     let api = start_default().await;
     let app = api.app("Acme", None).await;

@@ -70,7 +70,8 @@ impl From<Application> for ApplicationOut {
 impl ApplicationIn {
     pub(crate) fn validate(&self) -> Result<(), ApiError> {
         validate::text("name", &self.name, 256)?;
-        validate::uid("uid", self.uid.as_deref())
+        validate::uid("uid", self.uid.as_deref())?;
+        validate::throttle_rate("throttleRate", self.throttle_rate)
     }
 
     pub(crate) fn into_new(self, state: &ApiState) -> Application {

@@ -168,6 +168,7 @@ impl EndpointIn {
             validate::custom_headers("headers", headers)?;
         }
         validate::timeout_seconds("timeoutSeconds", self.timeout_seconds)?;
+        validate::throttle_rate("throttleRate", self.throttle_rate)?;
         if let Some(schemes) = &self.signature_schemes {
             schemes_field(schemes)?;
         }
