@@ -164,6 +164,7 @@ async fn endpoint_changes_write_their_events_in_their_transaction(store: &dyn St
     store
         .update_endpoint_with_events(
             &changed,
+            None,
             std::slice::from_ref(&updated),
             std::slice::from_ref(&not_toggled),
         )
@@ -193,6 +194,7 @@ async fn endpoint_changes_write_their_events_in_their_transaction(store: &dyn St
         store
             .update_endpoint_with_events(
                 &changed,
+                None,
                 std::slice::from_ref(&late_update),
                 std::slice::from_ref(&late_toggle),
             )
@@ -335,6 +337,7 @@ async fn an_update_tells_of_disabling_and_enabling_once(store: &dyn Store) {
             store
                 .update_endpoint_with_events(
                     &ep,
+                    None,
                     std::slice::from_ref(&updated),
                     std::slice::from_ref(&toggled),
                 )

@@ -360,6 +360,7 @@ async fn an_update_racing_hookds_disabling_tells_no_second_disable() {
     off.disabled = true;
     let update = store.update_endpoint_with_events(
         &off,
+        None,
         std::slice::from_ref(&updated),
         std::slice::from_ref(&manual),
     );

@@ -1009,6 +1009,66 @@ async fn concurrent_publishes_to_an_app_without_endpoints_write_no_deliveries(st
     }
 }
 
+/// An API edit is read, modify, write: built on a read from before hookd disabled the
+/// endpoint, it must not carry the stale `disabled: false` back (re-enabling a dead endpoint
+/// because someone fixed its description). Asking for a state is another matter.
+async fn an_edit_built_before_hookd_disabled_the_endpoint_is_refused(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    let ep = endpoint(&a, None, None, None);
+    store.create_endpoint(&ep).await.unwrap();
+    assert!(
+        store
+            .disable_endpoint(&ep.id, "the endpoint answered 410 Gone", at(2), &[])
+            .await
+            .unwrap()
+    );
+    let mut edited = ep.clone();
+    edited.description = "edited".into();
+    let refused = store
+        .update_endpoint_with_events(&edited, Some(false), &[], &[])
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict(ref why)) if why.contains("disabled")),
+        "{refused:?}"
+    );
+    let stored = store
+        .get_endpoint(&a.id, ep.id.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(stored.disabled, "still disabled");
+    assert_eq!(
+        stored.description, ep.description,
+        "nothing of the edit written"
+    );
+    // Disabling it too, on the same stale read, asks for the state it has: written.
+    let mut off = edited.clone();
+    off.disabled = true;
+    store
+        .update_endpoint_with_events(&off, Some(false), &[], &[])
+        .await
+        .unwrap();
+    // Enabling it on a read that saw it disabled: written.
+    let mut on = store
+        .get_endpoint(&a.id, ep.id.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(on.description, "edited");
+    on.disabled = false;
+    store
+        .update_endpoint_with_events(&on, Some(true), &[], &[])
+        .await
+        .unwrap();
+    let stored = store
+        .get_endpoint(&a.id, ep.id.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!stored.disabled);
+}
+
 behaviour!(
     concurrent_publishes_are_routed_each_by_its_own_filters,
     concurrent_publishes_each_get_the_answer_they_would_get_alone,
@@ -1030,6 +1090,7 @@ behaviour!(
     tokens_are_found_by_hash,
     revoked_tokens_stay_listed_and_stop_counting_as_admin,
     endpoint_keys_change_only_by_compare_and_swap,
+    an_edit_built_before_hookd_disabled_the_endpoint_is_refused,
     idempotent_responses_keep_the_first_until_they_expire,
     concurrent_publishes_all_land,
 );

@@ -364,9 +364,12 @@ async fn insert(state: &ApiState, ep: &Endpoint) -> Result<(), ApiError> {
 /// Stores a changed endpoint, stamping the change and telling the operator (`endpoint.updated`
 /// always; `endpoint.disabled` or `endpoint.enabled` too if the store finds the change disabled
 /// or enabled it); with `schemes`, also makes it sign with exactly those.
+/// Writes `ep`, built from a read in which the endpoint's `disabled` was `disabled_as_read`
+/// (a 409 if hookd changed that meanwhile: see `update_endpoint_with_events`).
 async fn save(
     state: &ApiState,
     mut ep: Endpoint,
+    disabled_as_read: bool,
     schemes: Option<&[Scheme]>,
 ) -> Result<EndpointOut, ApiError> {
     ep.updated_at = state.clock().now();
@@ -379,7 +382,7 @@ async fn save(
     };
     state
         .store()
-        .update_endpoint_with_events(&ep, &events, &on_toggle)
+        .update_endpoint_with_events(&ep, Some(disabled_as_read), &events, &on_toggle)
         .await?;
     wake_for(state, &events);
     let keys = match schemes {
@@ -495,9 +498,9 @@ async fn upsert(
     input.validate(&state)?;
     match state.store().get_endpoint(&app.id, &endpoint_id).await? {
         Some(mut ep) => {
-            let schemes = input.signature_schemes.clone();
+            let (read, schemes) = (ep.disabled, input.signature_schemes.clone());
             input.apply_to(&mut ep, state.clock().now());
-            Ok(Json(save(&state, ep, schemes.as_deref()).await?).into_response())
+            Ok(Json(save(&state, ep, read, schemes.as_deref()).await?).into_response())
         }
         None if EndpointId::looks_like(&endpoint_id) => Err(ApiError::NotFound("endpoint")),
         None => {
@@ -517,6 +520,7 @@ async fn patch(
     JsonBody(input): JsonBody<EndpointPatch>,
 ) -> Result<Json<EndpointOut>, ApiError> {
     let mut ep = find(&state, &principal, &app_id, &endpoint_id).await?;
+    let read = ep.disabled;
     if let Some(url) = input.url {
         validate::endpoint_url("url", &url, state.config().allow_http_endpoints)?;
         ep.url = url;
@@ -553,7 +557,7 @@ async fn patch(
         schemes_field(schemes)?;
     }
     Ok(Json(
-        save(&state, ep, input.signature_schemes.as_deref()).await?,
+        save(&state, ep, read, input.signature_schemes.as_deref()).await?,
     ))
 }
 
@@ -732,7 +736,8 @@ async fn replace_headers(
     let mut ep = find(&state, &principal, &app_id, &endpoint_id).await?;
     validate::custom_headers("headers", &input.headers)?;
     ep.headers = input.headers;
-    save(&state, ep, None).await?;
+    let read = ep.disabled;
+    save(&state, ep, read, None).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -751,7 +756,8 @@ async fn patch_headers(
         };
     }
     validate::custom_headers("headers", &ep.headers)?;
-    save(&state, ep, None).await?;
+    let read = ep.disabled;
+    save(&state, ep, read, None).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -12,6 +12,7 @@ use super::{ListQuery, PgStore, conflict, fetch_one_of, refused, sql, text};
 use crate::columns::ENDPOINT_COLUMNS;
 use crate::error::{taken, touched};
 use crate::json::{encode, encode_opt};
+use crate::store::check_disabled_as_read;
 use crate::{EndpointStore, Page, PageRequest, StoreError};
 
 #[async_trait]
@@ -85,6 +86,7 @@ impl EndpointStore for PgStore {
     async fn update_endpoint_with_events(
         &self,
         ep: &Endpoint,
+        disabled_as_read: Option<bool>,
         events: &[Message],
         on_toggle: &[Message],
     ) -> Result<(), StoreError> {
@@ -97,6 +99,7 @@ impl EndpointStore for PgStore {
                 .fetch_optional(&mut *tx)
                 .await?
                 .ok_or(StoreError::NotFound("endpoint"))?;
+        check_disabled_as_read(disabled_as_read, was_disabled, ep.disabled)?;
         // Enabling a disabled endpoint starts its failure streak afresh (SET expressions read
         // the row as it was).
         sqlx::query(

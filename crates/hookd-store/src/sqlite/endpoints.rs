@@ -10,6 +10,7 @@ use super::rows::{self, ENDPOINT_COLUMNS, collect};
 use super::{ListQuery, SqliteStore, conflict, refused, text};
 use crate::error::{taken, touched};
 use crate::json::{encode, encode_opt};
+use crate::store::check_disabled_as_read;
 use crate::{EndpointStore, Page, PageRequest, StoreError};
 
 #[async_trait]
@@ -93,6 +94,7 @@ impl EndpointStore for SqliteStore {
     async fn update_endpoint_with_events(
         &self,
         endpoint: &Endpoint,
+        disabled_as_read: Option<bool>,
         events: &[Message],
         on_toggle: &[Message],
     ) -> Result<(), StoreError> {
@@ -101,6 +103,7 @@ impl EndpointStore for SqliteStore {
             .write(move |conn| {
                 // Writes are serial: nothing changes the row between this read and the update.
                 let was_disabled = stored_disabled(conn, &ep.id)?;
+                check_disabled_as_read(disabled_as_read, was_disabled, ep.disabled)?;
                 conn
                     .prepare_cached(
                         // Enabling a disabled endpoint starts its failure streak afresh (SET

@@ -40,16 +40,24 @@ pub trait EndpointStore: Send + Sync {
     /// Replaces the mutable fields of the stored endpoint with `endpoint.id`, except its keys
     /// (see [`Self::replace_endpoint_keys`]).
     async fn update_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
-        self.update_endpoint_with_events(endpoint, &[], &[]).await
+        self.update_endpoint_with_events(endpoint, None, &[], &[])
+            .await
     }
     /// [`Self::update_endpoint`], writing `events` with it, and `on_toggle` too if it changes
     /// whether the endpoint is disabled. That is judged on the stored row, read (locked) in
     /// the update's transaction, not on what the caller read before: so of two callers racing
     /// to disable an endpoint only one writes `on_toggle`, and none does when hookd's own
     /// disabling ([`crate::DeliveryQueue::disable_endpoint`]) came first.
+    ///
+    /// `disabled_as_read` is whether the endpoint was disabled in the read the caller built
+    /// `endpoint` from (read, modify, write). If it no longer is, and `endpoint` keeps that
+    /// stale state rather than asking for one, the update is refused
+    /// ([`StoreError::Conflict`]): an edit of, say, the description must not re-enable an
+    /// endpoint hookd disabled meanwhile. `None` writes `endpoint` as given.
     async fn update_endpoint_with_events(
         &self,
         endpoint: &Endpoint,
+        disabled_as_read: Option<bool>,
         events: &[Message],
         on_toggle: &[Message],
     ) -> Result<(), StoreError>;
@@ -80,4 +88,21 @@ pub trait EndpointStore: Send + Sync {
         endpoint: &Endpoint,
         events: &[Message],
     ) -> Result<(), StoreError>;
+}
+
+/// Refuses an update built on a stale read of whether the endpoint is disabled (see
+/// [`EndpointStore::update_endpoint_with_events`]): `stored` is the locked row's state,
+/// `wanted` the update's.
+pub(crate) fn check_disabled_as_read(
+    disabled_as_read: Option<bool>,
+    stored: bool,
+    wanted: bool,
+) -> Result<(), StoreError> {
+    match disabled_as_read {
+        Some(read) if read != stored && wanted == read => Err(StoreError::Conflict(format!(
+            "the endpoint was {} while this update was being made; read it again and retry",
+            if stored { "disabled" } else { "enabled" }
+        ))),
+        _ => Ok(()),
+    }
 }
