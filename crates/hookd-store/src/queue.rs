@@ -177,7 +177,9 @@ pub trait DeliveryQueue: Send + Sync {
     ) -> Result<bool, StoreError>;
 
     /// Re-queues an endpoint's failed deliveries of messages created in `[since, until)`, due at
-    /// `now` with a fresh retry schedule. Returns how many.
+    /// `now` with a fresh retry schedule. Returns how many. A message whose payload was
+    /// expunged stays failed: there is nothing to send, and queued it would fail every attempt
+    /// of its schedule, for days, and count each against the endpoint's failure streak.
     async fn recover(
         &self,
         endpoint: &EndpointId,

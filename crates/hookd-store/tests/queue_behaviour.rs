@@ -412,6 +412,31 @@ async fn recover_requeues_failed_deliveries_of_messages_in_the_window(store: &dy
     );
 }
 
+async fn recover_leaves_messages_whose_payload_was_expunged(store: &dyn Store) {
+    let (a, eps) = app_with_endpoints(store, 1).await;
+    let ep = &eps[0];
+    let (kept, expunged) = (publish(store, &a, 100).await, publish(store, &a, 200).await);
+    for m in [&kept, &expunged] {
+        record(store, m, ep, 500, DeliveryStatus::Fail, 10, None)
+            .await
+            .unwrap();
+    }
+    store.expunge_message_content(&expunged).await.unwrap();
+    assert_eq!(
+        store.recover(&ep.id, at(0), None, at(1_000)).await.unwrap(),
+        1
+    );
+    let status = |d: Option<Delivery>| d.unwrap().status;
+    assert_eq!(
+        status(delivery(store, &kept, ep).await),
+        DeliveryStatus::Pending
+    );
+    assert_eq!(
+        status(delivery(store, &expunged, ep).await),
+        DeliveryStatus::Fail
+    );
+}
+
 async fn a_missing_parent_is_not_found(store: &dyn Store) {
     let ghost = app(None, 0);
     let on_ghost = store
@@ -619,6 +644,7 @@ behaviour!(
     enabling_an_endpoint_starts_a_fresh_failure_streak,
     resend_queues_one_manual_attempt_unless_one_is_in_flight,
     recover_requeues_failed_deliveries_of_messages_in_the_window,
+    recover_leaves_messages_whose_payload_was_expunged,
     a_missing_parent_is_not_found,
     recording_on_a_deleted_delivery_is_not_found_and_keeps_nothing,
     a_batch_of_records_is_written_together_and_skips_deleted_deliveries,

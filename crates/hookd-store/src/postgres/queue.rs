@@ -185,7 +185,8 @@ impl DeliveryQueue for PgStore {
              updated_at = $5, manual = false
              FROM messages m
              WHERE m.id = d.message_id AND d.endpoint_id = $1 AND d.status = $6
-               AND m.created_at >= $3 AND ($4::bigint IS NULL OR m.created_at < $4)",
+               AND m.created_at >= $3 AND ($4::bigint IS NULL OR m.created_at < $4)
+               AND m.payload IS NOT NULL",
         )
         .bind(endpoint.as_str())
         .bind(i64::from(DeliveryStatus::Pending.code()))

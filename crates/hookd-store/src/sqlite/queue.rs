@@ -127,7 +127,8 @@ impl DeliveryQueue for SqliteStore {
                          updated_at = ?5, manual = 0
                          WHERE endpoint_id = ?1 AND status = ?6 AND EXISTS (
                              SELECT 1 FROM messages m WHERE m.id = deliveries.message_id
-                             AND m.created_at >= ?3 AND (?4 IS NULL OR m.created_at < ?4))",
+                             AND m.created_at >= ?3 AND (?4 IS NULL OR m.created_at < ?4)
+                             AND m.payload IS NOT NULL)",
                     )?
                     .execute(params![
                         endpoint.as_str(),
