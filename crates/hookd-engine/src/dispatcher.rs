@@ -19,7 +19,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hookd_core::model::Delivery;
 use hookd_core::{Clock, EndpointId};
@@ -258,8 +258,12 @@ impl Engine {
             per_endpoint: self.config.per_endpoint_concurrency,
             skip_endpoints: self.limits.full(),
         };
+        let started = Instant::now();
         let claimed = match self.store.claim_due(&request).await {
-            Ok(claimed) => claimed,
+            Ok(claimed) => {
+                telemetry::store_write("claim", claimed.len(), started.elapsed());
+                claimed
+            }
             Err(error) => {
                 tracing::warn!(%error, "cannot claim deliveries; retrying after the poll interval");
                 return false;

@@ -12,7 +12,7 @@
 //! write as its record, and `endpoint.disabled` into the write that disables the endpoint.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hookd_core::Timestamp;
 use hookd_core::model::DeliveryStatus;
@@ -21,6 +21,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc};
 
 use crate::attempt::Verdict;
 use crate::operations::Operations;
+use crate::telemetry;
 
 /// Most attempts written in one transaction.
 const MAX_BATCH: usize = 256;
@@ -88,8 +89,10 @@ impl Recorder {
         let mut queued = records
             .iter()
             .any(|r| r.next.status == DeliveryStatus::Pending || !r.events.is_empty());
+        let started = Instant::now();
         match self.store.record_attempts(&records).await {
             Ok(recorded) => {
+                telemetry::store_write("record", records.len(), started.elapsed());
                 for (finished, recorded) in batch.iter().zip(recorded) {
                     queued |= self.after(&finished.verdict, recorded).await;
                 }

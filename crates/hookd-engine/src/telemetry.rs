@@ -22,6 +22,12 @@ pub const SETTLED: &str = "hookd_deliveries_settled_total";
 /// or the payload was expunged).
 pub const NOT_SENT: &str = "not_sent";
 
+/// How long the engine's writes to the store took: claims and batches of recorded attempts.
+pub const STORE_WRITE_DURATION: &str = "hookd_store_write_duration_seconds";
+/// The rows those writes moved (deliveries claimed, attempts recorded): over the duration's
+/// count, the mean batch.
+pub const STORE_WRITE_ROWS: &str = "hookd_store_write_rows_total";
+
 /// Gives the metrics their help texts (once, after the recorder is installed).
 pub fn describe() {
     metrics::describe_counter!(
@@ -37,6 +43,21 @@ pub fn describe() {
         SETTLED,
         "Deliveries settled: succeeded, or failed for good (schedule exhausted or 410 Gone)."
     );
+    metrics::describe_histogram!(
+        STORE_WRITE_DURATION,
+        metrics::Unit::Seconds,
+        "How long the engine's store writes took, by op: claim, record (a batch of attempts)."
+    );
+    metrics::describe_counter!(
+        STORE_WRITE_ROWS,
+        "Rows the engine's store writes moved, by op: deliveries claimed, attempts recorded."
+    );
+}
+
+/// Times one of the engine's store writes (`op`: `claim` or `record`) and counts its rows.
+pub fn store_write(op: &'static str, rows: usize, took: Duration) {
+    metrics::histogram!(STORE_WRITE_DURATION, "op" => op).record(took.as_secs_f64());
+    metrics::counter!(STORE_WRITE_ROWS, "op" => op).increment(rows as u64);
 }
 
 /// The class of what a sent attempt got: the status class, or why there was no response.

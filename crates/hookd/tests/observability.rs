@@ -135,6 +135,30 @@ async fn metrics_count_real_deliveries_by_outcome_as_prometheus_client_reads_the
         Some(1.0)
     );
 
+    // The engine's store writes: every attempt recorded, timed in millisecond buckets.
+    let record = [("op", "record")];
+    assert_eq!(
+        sample(&families, "hookd_store_write_rows_total", &record),
+        Some(3.0),
+        "{text}"
+    );
+    let writes = sample(
+        &families,
+        "hookd_store_write_duration_seconds_count",
+        &record,
+    );
+    assert!(writes.is_some_and(|n| (1.0..=3.0).contains(&n)), "{text}");
+    let first = [("op", "record"), ("le", "0.0005")];
+    assert!(
+        sample(
+            &families,
+            "hookd_store_write_duration_seconds_bucket",
+            &first
+        )
+        .is_some(),
+        "sub-millisecond buckets: {text}"
+    );
+
     // The API's own requests, by route template.
     let published = [
         ("route", "/api/v1/app/{app_id}/msg"),

@@ -19,12 +19,16 @@ use axum::response::{IntoResponse, Response};
 use hookd_api::ApiError;
 use hookd_core::Clock;
 use hookd_store::{Gauges, Store};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Upper bounds (seconds) of every latency histogram's buckets: from a receiver on the same
 /// network to the longest attempt timeout (30 s).
 const LATENCY_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0,
+];
+/// Buckets for the engine's store writes, which take milliseconds when all is well.
+const STORE_WRITE_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
 ];
 /// How often the database-wide gauges are sampled.
 const SAMPLE_EVERY: Duration = Duration::from_secs(10);
@@ -60,6 +64,10 @@ impl MetricsOptions {
     pub fn install(&self) -> anyhow::Result<Metrics> {
         let handle = PrometheusBuilder::new()
             .set_buckets(LATENCY_BUCKETS)?
+            .set_buckets_for_metric(
+                Matcher::Full(hookd_engine::telemetry::STORE_WRITE_DURATION.to_owned()),
+                STORE_WRITE_BUCKETS,
+            )?
             .install_recorder()?;
         hookd_engine::telemetry::describe();
         hookd_api::observe::describe();
