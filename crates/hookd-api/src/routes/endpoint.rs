@@ -363,9 +363,10 @@ async fn insert(state: &ApiState, ep: &Endpoint) -> Result<(), ApiError> {
 
 /// Stores a changed endpoint, stamping the change and telling the operator (`endpoint.updated`
 /// always; `endpoint.disabled` or `endpoint.enabled` too if the store finds the change disabled
-/// or enabled it); with `schemes`, also makes it sign with exactly those.
-/// Writes `ep`, built from a read in which the endpoint's `disabled` was `disabled_as_read`
-/// (a 409 if hookd changed that meanwhile: see `update_endpoint_with_events`).
+/// or enabled it); with `schemes`, also makes it sign with exactly those. `ep` was built from a
+/// read in which the endpoint's `disabled` was `disabled_as_read`: if hookd changed that since,
+/// and the change does not ask for a state itself, it is a 409 (see
+/// `update_endpoint_with_events`).
 async fn save(
     state: &ApiState,
     mut ep: Endpoint,
