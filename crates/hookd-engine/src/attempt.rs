@@ -18,6 +18,26 @@ use hookd_vault::OpenedKeys;
 use crate::http::{OutgoingRequest, SendOutcome};
 use crate::schedule::{RetrySchedule, parse_retry_after};
 
+/// Why an attempt could not be made at all; the attempt log shows it as the response.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unsendable {
+    /// The message's payload was expunged (or purged) while the delivery was queued.
+    #[error("the payload was expunged")]
+    Expunged,
+    #[error("the endpoint's keys are unusable: {0}")]
+    Keys(String),
+    #[error("cannot sign: {0}")]
+    Sign(String),
+}
+
+impl Unsendable {
+    /// Whether a later attempt could not do better. A payload does not come back, so retrying
+    /// would only fail on the schedule for days and hold the endpoint's failure streak open.
+    fn is_final(&self) -> bool {
+        matches!(self, Self::Expunged)
+    }
+}
+
 /// The signed POST for a claimed delivery, stamped `now`, allowed `timeout` (clamped to the
 /// 1..=30 s hookd accepts). The body is the stored bytes. Every key of the endpoint that signs
 /// at `now` adds an entry to the signature: during a rotation's overlap, the old and the new.
@@ -27,18 +47,18 @@ pub fn request(
     now: Timestamp,
     timeout: Duration,
     svix_headers: bool,
-) -> Result<OutgoingRequest, String> {
+) -> Result<OutgoingRequest, Unsendable> {
     let message = &claimed.message;
     let endpoint = &claimed.endpoint;
-    let body = message.payload.clone().ok_or("the payload was expunged")?;
+    let body = message.payload.clone().ok_or(Unsendable::Expunged)?;
     let signer = keys
         .open(&endpoint.id, &endpoint.keys)
         .and_then(|keys| keys.signer_at(now))
-        .map_err(|e| format!("the endpoint's keys are unusable: {e}"))?;
+        .map_err(|e| Unsendable::Keys(e.to_string()))?;
     let timestamp = now.as_secs().max(0) as u64;
     let signature = signer
         .signature(message.id.as_str(), timestamp, &body)
-        .map_err(|e| format!("cannot sign: {e}"))?;
+        .map_err(|e| Unsendable::Sign(e.to_string()))?;
     let mut headers = vec![
         ("webhook-id".to_owned(), message.id.to_string()),
         ("webhook-timestamp".to_owned(), timestamp.to_string()),
@@ -80,7 +100,7 @@ pub struct Verdict {
 /// What happened: the outcome, or an error that stopped the request from being made.
 pub enum Happened<'a> {
     Sent(&'a SendOutcome),
-    NotSent(&'a str),
+    NotSent(&'a Unsendable),
 }
 
 /// Turns an attempt's result into the attempt row, the delivery's next state, whether the
@@ -94,6 +114,7 @@ pub fn judge(
     failing_after: u32,
     jitter: f64,
 ) -> Verdict {
+    let hopeless = matches!(happened, Happened::NotSent(error) if error.is_final());
     let (status_code, response, response_head, duration, retry_after) = match happened {
         Happened::Sent(outcome) => (
             outcome.status,
@@ -108,7 +129,7 @@ pub fn judge(
                 .as_deref()
                 .and_then(|v| parse_retry_after(v, finished)),
         ),
-        Happened::NotSent(error) => (None, error.to_owned(), String::new(), Duration::ZERO, None),
+        Happened::NotSent(error) => (None, error.to_string(), String::new(), Duration::ZERO, None),
     };
     let succeeded = status_code.is_some_and(|s| (200..300).contains(&s));
     let attempts_made = claimed.delivery.attempt_count + 1;
@@ -117,7 +138,7 @@ pub fn judge(
     let retry_after = retry_after.filter(|_| matches!(status_code, Some(429 | 503)));
     let (status, next_attempt_at) = if succeeded {
         (DeliveryStatus::Success, None)
-    } else if gone {
+    } else if gone || hopeless {
         (DeliveryStatus::Fail, None)
     } else {
         match schedule.next_delay(attempts_made, jitter, retry_after) {
@@ -487,16 +508,30 @@ mod tests {
 
     #[test]
     fn an_unsent_attempt_is_a_failure_with_its_reason() {
-        let verdict = judge(
-            &claimed(0),
-            Happened::NotSent("the payload was expunged"),
-            Timestamp::from_millis(0),
-            &RetrySchedule::default(),
-            4,
-            0.0,
+        let judged = |unsendable: &Unsendable| {
+            judge(
+                &claimed(0),
+                Happened::NotSent(unsendable),
+                Timestamp::from_millis(0),
+                &RetrySchedule::default(),
+                4,
+                0.0,
+            )
+        };
+        let keys = judged(&Unsendable::Keys("no key signs now".into()));
+        assert_eq!(keys.attempt.response_status_code, 0);
+        assert_eq!(
+            keys.attempt.response,
+            "the endpoint's keys are unusable: no key signs now"
         );
-        assert_eq!(verdict.attempt.response_status_code, 0);
-        assert_eq!(verdict.attempt.response, "the payload was expunged");
-        assert_eq!(verdict.next.status, DeliveryStatus::Pending);
+        assert_eq!(keys.next.status, DeliveryStatus::Pending, "retried");
+
+        let expunged = judged(&Unsendable::Expunged);
+        assert_eq!(expunged.attempt.response, "the payload was expunged");
+        assert_eq!(
+            (expunged.next.status, expunged.next.next_attempt_at),
+            (DeliveryStatus::Fail, None),
+            "nothing to send, now or later"
+        );
     }
 }

@@ -252,6 +252,33 @@ async fn an_endpoint_failing_for_five_days_is_disabled() {
 }
 
 #[tokio::test]
+async fn a_queued_delivery_whose_payload_is_expunged_fails_once_instead_of_for_days() {
+    let receiver = Receiver::always(StatusCode::INTERNAL_SERVER_ERROR).await;
+    let h = Harness::start(Harness::config()).await;
+    let endpoint = h.endpoint(&receiver.url).await;
+    let message = h.publish("{}").await;
+    let status = h.wait_for_attempts(&message, &endpoint, 1).await;
+    assert_eq!(status, DeliveryStatus::Pending);
+
+    h.store.expunge_message_content(&message).await.unwrap();
+    h.advance(Duration::from_millis(5_500)); // 5 s + at most 10 % jitter
+    let status = h.wait_for_attempts(&message, &endpoint, 2).await;
+
+    assert_eq!(
+        status,
+        DeliveryStatus::Fail,
+        "nothing left to send: failed now, not retried on the schedule"
+    );
+    assert_eq!(receiver.count(), 1, "the second attempt sent nothing");
+    let attempts = h
+        .store
+        .list_attempts_by_message(&h.app.id, &message, &AttemptFilter::default(), &all())
+        .await
+        .unwrap();
+    assert_eq!(attempts.items[0].response, "the payload was expunged");
+}
+
+#[tokio::test]
 async fn a_resend_goes_out_with_the_same_id_as_a_manual_attempt() {
     let receiver = Receiver::always(StatusCode::OK).await;
     let h = Harness::start(Harness::config()).await;
