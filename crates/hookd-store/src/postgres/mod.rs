@@ -14,7 +14,8 @@
 //! `auth`, `queue`, `outbox`, `gauges`, `retention`), `record` for recording attempts in
 //! batches (the queue's hot write), `publish` for writing concurrent publishes in one
 //! transaction (the API's hot write); this one keeps what they share: connecting and
-//! migrating, constraint-error mapping and list queries. `rows` holds the row decoders.
+//! migrating, constraint-error mapping and list queries. `rows` holds the row decoders, and
+//! `plans` (tests only) checks that the hot writes' prepared statements read by key.
 //!
 //! Queries are prepared at run time (`sqlx::query`), never checked against a database at build
 //! time, so building hookd needs no PostgreSQL.
@@ -26,6 +27,8 @@ mod event_types;
 mod gauges;
 mod messages;
 mod outbox;
+#[cfg(test)]
+mod plans;
 mod publish;
 mod queue;
 mod record;

@@ -32,8 +32,10 @@
 //!   connection failed during its insert is not retried: it may have been committed, so its
 //!   callers hear the failure, as a lone publish would.
 //!
-//! The endpoint read joins an array to a table, so it is not kept prepared (see `record`); the
-//! insert reads only its arrays and stays prepared. Messages are inserted in (application,
+//! Both statements are kept prepared. The endpoint read looks each application up through a
+//! `LATERAL` subquery that `OFFSET 0` keeps from being merged into a join, so even the
+//! generic plan of a statement first planned on an empty table reads the applications'
+//! endpoints by index (see `record` and `plans`). Messages are inserted in (application,
 //! `eventId`) order, so two processes' batches holding the same event ids take their keys in
 //! the same order and cannot deadlock waiting for each other's.
 //!
@@ -53,6 +55,12 @@ use super::messages::{Deliveries, INSERT_DELIVERIES, Subscriber, insert_message,
 use crate::error::taken;
 use crate::json::encode_opt;
 use crate::{CreatedMessage, Route, StoreError};
+
+/// The enabled endpoints of the applications in `$1`, each application looked up by index.
+pub(super) const SUBSCRIBERS: &str = "SELECT e.app_id, e.id, e.event_types, e.channels
+     FROM unnest($1::text[]) a(app_id)
+     CROSS JOIN LATERAL (SELECT app_id, id, event_types, channels FROM endpoints
+         WHERE app_id = a.app_id AND NOT disabled OFFSET 0) e";
 
 /// Most publishes one transaction takes; bounds the wait a batch adds for its last caller.
 const MAX_BATCH: usize = 256;
@@ -262,14 +270,10 @@ async fn subscribers_of(
     if apps.is_empty() {
         return Ok(by_app);
     }
-    let rows: Vec<(String, String, Option<String>, Option<String>)> = sqlx::query_as(
-        "SELECT app_id, id, event_types, channels FROM endpoints
-         WHERE app_id = ANY($1) AND NOT disabled",
-    )
-    .bind(&apps)
-    .persistent(false)
-    .fetch_all(pool)
-    .await?;
+    let rows: Vec<(String, String, Option<String>, Option<String>)> = sqlx::query_as(SUBSCRIBERS)
+        .bind(&apps)
+        .fetch_all(pool)
+        .await?;
     for (app, id, event_types, channels) in rows {
         let subscriber = Subscriber::decode(id, event_types, channels)?;
         by_app.entry(app).or_default().push(subscriber);
