@@ -2,7 +2,7 @@
 //!
 //! PostgreSQL runs a kept statement with a generic plan once five executions have used it,
 //! and keeps that plan while the table's statistics stand still. Planned on a new database, a
-//! join of arrays to a table is a hash join over a sequential scan, which read every row of
+//! join of arrays to a table is a hash join over a sequential scan, which would read every row of
 //! the table on every batch after, however large it grew. These statements are written so that
 //! even that first generic plan reads only the rows the arrays name, by key.
 
