@@ -216,6 +216,7 @@ async fn write_round(
         .bind(number(|r| i64::from(r.attempt.status.code())))
         .bind(number(|r| i64::from(r.attempt.trigger_type.code())))
         .bind(number(|r| r.attempt.created_at.as_millis()))
+        .persistent(false)
         .fetch_all(&mut *tx)
         .await
         .map_err(missing("delivery"))?;
