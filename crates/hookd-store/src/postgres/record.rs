@@ -41,46 +41,10 @@ pub(super) const LOCK_DELIVERIES: &str =
          WHERE d.endpoint_id = k.endpoint_id AND d.message_id = k.message_id
          FOR NO KEY UPDATE) locked";
 
-/// Moves a batch's deliveries and inserts their attempts; answers the keys written. Planned
-/// for each batch (not kept prepared): no form of an `UPDATE` joined to arrays was found whose
-/// every generic plan reads the rows by key (`message_id = ANY(…)` beside the join still
-/// became a sequential scan when first planned on a table of a few dozen pages).
-const WRITE_ROUND: &str = "WITH input AS (
-             SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[],
-                                  $5::bigint[], $6::bigint[], $7::text[], $8::text[],
-                                  $9::bigint[], $10::text[], $11::text[], $12::bigint[],
-                                  $13::bigint[], $14::bigint[], $15::bigint[])
-             AS i(message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at,
-                  attempt_id, url, response_status_code, response, response_head,
-                  response_duration_ms, attempt_status, trigger_type, created_at)
-         ), moved AS (
-             UPDATE deliveries d SET status = i.status, attempt_count = i.attempt_count,
-                 next_attempt_at = i.next_attempt_at, updated_at = i.updated_at, manual = false
-             FROM input i WHERE d.message_id = i.message_id AND d.endpoint_id = i.endpoint_id
-             RETURNING d.message_id, d.endpoint_id
-         )
-         INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code, response,
-             response_head, response_duration_ms, status, trigger_type, created_at)
-         SELECT i.attempt_id, i.message_id, i.endpoint_id, i.url, i.response_status_code,
-             i.response, i.response_head, i.response_duration_ms, i.attempt_status,
-             i.trigger_type, i.created_at
-         FROM input i JOIN moved m ON m.message_id = i.message_id AND m.endpoint_id = i.endpoint_id
-         RETURNING message_id, endpoint_id";
-
 /// Key-share locks the endpoints in `$1` in its order (sorted by the caller), each by its key.
 pub(super) const LOCK_ENDPOINTS: &str = "SELECT e.id, e.failing_since FROM unnest($1::text[]) k(id)
      CROSS JOIN LATERAL (SELECT id, failing_since FROM endpoints WHERE id = k.id
          FOR KEY SHARE) e";
-
-/// Writes the endpoints' failure streaks; answers each one's stored start. Run only when a
-/// streak starts or ends, so it is planned for each batch (not kept prepared): an `UPDATE`
-/// joined to arrays has no form whose every plan reads its rows by key.
-const WRITE_STREAKS: &str = "UPDATE endpoints e
-     SET failing_since = CASE WHEN v.broken THEN v.after
-                              ELSE COALESCE(e.failing_since, v.after) END
-     FROM unnest($1::text[], $2::bigint[], $3::boolean[]) v(id, after, broken)
-     WHERE e.id = v.id
-     RETURNING e.id, e.failing_since";
 
 impl PgStore {
     /// Records `records` in one transaction; see [`crate::DeliveryQueue::record_attempts`].
@@ -200,26 +164,51 @@ async fn write_round(
         .iter()
         .map(|r| r.next.next_attempt_at.map(Timestamp::as_millis))
         .collect();
-    let written: Vec<Key> = sqlx::query_as(WRITE_ROUND)
-        .bind(&message_ids)
-        .bind(&endpoint_ids)
-        .bind(number(|r| i64::from(r.next.status.code())))
-        .bind(number(|r| i64::from(r.next.attempt_count)))
-        .bind(&next_attempt_at)
-        .bind(number(|r| r.next.updated_at.as_millis()))
-        .bind(column(|r| r.attempt.id.to_string()))
-        .bind(column(|r| r.attempt.url.clone()))
-        .bind(number(|r| i64::from(r.attempt.response_status_code)))
-        .bind(column(|r| r.attempt.response.clone()))
-        .bind(column(|r| r.attempt.response_head.clone()))
-        .bind(number(|r| r.attempt.response_duration_ms))
-        .bind(number(|r| i64::from(r.attempt.status.code())))
-        .bind(number(|r| i64::from(r.attempt.trigger_type.code())))
-        .bind(number(|r| r.attempt.created_at.as_millis()))
-        .persistent(false)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(missing("delivery"))?;
+    // Planned for each batch (not kept prepared): an `UPDATE` joined to arrays has no form
+    // whose every generic plan reads its rows by key (`message_id = ANY(…)` beside the join
+    // still froze as a sequential scan when first planned on a table of a few dozen pages).
+    let written: Vec<Key> = sqlx::query_as(
+        "WITH input AS (
+             SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[],
+                                  $5::bigint[], $6::bigint[], $7::text[], $8::text[],
+                                  $9::bigint[], $10::text[], $11::text[], $12::bigint[],
+                                  $13::bigint[], $14::bigint[], $15::bigint[])
+             AS i(message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at,
+                  attempt_id, url, response_status_code, response, response_head,
+                  response_duration_ms, attempt_status, trigger_type, created_at)
+         ), moved AS (
+             UPDATE deliveries d SET status = i.status, attempt_count = i.attempt_count,
+                 next_attempt_at = i.next_attempt_at, updated_at = i.updated_at, manual = false
+             FROM input i WHERE d.message_id = i.message_id AND d.endpoint_id = i.endpoint_id
+             RETURNING d.message_id, d.endpoint_id
+         )
+         INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code, response,
+             response_head, response_duration_ms, status, trigger_type, created_at)
+         SELECT i.attempt_id, i.message_id, i.endpoint_id, i.url, i.response_status_code,
+             i.response, i.response_head, i.response_duration_ms, i.attempt_status,
+             i.trigger_type, i.created_at
+         FROM input i JOIN moved m ON m.message_id = i.message_id AND m.endpoint_id = i.endpoint_id
+         RETURNING message_id, endpoint_id",
+    )
+    .bind(&message_ids)
+    .bind(&endpoint_ids)
+    .bind(number(|r| i64::from(r.next.status.code())))
+    .bind(number(|r| i64::from(r.next.attempt_count)))
+    .bind(&next_attempt_at)
+    .bind(number(|r| r.next.updated_at.as_millis()))
+    .bind(column(|r| r.attempt.id.to_string()))
+    .bind(column(|r| r.attempt.url.clone()))
+    .bind(number(|r| i64::from(r.attempt.response_status_code)))
+    .bind(column(|r| r.attempt.response.clone()))
+    .bind(column(|r| r.attempt.response_head.clone()))
+    .bind(number(|r| r.attempt.response_duration_ms))
+    .bind(number(|r| i64::from(r.attempt.status.code())))
+    .bind(number(|r| i64::from(r.attempt.trigger_type.code())))
+    .bind(number(|r| r.attempt.created_at.as_millis()))
+    .persistent(false)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(missing("delivery"))?;
     Ok(written.into_iter().collect())
 }
 
@@ -280,13 +269,21 @@ async fn write_streaks(
             .map(|s| s.map(Timestamp::from_millis))
             .collect());
     }
-    let stored: Vec<(String, Option<i64>)> = sqlx::query_as(WRITE_STREAKS)
-        .bind(changed.iter().map(|(e, _)| *e).collect::<Vec<_>>())
-        .bind(changed.iter().map(|(_, s)| s.after).collect::<Vec<_>>())
-        .bind(changed.iter().map(|(_, s)| s.broken).collect::<Vec<_>>())
-        .persistent(false)
-        .fetch_all(&mut *tx)
-        .await?;
+    // Planned for each batch, like the write above; it runs only when a streak changes.
+    let stored: Vec<(String, Option<i64>)> = sqlx::query_as(
+        "UPDATE endpoints e
+     SET failing_since = CASE WHEN v.broken THEN v.after
+                              ELSE COALESCE(e.failing_since, v.after) END
+     FROM unnest($1::text[], $2::bigint[], $3::boolean[]) v(id, after, broken)
+     WHERE e.id = v.id
+     RETURNING e.id, e.failing_since",
+    )
+    .bind(changed.iter().map(|(e, _)| *e).collect::<Vec<_>>())
+    .bind(changed.iter().map(|(_, s)| s.after).collect::<Vec<_>>())
+    .bind(changed.iter().map(|(_, s)| s.broken).collect::<Vec<_>>())
+    .persistent(false)
+    .fetch_all(&mut *tx)
+    .await?;
     let stored: HashMap<String, Option<i64>> = stored.into_iter().collect();
     for (i, slot) in since.iter_mut().enumerate() {
         let endpoint = records[i].attempt.endpoint_id.as_str();
