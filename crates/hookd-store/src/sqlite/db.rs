@@ -1,11 +1,17 @@
 //! The SQLite connection discipline: one writer thread with group commit, many readers.
 //!
 //! SQLite allows one writer at a time. Rather than many connections fighting over the write
-//! lock ("database is locked"), every write is a closure sent to a single thread, which drains
-//! whatever closures are waiting, runs them in one `BEGIN IMMEDIATE` transaction and commits
-//! once. A second thread then fsyncs the write-ahead log and only then answers the callers,
-//! while the writer already runs the next batch. One fsync thus covers whole batches of API
-//! requests, and a caller's `Ok` means its write is on the disk.
+//! lock ("database is locked"), every write is a closure sent to a single thread, which runs
+//! whatever closures are waiting in one `BEGIN IMMEDIATE` transaction and commits once. A
+//! second thread then fsyncs the write-ahead log and only then answers the callers. One fsync
+//! thus covers whole batches of API requests, and a caller's `Ok` means its write is on the
+//! disk.
+//!
+//! While the syncer is busy the writer keeps running the closures that arrive in the open
+//! transaction, and commits only when the syncer is free again: one commit per fsync. Each
+//! commit writes every page it changed to the log, and the batches of a busy server change the
+//! same few pages (the right edges of the indexes), so committing more often than the disk
+//! syncs would only write those pages again for no earlier answer.
 //!
 //! A closure that fails must leave the rest of the batch alone. Savepoints would give that, at
 //! the price of copying every page a closure touches (a sixth of the writer's time went to
@@ -20,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 
 use rusqlite::Connection;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, WeakUnboundedSender};
 use tokio::sync::oneshot;
 
 use crate::StoreError;
@@ -86,10 +93,18 @@ where
     }
 }
 
+/// What the writer thread is told.
+enum ToWriter {
+    /// A caller's write.
+    Job(Box<dyn WriteJob>),
+    /// The syncer has answered the last batch committed and is free.
+    Synced,
+}
+
 /// Handle to one SQLite database file: the writer thread and the reader pool.
 #[derive(Clone)]
 pub struct Db {
-    writer: mpsc::Sender<Box<dyn WriteJob>>,
+    writer: UnboundedSender<ToWriter>,
     readers: Arc<Mutex<Vec<Connection>>>,
     path: Arc<Path>,
 }
@@ -111,12 +126,16 @@ impl Db {
         // as they were) SQLite spills to a temporary file past 64 KiB: in a batch of hundreds
         // of jobs, writing and rewriting that file cost more than the jobs' own writes.
         conn.pragma_update(None, "temp_store", "MEMORY")?;
-        let (writer, jobs) = mpsc::channel();
+        let (writer, inbox) = tokio::sync::mpsc::unbounded_channel();
         let (to_syncer, committed) = mpsc::channel();
         let wal = wal_path(path);
-        spawn("hookd-sqlite-syncer", move || sync_loop(&wal, committed))?;
+        // Weak: the writer stops once every `Db` is gone, whatever the syncer holds.
+        let synced = writer.downgrade();
+        spawn("hookd-sqlite-syncer", move || {
+            sync_loop(&wal, committed, &synced)
+        })?;
         spawn("hookd-sqlite-writer", move || {
-            write_loop(conn, jobs, to_syncer)
+            write_loop(&conn, inbox, &to_syncer)
         })?;
         Ok(Self {
             writer,
@@ -139,7 +158,7 @@ impl Db {
             reply,
         });
         self.writer
-            .send(job)
+            .send(ToWriter::Job(job))
             .map_err(|_| StoreError::Unavailable("the SQLite writer has stopped".into()))?;
         answer
             .await
@@ -222,38 +241,94 @@ fn wal_path(path: &Path) -> PathBuf {
 type Committed = (Vec<Box<dyn WriteJob>>, Result<(), String>);
 
 fn write_loop(
-    conn: Connection,
-    jobs: mpsc::Receiver<Box<dyn WriteJob>>,
-    syncer: mpsc::Sender<Committed>,
+    conn: &Connection,
+    mut inbox: UnboundedReceiver<ToWriter>,
+    syncer: &mpsc::Sender<Committed>,
 ) {
-    while let Ok(first) = jobs.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
+    let mut open = OpenBatch::default();
+    let mut syncing = false;
+    while let Some(first) = inbox.blocking_recv() {
+        let mut next = Some(first);
+        while let Some(message) = next.take().or_else(|| inbox.try_recv().ok()) {
+            match message {
+                ToWriter::Synced => syncing = false,
+                ToWriter::Job(job) => open.run(conn, job),
+            }
+            if open.must_commit() {
+                break;
             }
         }
-        let commit = run_batch(&conn, &mut batch).map_err(|e| e.to_string());
-        if syncer.send((batch, commit)).is_err() {
-            return;
+        if !open.is_empty() && (!syncing || open.must_commit()) {
+            if syncer.send(open.commit(conn)).is_err() {
+                return;
+            }
+            syncing = true;
         }
+    }
+    // Every `Db` is gone: commit what is open, so no caller waits in vain.
+    if !open.is_empty() {
+        let _ = syncer.send(open.commit(conn));
     }
 }
 
-/// Makes committed batches durable, then answers their callers.
+/// The jobs run in the writer's open transaction, not yet committed.
+#[derive(Default)]
+struct OpenBatch {
+    jobs: Vec<Box<dyn WriteJob>>,
+    /// Set when the transaction could not be begun or a job failed: the batch is then
+    /// settled at once (see [`OpenBatch::commit`]).
+    failed: bool,
+}
+
+impl OpenBatch {
+    fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Full, or holding a failure: commit now, whether or not the syncer is free.
+    fn must_commit(&self) -> bool {
+        self.failed || self.jobs.len() >= MAX_BATCH
+    }
+
+    /// Runs `job` in the open transaction, beginning it if needed.
+    fn run(&mut self, conn: &Connection, mut job: Box<dyn WriteJob>) {
+        let begun = !self.jobs.is_empty() || run(conn, "BEGIN IMMEDIATE").is_ok();
+        self.failed = self.failed || !(begun && job.run(conn));
+        self.jobs.push(job);
+    }
+
+    /// Commits the batch (after undoing a failed job's writes, see [`rerun_isolated`]) and
+    /// hands it over, to be answered once synced.
+    fn commit(&mut self, conn: &Connection) -> Committed {
+        let mut jobs = std::mem::take(&mut self.jobs);
+        let outcome = match std::mem::take(&mut self.failed) {
+            false => commit(conn),
+            true => rerun_isolated(conn, &mut jobs),
+        };
+        (jobs, outcome.map_err(|e| e.to_string()))
+    }
+}
+
+/// Makes committed batches durable, then answers their callers and tells the writer it may
+/// commit again.
 ///
 /// The writer commits with `synchronous = NORMAL`: the batch's pages are in the WAL file (so a
 /// crash of hookd loses nothing) but perhaps not yet on the disk. This thread fsyncs the WAL
 /// and only then answers, which gives each `Ok` the guarantee of `synchronous = FULL`
-/// (surviving power loss) while the writer already runs the next batch: one fsync covers every
-/// batch committed while the previous one was syncing.
-fn sync_loop(wal: &Path, committed: mpsc::Receiver<Committed>) {
+/// (surviving power loss), while the writer runs the jobs that arrive meanwhile.
+fn sync_loop(
+    wal: &Path,
+    committed: mpsc::Receiver<Committed>,
+    writer: &WeakUnboundedSender<ToWriter>,
+) {
     let mut file: Option<File> = None;
     while let Ok(first) = committed.recv() {
         let mut batches = vec![first];
         batches.extend(committed.try_iter());
         let synced = sync(wal, &mut file);
+        if let Some(writer) = writer.upgrade() {
+            let _ = writer.send(ToWriter::Synced);
+        }
         for (batch, commit) in batches {
             let outcome = commit.and_then(|()| synced.clone());
             for job in batch {
@@ -274,15 +349,12 @@ fn sync(wal: &Path, file: &mut Option<File>) -> Result<(), String> {
     })
 }
 
-/// Runs and commits a batch: first without savepoints, and if a job fails, once more with one
-/// savepoint per job, so that only the failed jobs' writes are undone.
-fn run_batch(conn: &Connection, batch: &mut [Box<dyn WriteJob>]) -> Result<(), rusqlite::Error> {
-    run(conn, "BEGIN IMMEDIATE")?;
-    if batch.iter_mut().all(|job| job.run(conn)) {
-        return commit(conn);
-    }
-    // A job failed partway, perhaps after some writes: undo them all, and those of the jobs
-    // before it, then isolate each job.
+/// Rolls back a batch in which a job failed partway (perhaps after some writes), and runs it
+/// again with one savepoint per job, so that only the failed jobs' writes are undone; commits.
+fn rerun_isolated(
+    conn: &Connection,
+    batch: &mut [Box<dyn WriteJob>],
+) -> Result<(), rusqlite::Error> {
     let _ = conn.execute_batch("ROLLBACK");
     run(conn, "BEGIN IMMEDIATE")?;
     for job in batch.iter_mut() {
@@ -335,6 +407,8 @@ pub(super) fn migrated(path: &Path) -> Connection {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -420,7 +494,7 @@ mod tests {
         );
     }
 
-    /// A job for [`run_batch`] that inserts `value` into `t`, then fails if `fail`.
+    /// A job that inserts `value` into `t`, then fails if `fail`.
     fn insert(
         value: i64,
         fail: bool,
@@ -441,17 +515,27 @@ mod tests {
         (Box::new(job), answer)
     }
 
+    /// A migrated database with a table `t (x)` for [`insert`] jobs.
+    fn with_table_t(dir: &tempfile::TempDir) -> Connection {
+        let conn = migrated(&dir.path().join("hookd.db"));
+        conn.execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
+        conn
+    }
+
     #[test]
     fn a_job_failing_after_its_writes_loses_them_and_nothing_else_of_its_batch() {
         let dir = tempfile::tempdir().unwrap();
-        let conn = migrated(&dir.path().join("hookd.db"));
-        conn.execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
+        let conn = with_table_t(&dir);
         let (jobs, answers): (Vec<_>, Vec<_>) = [(1, false), (2, true), (3, false)]
             .map(|(v, fail)| insert(v, fail))
             .into_iter()
             .unzip();
-        let mut batch = jobs;
-        run_batch(&conn, &mut batch).unwrap();
+        let mut open = OpenBatch::default();
+        for job in jobs {
+            open.run(&conn, job);
+        }
+        let (batch, outcome) = open.commit(&conn);
+        outcome.unwrap();
         for job in batch {
             job.finish(Ok(()));
         }
@@ -468,5 +552,33 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(kept, [1, 3]);
+    }
+
+    #[test]
+    fn writes_arriving_while_the_syncer_is_busy_wait_for_it_and_commit_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = with_table_t(&dir);
+        let (inbox, jobs) = tokio::sync::mpsc::unbounded_channel();
+        let (to_syncer, committed) = mpsc::channel();
+        let writer = std::thread::spawn(move || write_loop(&conn, jobs, &to_syncer));
+        let send = |value| inbox.send(ToWriter::Job(insert(value, false).0)).is_ok();
+        let batch_sizes = |batch: Committed| batch.0.len();
+
+        assert!(send(1));
+        // The syncer is free: the first write is committed at once.
+        let first = committed.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(batch_sizes(first), 1);
+        // The syncer is now busy with it: later writes wait in the open transaction.
+        assert!(send(2) && send(3));
+        assert!(
+            committed.recv_timeout(Duration::from_millis(200)).is_err(),
+            "a batch was committed while the syncer was busy"
+        );
+        assert!(inbox.send(ToWriter::Synced).is_ok());
+        let second = committed.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(batch_sizes(second), 2);
+
+        drop(inbox);
+        writer.join().unwrap();
     }
 }
