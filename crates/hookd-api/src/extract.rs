@@ -28,6 +28,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 
 /// Parses `bytes` as `T`: 400 for text that is not JSON, 422 naming the field otherwise.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Tracking the path costs every parse; only a body that fails needs it, to name the field.
+    serde_json::from_slice(bytes).or_else(|_| parse_json_tracking_path(bytes))
+}
+
+fn parse_json_tracking_path<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(json_error)?;
     deserializer

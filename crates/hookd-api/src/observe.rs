@@ -80,7 +80,7 @@ fn well_formed(id: &str) -> bool {
 /// 16 random bytes in hex.
 fn new_id() -> String {
     let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the OS random number generator failed");
+    rand::Rng::fill_bytes(&mut rand::rng(), &mut bytes);
     hex::encode(bytes)
 }
 

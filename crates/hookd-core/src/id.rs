@@ -19,7 +19,7 @@ const ENCODED_LEN: usize = 22;
 /// Encodes `created_ms` (high 48 bits) and 80 random bits as 22 base62 characters.
 fn sortable_suffix(created: Timestamp) -> String {
     let mut random = [0u8; 10];
-    getrandom::fill(&mut random).expect("the OS random number generator failed");
+    rand::Rng::fill_bytes(&mut rand::rng(), &mut random);
     encode(created, random)
 }
 

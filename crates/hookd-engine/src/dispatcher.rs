@@ -391,7 +391,5 @@ fn made(verdict: &Verdict, outcome: &'static str, took: Duration) {
 
 /// A random number in `[0, 1)` for jitter.
 fn random_fraction() -> f64 {
-    let mut bytes = [0u8; 4];
-    getrandom::fill(&mut bytes).expect("the OS random number generator failed");
-    f64::from(u32::from_le_bytes(bytes)) / (f64::from(u32::MAX) + 1.0)
+    rand::RngExt::random(&mut rand::rng())
 }
