@@ -63,6 +63,8 @@ impl Args {
                 "deliver",
                 &backend,
                 &[
+                    "--concurrency",
+                    "32",
                     "--messages",
                     "2000",
                     "--warmup",
