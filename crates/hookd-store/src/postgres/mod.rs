@@ -83,11 +83,16 @@ impl PgStore {
     /// store publishes only while that runtime runs; the task ends when the store and all its
     /// clones are dropped.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_pooled(url, MAX_CONNECTIONS).await
+    }
+
+    /// [`PgStore::connect`] with a pool of at most `max_connections`.
+    async fn connect_pooled(url: &str, max_connections: u32) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(url)
             .map_err(|e| StoreError::Config(format!("invalid PostgreSQL URL: {e}")))?
             .options([("search_path", SCHEMA)]);
         let pool = PgPoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
+            .max_connections(max_connections)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options.clone())
             .await?;
