@@ -7,11 +7,13 @@
 //! thus covers whole batches of API requests, and a caller's `Ok` means its write is on the
 //! disk.
 //!
-//! While the syncer is busy the writer keeps running the closures that arrive in the open
-//! transaction, and commits only when the syncer is free again: one commit per fsync. Each
-//! commit writes every page it changed to the log, and the batches of a busy server change the
-//! same few pages (the right edges of the indexes), so committing more often than the disk
-//! syncs would only write those pages again for no earlier answer.
+//! While the syncer is busy, the closures that arrive wait; once it is free, the writer runs
+//! them all in one transaction: one commit per fsync. Each commit writes every page it changed
+//! to the log, and the batches of a busy server change the same few pages (the right edges of
+//! the indexes), so committing more often than the disk syncs would only write those pages
+//! again for no earlier answer. Waiting outside a transaction, the writer holds SQLite's write
+//! lock only while it runs a batch, never while the disk syncs: other connections to the file
+//! (an application writing the outbox in its own transaction) get their turns.
 //!
 //! A closure that fails must leave the rest of the batch alone. Savepoints would give that, at
 //! the price of copying every page a closure touches (a sixth of the writer's time went to
@@ -245,68 +247,39 @@ fn write_loop(
     mut inbox: UnboundedReceiver<ToWriter>,
     syncer: &mpsc::Sender<Committed>,
 ) {
-    let mut open = OpenBatch::default();
+    let mut waiting: Vec<Box<dyn WriteJob>> = Vec::new();
     let mut syncing = false;
     while let Some(first) = inbox.blocking_recv() {
         let mut next = Some(first);
         while let Some(message) = next.take().or_else(|| inbox.try_recv().ok()) {
             match message {
                 ToWriter::Synced => syncing = false,
-                ToWriter::Job(job) => open.run(conn, job),
+                ToWriter::Job(job) => waiting.push(job),
             }
-            if open.must_commit() {
+            if waiting.len() >= MAX_BATCH {
                 break;
             }
         }
-        if !open.is_empty() && (!syncing || open.must_commit()) {
-            if syncer.send(open.commit(conn)).is_err() {
+        if !waiting.is_empty() && (!syncing || waiting.len() >= MAX_BATCH) {
+            if syncer
+                .send(commit_batch(conn, std::mem::take(&mut waiting)))
+                .is_err()
+            {
                 return;
             }
             syncing = true;
         }
     }
-    // Every `Db` is gone: commit what is open, so no caller waits in vain.
-    if !open.is_empty() {
-        let _ = syncer.send(open.commit(conn));
+    // Every `Db` is gone: write what waits, so no caller waits in vain.
+    if !waiting.is_empty() {
+        let _ = syncer.send(commit_batch(conn, waiting));
     }
 }
 
-/// The jobs run in the writer's open transaction, not yet committed.
-#[derive(Default)]
-struct OpenBatch {
-    jobs: Vec<Box<dyn WriteJob>>,
-    /// Set when the transaction could not be begun or a job failed: the batch is then
-    /// settled at once (see [`OpenBatch::commit`]).
-    failed: bool,
-}
-
-impl OpenBatch {
-    fn is_empty(&self) -> bool {
-        self.jobs.is_empty()
-    }
-
-    /// Full, or holding a failure: commit now, whether or not the syncer is free.
-    fn must_commit(&self) -> bool {
-        self.failed || self.jobs.len() >= MAX_BATCH
-    }
-
-    /// Runs `job` in the open transaction, beginning it if needed.
-    fn run(&mut self, conn: &Connection, mut job: Box<dyn WriteJob>) {
-        let begun = !self.jobs.is_empty() || run(conn, "BEGIN IMMEDIATE").is_ok();
-        self.failed = self.failed || !(begun && job.run(conn));
-        self.jobs.push(job);
-    }
-
-    /// Commits the batch (after undoing a failed job's writes, see [`rerun_isolated`]) and
-    /// hands it over, to be answered once synced.
-    fn commit(&mut self, conn: &Connection) -> Committed {
-        let mut jobs = std::mem::take(&mut self.jobs);
-        let outcome = match std::mem::take(&mut self.failed) {
-            false => commit(conn),
-            true => rerun_isolated(conn, &mut jobs),
-        };
-        (jobs, outcome.map_err(|e| e.to_string()))
-    }
+/// Runs and commits `batch` in one transaction, to be answered once synced.
+fn commit_batch(conn: &Connection, mut batch: Vec<Box<dyn WriteJob>>) -> Committed {
+    let outcome = run_batch(conn, &mut batch).map_err(|e| e.to_string());
+    (batch, outcome)
 }
 
 /// Makes committed batches durable, then answers their callers and tells the writer it may
@@ -349,12 +322,15 @@ fn sync(wal: &Path, file: &mut Option<File>) -> Result<(), String> {
     })
 }
 
-/// Rolls back a batch in which a job failed partway (perhaps after some writes), and runs it
-/// again with one savepoint per job, so that only the failed jobs' writes are undone; commits.
-fn rerun_isolated(
-    conn: &Connection,
-    batch: &mut [Box<dyn WriteJob>],
-) -> Result<(), rusqlite::Error> {
+/// Runs and commits a batch: first without savepoints, and if a job fails, once more with one
+/// savepoint per job, so that only the failed jobs' writes are undone.
+fn run_batch(conn: &Connection, batch: &mut [Box<dyn WriteJob>]) -> Result<(), rusqlite::Error> {
+    run(conn, "BEGIN IMMEDIATE")?;
+    if batch.iter_mut().all(|job| job.run(conn)) {
+        return commit(conn);
+    }
+    // A job failed partway, perhaps after some writes: undo them all, and those of the jobs
+    // before it, then isolate each job.
     let _ = conn.execute_batch("ROLLBACK");
     run(conn, "BEGIN IMMEDIATE")?;
     for job in batch.iter_mut() {
@@ -530,12 +506,8 @@ mod tests {
             .map(|(v, fail)| insert(v, fail))
             .into_iter()
             .unzip();
-        let mut open = OpenBatch::default();
-        for job in jobs {
-            open.run(&conn, job);
-        }
-        let (batch, outcome) = open.commit(&conn);
-        outcome.unwrap();
+        let mut batch = jobs;
+        run_batch(&conn, &mut batch).unwrap();
         for job in batch {
             job.finish(Ok(()));
         }
@@ -555,7 +527,8 @@ mod tests {
     }
 
     #[test]
-    fn writes_arriving_while_the_syncer_is_busy_wait_for_it_and_commit_together() {
+    fn writes_arriving_while_the_syncer_is_busy_wait_for_it_outside_a_transaction_and_commit_together()
+     {
         let dir = tempfile::tempdir().unwrap();
         let conn = with_table_t(&dir);
         let (inbox, jobs) = tokio::sync::mpsc::unbounded_channel();
@@ -568,12 +541,17 @@ mod tests {
         // The syncer is free: the first write is committed at once.
         let first = committed.recv_timeout(Duration::from_secs(10)).unwrap();
         assert_eq!(batch_sizes(first), 1);
-        // The syncer is now busy with it: later writes wait in the open transaction.
+        // The syncer is now busy with it: later writes wait for it.
         assert!(send(2) && send(3));
         assert!(
             committed.recv_timeout(Duration::from_millis(200)).is_err(),
             "a batch was committed while the syncer was busy"
         );
+        // Meanwhile the file's write lock is free for other connections (outbox producers).
+        let producer = Connection::open(dir.path().join("hookd.db")).unwrap();
+        producer
+            .execute_batch("PRAGMA busy_timeout = 0; BEGIN IMMEDIATE; ROLLBACK;")
+            .expect("the writer holds no transaction open while the syncer works");
         assert!(inbox.send(ToWriter::Synced).is_ok());
         let second = committed.recv_timeout(Duration::from_secs(10)).unwrap();
         assert_eq!(batch_sizes(second), 2);
