@@ -9,7 +9,8 @@
 //!
 //! On SQLite, new deliveries need no claim: the engine takes them as they are written (see
 //! [`hookd_store::Handoff`]), already claimed, whenever a worker and the endpoint have room, and
-//! starts them once committed. Claims then find only what it had no room for, retries and
+//! starts them once committed; one it has no worker for wakes it, to be claimed once a worker
+//! is free. Claims then find only what it had no room for, retries and
 //! recovered deliveries, so the engine claims only when work may be waiting: after a wake-up
 //! (work queued), a poll, or a claim that found some.
 //!
@@ -365,7 +366,13 @@ impl Handoff for Engine {
             return None;
         }
         let engine = self.me.upgrade()?;
-        let worker = self.workers.clone().try_acquire_owned().ok()?;
+        let Ok(worker) = self.workers.clone().try_acquire_owned() else {
+            // Queued instead. A claim in flight holds every free worker and may have read
+            // before this delivery was written: claim again once it is done, rather than
+            // count on the writer's wake-up.
+            self.wake.notify_one();
+            return None;
+        };
         let claim = self.limits.try_claim(endpoint)?;
         let lease_until = self.clock.now().plus(self.config.lease);
         Some(Reserved::new(lease_until, move |claimed| {

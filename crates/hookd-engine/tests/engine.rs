@@ -354,16 +354,56 @@ async fn a_new_message_goes_out_without_a_wake_up_or_a_poll() {
     let endpoint = h.endpoint(&receiver.url).await;
     let message = h.message("order.shipped", "{}");
 
-    // Written as the outbox relay or another caller might, without waking the engine.
+    // Written as the outbox relay or another caller might, without waking the engine. Taken
+    // as written, or (if the engine's first claim held every worker at that instant) claimed
+    // right after that claim: either way with no wake-up from the caller and no poll.
     let created = h.store.create_message(&message).await.unwrap();
 
-    assert_eq!(
-        (created.deliveries, created.queued),
-        (1, 0),
-        "taken as written"
-    );
+    assert_eq!(created.deliveries, 1);
     receiver.wait_for(1).await;
     h.wait_for_status(&message, &endpoint, DeliveryStatus::Success)
+        .await;
+}
+
+#[tokio::test]
+async fn a_delivery_queued_for_want_of_a_worker_goes_out_when_one_frees_without_a_wake_up() {
+    // The first request waits until the test lets it answer.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let held = gate.clone();
+    let receiver = Receiver::start(move |n| {
+        let held = held.clone();
+        async move {
+            if n == 0 {
+                let _ = held.acquire().await;
+            }
+            StatusCode::OK
+        }
+    })
+    .await;
+    let h = Harness::start(EngineConfig {
+        workers: 1,
+        poll_interval: Duration::from_secs(3_600),
+        ..Harness::config()
+    })
+    .await;
+    let endpoint = h.endpoint(&receiver.url).await;
+    h.store
+        .create_message(&h.message("order.shipped", "{}"))
+        .await
+        .unwrap();
+    receiver.wait_for(1).await;
+
+    // Its attempt holds the only worker: the next message is queued, with no wake-up.
+    let second = h.message("order.shipped", "{}");
+    let created = h.store.create_message(&second).await.unwrap();
+    assert_eq!(
+        created.queued, 1,
+        "no worker was free to take it as written"
+    );
+    gate.add_permits(1);
+
+    receiver.wait_for(2).await;
+    h.wait_for_status(&second, &endpoint, DeliveryStatus::Success)
         .await;
 }
 
