@@ -48,10 +48,9 @@ pub struct Loop {
 impl Loop {
     /// These options as they are spelled on the command line.
     pub fn flags(&self) -> String {
-        let concurrency: Vec<String> = self.concurrency.iter().map(usize::to_string).collect();
         format!(
             "--ceiling-concurrency {} --ceiling-requests {} --ceiling-warmup {}",
-            concurrency.join(","),
+            report::joined(&self.concurrency, ","),
             self.requests,
             self.warmup
         )

@@ -87,11 +87,7 @@ impl Args {
             "target/release/hookd-bench deliver --backend {} --concurrency {} --messages {} \
              --warmup {} --latency-seconds {} --endpoint-concurrency {} --workers {}",
             self.backend.flag(),
-            self.concurrency
-                .iter()
-                .map(usize::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
+            report::joined(&self.concurrency, ","),
             self.messages,
             self.warmup,
             self.latency_seconds,
@@ -494,11 +490,7 @@ fn section(
         args.hookd_options().join(" "),
         args.endpoint_concurrency,
         report::thousands(args.warmup),
-        args.concurrency
-            .iter()
-            .map(usize::to_string)
-            .collect::<Vec<_>>()
-            .join(" and "),
+        report::joined(&args.concurrency, " and "),
         report::thousands(args.messages),
         args.latency_seconds,
         report::thousands(ceiling_rate.round() as u64),

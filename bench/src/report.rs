@@ -136,6 +136,12 @@ pub fn millis(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// Numbers joined by `separator`: `32,64` for a flag, `32 and 64` for prose.
+pub fn joined(values: &[usize], separator: &str) -> String {
+    let texts: Vec<String> = values.iter().map(usize::to_string).collect();
+    texts.join(separator)
+}
+
 /// An integer with thousands separators: `12,345`.
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();

@@ -288,7 +288,7 @@ fn commit_batch(conn: &Connection, mut batch: Vec<Box<dyn WriteJob>>) -> Committ
 /// The writer commits with `synchronous = NORMAL`: the batch's pages are in the WAL file (so a
 /// crash of hookd loses nothing) but perhaps not yet on the disk. This thread fsyncs the WAL
 /// and only then answers, which gives each `Ok` the guarantee of `synchronous = FULL`
-/// (surviving power loss), while the writer runs the jobs that arrive meanwhile.
+/// (surviving power loss); the jobs that arrive meanwhile wait for its `Synced`.
 fn sync_loop(
     wal: &Path,
     committed: mpsc::Receiver<Committed>,
@@ -535,12 +535,12 @@ mod tests {
         let (to_syncer, committed) = mpsc::channel();
         let writer = std::thread::spawn(move || write_loop(&conn, jobs, &to_syncer));
         let send = |value| inbox.send(ToWriter::Job(insert(value, false).0)).is_ok();
-        let batch_sizes = |batch: Committed| batch.0.len();
+        let size = |batch: Committed| batch.0.len();
 
         assert!(send(1));
         // The syncer is free: the first write is committed at once.
         let first = committed.recv_timeout(Duration::from_secs(10)).unwrap();
-        assert_eq!(batch_sizes(first), 1);
+        assert_eq!(size(first), 1);
         // The syncer is now busy with it: later writes wait for it.
         assert!(send(2) && send(3));
         assert!(
@@ -554,7 +554,7 @@ mod tests {
             .expect("the writer holds no transaction open while the syncer works");
         assert!(inbox.send(ToWriter::Synced).is_ok());
         let second = committed.recv_timeout(Duration::from_secs(10)).unwrap();
-        assert_eq!(batch_sizes(second), 2);
+        assert_eq!(size(second), 2);
 
         drop(inbox);
         writer.join().unwrap();
