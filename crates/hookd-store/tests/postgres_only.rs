@@ -321,6 +321,63 @@ async fn endpoint_limits_hold_across_processes() {
     assert_eq!(after_leases.get(&capped), Some(&3), "{after_leases:?}");
 }
 
+/// Claims take turns under one advisory lock, and a claim that waited for its turn counts the
+/// deliveries every claim before it took, though they were committed after it began: its
+/// snapshot is taken once the lock is granted. (Taken with the lock in one statement, it would
+/// be older than the other claim's commit and fill the endpoint's cap a second time.)
+#[tokio::test]
+async fn a_claim_that_waited_its_turn_counts_the_claims_committed_meanwhile() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::claim_takes_turns").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    let owner = app("app_turns");
+    store.create_app(&owner).await.unwrap();
+    let endpoint = endpoint_of(&owner, 1, None);
+    store.create_endpoint(&endpoint).await.unwrap();
+    for i in 0..10 {
+        store.create_message(&message_of(&owner, i)).await.unwrap();
+    }
+
+    // Another process's claim in its turn: it holds the lock and leases three deliveries, the
+    // endpoint's whole cap, not yet committed.
+    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut turn = other.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(448546171748)")
+        .execute(&mut *turn)
+        .await
+        .unwrap();
+    let leased = sqlx::query(
+        "UPDATE hookd.deliveries SET status = 3, next_attempt_at = 61000
+         WHERE message_id IN (SELECT message_id FROM hookd.deliveries
+                              ORDER BY next_attempt_at LIMIT 3)",
+    )
+    .execute(&mut *turn)
+    .await
+    .unwrap();
+    assert_eq!(leased.rows_affected(), 3);
+
+    let request = ClaimRequest {
+        now: Timestamp::from_millis(1_000),
+        lease_until: Timestamp::from_millis(61_000),
+        limit: 100,
+        per_endpoint: 3,
+        skip_endpoints: Vec::new(),
+    };
+    let claim = store.claim_due(&request);
+    let commit_once_waited_for = async {
+        wait_for_a_lock_wait(store.pool()).await;
+        turn.commit().await.unwrap();
+    };
+    let (claimed, ()) = tokio::join!(claim, commit_once_waited_for);
+    let claimed = claimed.unwrap();
+    assert!(
+        claimed.is_empty(),
+        "the cap was full when its turn came, yet it claimed {}",
+        claimed.len()
+    );
+}
+
 /// An API update disabling an endpoint while hookd disables it (its transaction holding the
 /// row) waits for it, and finds no transition to tell: `endpoint.disabled` is written once, by
 /// whoever disabled it. (SQLite runs writes one at a time; there is no such race.)

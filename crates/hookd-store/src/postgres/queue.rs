@@ -6,9 +6,13 @@
 //! never get the same delivery.
 //!
 //! Per-endpoint limits hold across every process on the database, not per process (unless
-//! [`PgStore::with_cluster_limits`] turned that off): claims take turns under one transaction-scoped advisory lock, so each claim sees every earlier
-//! claim committed, and counts an endpoint's deliveries in flight (`sending` with a live
-//! lease) against its concurrency cap. A rate-limited endpoint gives at most one second's worth
+//! [`PgStore::with_cluster_limits`] turned that off): claims take turns under one
+//! transaction-scoped advisory lock, so each claim sees every earlier claim committed, and
+//! counts an endpoint's deliveries in flight (`sending` with a live lease) against its
+//! concurrency cap. The claim is one statement, a call of the function `claim_due` (migration
+//! 0008), which takes the lock, claims and commits inside the server: the turn never waits on
+//! a round trip to a claimer, which on a busy machine may not be scheduled to send its
+//! `COMMIT` for milliseconds. A rate-limited endpoint gives at most one second's worth
 //! of attempts to one claim and records when the next claim may take more
 //! (`endpoints.next_window_at`); the claiming process spaces those attempts out itself.
 
@@ -22,12 +26,6 @@ use super::{PgStore, missing, rows, sql};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::{AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Recorded, StoreError};
 
-/// Begins a claim that takes turns with every other: the transaction-scoped advisory lock
-/// (any constant key; 448546171748 is "hookd" in ASCII) is taken in the same round trip as
-/// `BEGIN`. Its own statement all the same, so the claim that follows reads a snapshot taken
-/// after the lock was granted, and sees every earlier claim committed.
-const BEGIN_TAKING_TURNS: &str = "BEGIN; SELECT pg_advisory_xact_lock(448546171748)";
-
 #[async_trait]
 impl DeliveryQueue for PgStore {
     async fn claim_due(&self, request: &ClaimRequest) -> Result<Vec<ClaimedDelivery>, StoreError> {
@@ -39,78 +37,24 @@ impl DeliveryQueue for PgStore {
             .iter()
             .map(EndpointId::as_str)
             .collect();
-        // Endpoint by endpoint, never scanning a backlog: `ready` finds each enabled endpoint's
-        // oldest due time with one probe of deliveries_endpoint_due and keeps the `limit`
-        // endpoints waiting longest, with the room each has left (its cap less its deliveries in
-        // flight anywhere, one second of its rate at most); `chosen` takes that many of each
-        // one's oldest due rows, skipping rows another claimer holds locked; `windows` moves
-        // rate-limited endpoints' next window past the attempts just claimed.
-        // The in-flight count names `sending` as a literal: compared with a parameter, a
-        // prepared statement's generic plan cannot use the partial index deliveries_in_flight
-        // and counts through the endpoint's whole queue instead, at every claim.
-        let sending = DeliveryStatus::Sending.code();
-        let mut tx = if self.cluster_limits {
-            self.pool.begin_with(BEGIN_TAKING_TURNS).await?
-        } else {
-            self.pool.begin().await?
-        };
+        // `claim_due` (see the module doc) answers whole table rows, unpacked here into the
+        // columns the decoder reads.
         let rows = sql(format!(
-            "WITH ready AS (
-                 SELECT e.id, o.oldest,
-                        LEAST($4 - busy.n,
-                              CASE WHEN $7 THEN COALESCE(NULLIF(e.throttle_rate, 0), $4) ELSE $4 END
-                        ) AS room
-                 FROM endpoints e
-                 CROSS JOIN LATERAL (
-                     SELECT MIN(d.next_attempt_at) AS oldest FROM deliveries d
-                     WHERE d.endpoint_id = e.id AND d.next_attempt_at IS NOT NULL
-                 ) o
-                 CROSS JOIN LATERAL (
-                     SELECT count(*) AS n FROM deliveries f
-                     WHERE $7 AND f.endpoint_id = e.id AND f.status = {sending} AND f.next_attempt_at > $1
-                 ) busy
-                 WHERE NOT e.disabled AND e.id <> ALL ($2::text[]) AND o.oldest <= $1
-                   AND busy.n < $4 AND (NOT $7 OR COALESCE(e.next_window_at, 0) <= $1)
-                 ORDER BY o.oldest
-                 LIMIT $3
-             ), chosen AS (
-                 SELECT p.message_id, p.endpoint_id, p.next_attempt_at AS due FROM ready r
-                 CROSS JOIN LATERAL (
-                     SELECT d.message_id, d.endpoint_id, d.next_attempt_at FROM deliveries d
-                     WHERE d.endpoint_id = r.id AND d.next_attempt_at IS NOT NULL
-                       AND d.next_attempt_at <= $1
-                     ORDER BY d.next_attempt_at
-                     LIMIT r.room
-                     FOR UPDATE SKIP LOCKED
-                 ) p
-                 ORDER BY p.next_attempt_at
-                 LIMIT $3
-             ), claimed AS (
-                 UPDATE deliveries d SET status = $5, next_attempt_at = $6, updated_at = $1
-                 FROM chosen c WHERE d.message_id = c.message_id AND d.endpoint_id = c.endpoint_id
-                 RETURNING {DELIVERY_COLUMNS}, d.manual, c.due
-             ), windows AS (
-                 UPDATE endpoints e
-                 SET next_window_at = $1 + (c.n * 1000 + e.throttle_rate - 1) / e.throttle_rate
-                 FROM (SELECT endpoint_id, count(*) AS n FROM claimed GROUP BY endpoint_id) c
-                 WHERE $7 AND e.id = c.endpoint_id AND e.throttle_rate > 0
-             )
-             SELECT {DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}, {ENDPOINT_COLUMNS}
-             FROM claimed d
-             JOIN messages m ON m.id = d.message_id
-             JOIN endpoints e ON e.id = d.endpoint_id
-             ORDER BY d.due, d.message_id, d.endpoint_id"
+            "SELECT {DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}, {ENDPOINT_COLUMNS}
+             FROM claim_due($1, $2, $3, $4, $5, $6) c
+             CROSS JOIN LATERAL (SELECT (c.delivery).*) d
+             CROSS JOIN LATERAL (SELECT (c.message).*) m
+             CROSS JOIN LATERAL (SELECT (c.endpoint).*) e
+             ORDER BY c.due, d.message_id, d.endpoint_id"
         ))
         .bind(request.now.as_millis())
         .bind(&skip)
         .bind(sql_count(request.limit))
         .bind(sql_count(request.per_endpoint))
-        .bind(i64::from(DeliveryStatus::Sending.code()))
         .bind(request.lease_until.as_millis())
         .bind(self.cluster_limits)
-        .fetch_all(&mut *tx)
+        .fetch_all(&self.pool)
         .await?;
-        tx.commit().await?;
         rows.iter().map(rows::claimed).collect()
     }
 
