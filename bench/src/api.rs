@@ -29,6 +29,8 @@ pub fn unix_nanos() -> u64 {
 pub struct Api {
     client: reqwest::Client,
     base: String,
+    /// hookd's `/metrics`.
+    metrics: String,
     authorization: HeaderValue,
 }
 
@@ -44,6 +46,7 @@ impl Api {
         Ok(Self {
             client,
             base: format!("{}/api/v1", hookd.base_url),
+            metrics: format!("{}/metrics", hookd.base_url),
             authorization,
         })
     }
@@ -200,6 +203,29 @@ impl Api {
         serde_json::from_str(&text).with_context(|| format!("GET {path} answered {text}"))
     }
 
+    /// The engine's writes of kind `op` (`claim`, `record`) so far, from hookd's `/metrics`.
+    pub async fn store_writes(&self, op: &str) -> anyhow::Result<StoreWrites> {
+        let text = self
+            .client
+            .get(&self.metrics)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .context("GET /metrics")?
+            .text()
+            .await?;
+        let counter = |name: &str| {
+            let prefix = format!("{name}{{op=\"{op}\"}} ");
+            text.lines()
+                .find_map(|line| line.strip_prefix(&prefix)?.parse::<f64>().ok())
+                .map_or(0, |n| n as u64)
+        };
+        Ok(StoreWrites {
+            writes: counter("hookd_store_write_duration_seconds_count"),
+            rows: counter("hookd_store_write_rows_total"),
+        })
+    }
+
     async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
         let response = self
             .client
@@ -215,6 +241,43 @@ impl Api {
             bail!("POST {path} answered {status}: {text}");
         }
         serde_json::from_str(&text).with_context(|| format!("POST {path} answered {text}"))
+    }
+}
+
+/// A count of the engine's store writes of one kind, and of the rows they carried.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StoreWrites {
+    pub writes: u64,
+    pub rows: u64,
+}
+
+impl std::ops::Sub for StoreWrites {
+    type Output = Self;
+
+    fn sub(self, before: Self) -> Self {
+        Self {
+            writes: self.writes.saturating_sub(before.writes),
+            rows: self.rows.saturating_sub(before.rows),
+        }
+    }
+}
+
+impl std::iter::Sum for StoreWrites {
+    fn sum<I: Iterator<Item = Self>>(writes: I) -> Self {
+        writes.fold(Self::default(), |all, w| Self {
+            writes: all.writes + w.writes,
+            rows: all.rows + w.rows,
+        })
+    }
+}
+
+impl StoreWrites {
+    /// Rows per write, as the report shows it.
+    pub fn rows_per_write(self) -> String {
+        if self.writes == 0 {
+            return "-".into();
+        }
+        format!("{:.1}", self.rows as f64 / self.writes as f64)
     }
 }
 

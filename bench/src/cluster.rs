@@ -21,7 +21,7 @@ use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
 use sqlx::postgres::PgPoolOptions;
 
-use crate::api::{Api, SendLog, unix_nanos};
+use crate::api::{Api, SendLog, StoreWrites, unix_nanos};
 use crate::deliver::drain;
 use crate::hookd::{Backend, Database, Hookd, PostgresServer};
 use crate::load::{self, Outcome, Requests};
@@ -104,6 +104,9 @@ struct ScaleRun {
     deliveries_per_s: f64,
     /// Cores each process kept busy over the measured phase.
     cores: Vec<f64>,
+    /// The engines' claims and record batches over the measured phase, all processes.
+    claims: StoreWrites,
+    records: StoreWrites,
 }
 
 /// The outbox latency run.
@@ -218,6 +221,7 @@ async fn scale_out(processes: usize, database: &Database, args: &Args) -> anyhow
     drain(&receiver, args.warmup - warmup.error_count()).await?;
 
     let log: SendLog = Arc::new(Mutex::new(Vec::new()));
+    let writes_before = engine_writes(&apis).await?;
     let cpu_before = hookds
         .iter()
         .map(Hookd::cpu_time)
@@ -241,6 +245,7 @@ async fn scale_out(processes: usize, database: &Database, args: &Args) -> anyhow
         .zip(cpu_before)
         .map(|(h, before)| Ok(h.cpu_time()?.saturating_sub(before).as_secs_f64() / elapsed))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let writes = engine_writes(&apis).await?;
     let receipts = receiver.results().await?;
     drop(hookds);
     let (mut delivered, mut last) = (0, 0);
@@ -261,7 +266,19 @@ async fn scale_out(processes: usize, database: &Database, args: &Args) -> anyhow
         bad_signatures: receipts.bad_signatures,
         deliveries_per_s: delivered as f64 / span.as_secs_f64().max(1e-9),
         cores,
+        claims: writes.0 - writes_before.0,
+        records: writes.1 - writes_before.1,
     })
+}
+
+/// Every process's claims and record batches so far, summed.
+async fn engine_writes(apis: &[Api]) -> anyhow::Result<(StoreWrites, StoreWrites)> {
+    let (mut claims, mut records) = (Vec::new(), Vec::new());
+    for api in apis {
+        claims.push(api.store_writes("claim").await?);
+        records.push(api.store_writes("record").await?);
+    }
+    Ok((claims.into_iter().sum(), records.into_iter().sum()))
 }
 
 async fn outbox_latency(database: &Database, args: &Args) -> anyhow::Result<OutboxRun> {
@@ -340,6 +357,8 @@ fn scale_header() -> String {
         "bad signatures",
         "publish errors",
         "CPU per process",
+        "deliveries per claim",
+        "per record batch",
     ])
 }
 
@@ -358,6 +377,8 @@ fn scale_row(run: &ScaleRun) -> String {
         report::thousands(run.bad_signatures),
         report::thousands(run.publishes.error_count()),
         format!("{} cores", cores.join(" + ")),
+        run.claims.rows_per_write(),
+        run.records.rows_per_write(),
     ])
 }
 
@@ -396,7 +417,9 @@ fn section(args: &Args, machine: &Machine, scale: &[ScaleRun], outbox: &OutboxRu
          attempts in flight holds across the whole cluster; a receiver in its own process \
          verifies every signature. Deliveries/s from the first publish sent to the last \
          receipt. With few cores the point is that the total holds while the work is shared, \
-         not that it grows.\n\n\
+         not that it grows. Deliveries per claim and per record batch are the engines' (all \
+         processes', from their `/metrics`) over the measured phase: the fewer, the more \
+         statements each delivery costs the database.\n\n\
          - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
          - Date: {}\n\
          - Machine: {}\n\
