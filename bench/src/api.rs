@@ -203,8 +203,8 @@ impl Api {
         serde_json::from_str(&text).with_context(|| format!("GET {path} answered {text}"))
     }
 
-    /// The engine's writes of kind `op` (`claim`, `record`) so far, from hookd's `/metrics`.
-    pub async fn store_writes(&self, op: &str) -> anyhow::Result<StoreWrites> {
+    /// The engine's claims and record batches so far, from one read of hookd's `/metrics`.
+    pub async fn engine_writes(&self) -> anyhow::Result<EngineWrites> {
         let text = self
             .client
             .get(&self.metrics)
@@ -214,15 +214,19 @@ impl Api {
             .context("GET /metrics")?
             .text()
             .await?;
-        let counter = |name: &str| {
+        let counter = |name: &str, op: &str| {
             let prefix = format!("{name}{{op=\"{op}\"}} ");
             text.lines()
                 .find_map(|line| line.strip_prefix(&prefix)?.parse::<f64>().ok())
                 .map_or(0, |n| n as u64)
         };
-        Ok(StoreWrites {
-            writes: counter("hookd_store_write_duration_seconds_count"),
-            rows: counter("hookd_store_write_rows_total"),
+        let of = |op| StoreWrites {
+            writes: counter("hookd_store_write_duration_seconds_count", op),
+            rows: counter("hookd_store_write_rows_total", op),
+        };
+        Ok(EngineWrites {
+            claims: of("claim"),
+            records: of("record"),
         })
     }
 
@@ -241,6 +245,24 @@ impl Api {
             bail!("POST {path} answered {status}: {text}");
         }
         serde_json::from_str(&text).with_context(|| format!("POST {path} answered {text}"))
+    }
+}
+
+/// The engine's claims and record batches, with the deliveries they carried.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EngineWrites {
+    pub claims: StoreWrites,
+    pub records: StoreWrites,
+}
+
+impl std::ops::Sub for EngineWrites {
+    type Output = Self;
+
+    fn sub(self, before: Self) -> Self {
+        Self {
+            claims: self.claims - before.claims,
+            records: self.records - before.records,
+        }
     }
 }
 

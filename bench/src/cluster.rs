@@ -21,7 +21,7 @@ use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
 use sqlx::postgres::PgPoolOptions;
 
-use crate::api::{Api, SendLog, StoreWrites, unix_nanos};
+use crate::api::{Api, EngineWrites, SendLog, unix_nanos};
 use crate::deliver::drain;
 use crate::hookd::{Backend, Database, Hookd, PostgresServer};
 use crate::load::{self, Outcome, Requests};
@@ -105,8 +105,7 @@ struct ScaleRun {
     /// Cores each process kept busy over the measured phase.
     cores: Vec<f64>,
     /// The engines' claims and record batches over the measured phase, all processes.
-    claims: StoreWrites,
-    records: StoreWrites,
+    writes: EngineWrites,
 }
 
 /// The outbox latency run.
@@ -245,7 +244,7 @@ async fn scale_out(processes: usize, database: &Database, args: &Args) -> anyhow
         .zip(cpu_before)
         .map(|(h, before)| Ok(h.cpu_time()?.saturating_sub(before).as_secs_f64() / elapsed))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let writes = engine_writes(&apis).await?;
+    let writes = engine_writes(&apis).await? - writes_before;
     let receipts = receiver.results().await?;
     drop(hookds);
     let (mut delivered, mut last) = (0, 0);
@@ -266,19 +265,20 @@ async fn scale_out(processes: usize, database: &Database, args: &Args) -> anyhow
         bad_signatures: receipts.bad_signatures,
         deliveries_per_s: delivered as f64 / span.as_secs_f64().max(1e-9),
         cores,
-        claims: writes.0 - writes_before.0,
-        records: writes.1 - writes_before.1,
+        writes,
     })
 }
 
 /// Every process's claims and record batches so far, summed.
-async fn engine_writes(apis: &[Api]) -> anyhow::Result<(StoreWrites, StoreWrites)> {
-    let (mut claims, mut records) = (Vec::new(), Vec::new());
+async fn engine_writes(apis: &[Api]) -> anyhow::Result<EngineWrites> {
+    let mut each = Vec::new();
     for api in apis {
-        claims.push(api.store_writes("claim").await?);
-        records.push(api.store_writes("record").await?);
+        each.push(api.engine_writes().await?);
     }
-    Ok((claims.into_iter().sum(), records.into_iter().sum()))
+    Ok(EngineWrites {
+        claims: each.iter().map(|w| w.claims).sum(),
+        records: each.iter().map(|w| w.records).sum(),
+    })
 }
 
 async fn outbox_latency(database: &Database, args: &Args) -> anyhow::Result<OutboxRun> {
@@ -377,8 +377,8 @@ fn scale_row(run: &ScaleRun) -> String {
         report::thousands(run.bad_signatures),
         report::thousands(run.publishes.error_count()),
         format!("{} cores", cores.join(" + ")),
-        run.claims.rows_per_write(),
-        run.records.rows_per_write(),
+        run.writes.claims.rows_per_write(),
+        run.writes.records.rows_per_write(),
     ])
 }
 

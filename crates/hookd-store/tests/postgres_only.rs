@@ -259,19 +259,25 @@ fn message_of(owner: &Application, created: i64) -> Message {
     }
 }
 
+/// A claim at `now` (unix ms) of up to 100 deliveries, `per_endpoint` at most each, leased
+/// for a minute.
+fn claim_at(now: i64, per_endpoint: usize) -> ClaimRequest {
+    ClaimRequest {
+        now: Timestamp::from_millis(now),
+        lease_until: Timestamp::from_millis(now + 60_000),
+        limit: 100,
+        per_endpoint,
+        skip_endpoints: Vec::new(),
+    }
+}
+
 /// What four claimers (own pools, as four processes) claim at once at `now`, per endpoint.
 async fn claim_everywhere(
     claimers: &[PgStore],
     now: i64,
     per_endpoint: usize,
 ) -> BTreeMap<String, usize> {
-    let request = ClaimRequest {
-        now: Timestamp::from_millis(now),
-        lease_until: Timestamp::from_millis(now + 60_000),
-        limit: 100,
-        per_endpoint,
-        skip_endpoints: Vec::new(),
-    };
+    let request = claim_at(now, per_endpoint);
     let claims = claimers.iter().map(|store| store.claim_due(&request));
     let mut counts = BTreeMap::new();
     for claimed in futures::future::join_all(claims).await {
@@ -357,13 +363,7 @@ async fn a_claim_that_waited_its_turn_counts_the_claims_committed_meanwhile() {
     .unwrap();
     assert_eq!(leased.rows_affected(), 3);
 
-    let request = ClaimRequest {
-        now: Timestamp::from_millis(1_000),
-        lease_until: Timestamp::from_millis(61_000),
-        limit: 100,
-        per_endpoint: 3,
-        skip_endpoints: Vec::new(),
-    };
+    let request = claim_at(1_000, 3);
     let claim = store.claim_due(&request);
     let commit_once_waited_for = async {
         wait_for_a_lock_wait(store.pool()).await;

@@ -19,15 +19,31 @@
 //! of attempts to one claim and records when the next claim may take more
 //! (`endpoints.next_window_at`); the claiming process spaces those attempts out itself.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use hookd_core::model::{Delivery, DeliveryStatus, Message};
 use hookd_core::{EndpointId, MessageId, Timestamp};
+use sqlx::AssertSqlSafe;
 
 use super::endpoints::require_endpoint;
 use super::messages::insert_events;
-use super::{PgStore, missing, rows, sql};
+use super::{PgStore, missing, rows};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::{AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Recorded, StoreError};
+
+/// A claim: `claim_due` (see the module doc) answers whole table rows, unpacked here into the
+/// columns the decoder reads. Built once; claims are on every delivery's path.
+static CLAIM: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}, {ENDPOINT_COLUMNS}
+         FROM claim_due($1, $2, $3, $4, $5, $6) c
+         CROSS JOIN LATERAL (SELECT (c.delivery).*) d
+         CROSS JOIN LATERAL (SELECT (c.message).*) m
+         CROSS JOIN LATERAL (SELECT (c.endpoint).*) e
+         ORDER BY c.due, d.message_id, d.endpoint_id"
+    )
+});
 
 #[async_trait]
 impl DeliveryQueue for PgStore {
@@ -40,24 +56,15 @@ impl DeliveryQueue for PgStore {
             .iter()
             .map(EndpointId::as_str)
             .collect();
-        // `claim_due` (see the module doc) answers whole table rows, unpacked here into the
-        // columns the decoder reads.
-        let rows = sql(format!(
-            "SELECT {DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}, {ENDPOINT_COLUMNS}
-             FROM claim_due($1, $2, $3, $4, $5, $6) c
-             CROSS JOIN LATERAL (SELECT (c.delivery).*) d
-             CROSS JOIN LATERAL (SELECT (c.message).*) m
-             CROSS JOIN LATERAL (SELECT (c.endpoint).*) e
-             ORDER BY c.due, d.message_id, d.endpoint_id"
-        ))
-        .bind(request.now.as_millis())
-        .bind(&skip)
-        .bind(sql_count(request.limit))
-        .bind(sql_count(request.per_endpoint))
-        .bind(request.lease_until.as_millis())
-        .bind(self.cluster_limits)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(AssertSqlSafe(CLAIM.as_str()))
+            .bind(request.now.as_millis())
+            .bind(&skip)
+            .bind(sql_count(request.limit))
+            .bind(sql_count(request.per_endpoint))
+            .bind(request.lease_until.as_millis())
+            .bind(self.cluster_limits)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(rows::claimed).collect()
     }
 
