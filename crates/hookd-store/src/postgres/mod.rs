@@ -36,6 +36,7 @@ mod retention;
 mod rows;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hookd_core::Timestamp;
@@ -69,6 +70,9 @@ pub struct PgStore {
     cluster_limits: bool,
     /// The pool's one publish task, shared by every clone (see `publish`).
     publisher: Publisher,
+    /// This store's mark on its announcements of new deliveries, random and the same for
+    /// every clone: its own listener ignores them (see `outbox`).
+    origin: Arc<str>,
 }
 
 impl PgStore {
@@ -112,6 +116,7 @@ impl PgStore {
             pool,
             options,
             cluster_limits: true,
+            origin: format!("{:016x}", rand::RngExt::random::<u64>(&mut rand::rng())).into(),
         })
     }
 

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use hookd_core::{AppId, Timestamp};
 use sqlx::postgres::{PgConnection, PgListener, PgPoolOptions};
 use sqlx::{Connection as _, Postgres, Transaction};
+use tokio::sync::Notify;
 
 use super::PgStore;
 use super::messages::insert_message;
@@ -72,8 +73,9 @@ impl OutboxStore for PgStore {
     }
 
     async fn announce_deliveries(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT pg_notify($1, '')")
+        sqlx::query("SELECT pg_notify($1, $2)")
             .bind(DELIVERIES_CHANNEL)
+            .bind(&*self.origin)
             .execute(&self.pool)
             .await?;
         Ok(())
@@ -91,13 +93,14 @@ impl OutboxStore for PgStore {
         listener
             .listen_all([OUTBOX_CHANNEL, DELIVERIES_CHANNEL])
             .await?;
+        let origin = self.origin.clone();
         tokio::spawn(async move {
             loop {
                 match listener.try_recv().await {
-                    Ok(Some(signal)) if signal.channel() == OUTBOX_CHANNEL => {
-                        wakeups.outbox.notify_one();
+                    Ok(Some(signal)) => {
+                        let woken = woken(&wakeups, signal.channel(), signal.payload(), &origin);
+                        woken.into_iter().for_each(|w| w.notify_one());
                     }
-                    Ok(Some(_)) => wakeups.deliveries.notify_one(),
                     // The connection was lost (and is re-established): signals sent meanwhile
                     // are gone, so look at everything once.
                     Ok(None) => wake_all(&wakeups),
@@ -110,6 +113,22 @@ impl OutboxStore for PgStore {
             }
         });
         Ok(true)
+    }
+}
+
+/// Whom a signal on `channel` with `payload` wakes: the relay for outbox commits, the engine
+/// for another process's announcement of deliveries, nobody for this store's own (`origin`):
+/// its engine was woken when it announced.
+fn woken<'w>(
+    wakeups: &'w Wakeups,
+    channel: &str,
+    payload: &str,
+    origin: &str,
+) -> Option<&'w Notify> {
+    match channel {
+        OUTBOX_CHANNEL => Some(&wakeups.outbox),
+        _ if payload == origin => None,
+        _ => Some(&wakeups.deliveries),
     }
 }
 
@@ -209,4 +228,36 @@ async fn waiting(tx: &mut PgConnection, limit: usize) -> Result<Vec<OutboxRow>, 
             .with_channels_json(channels.as_deref())
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn a_process_is_woken_by_the_others_announcements_not_its_own() {
+        let wakeups = Wakeups::default();
+        let is = |woken: Option<&Notify>, notify: &Arc<Notify>| {
+            woken.is_some_and(|w| std::ptr::eq(w, Arc::as_ptr(notify)))
+        };
+
+        assert!(is(
+            woken(&wakeups, DELIVERIES_CHANNEL, "b", "a"),
+            &wakeups.deliveries
+        ));
+        assert!(
+            is(
+                woken(&wakeups, DELIVERIES_CHANNEL, "", "a"),
+                &wakeups.deliveries
+            ),
+            "an older version's"
+        );
+        assert!(woken(&wakeups, DELIVERIES_CHANNEL, "a", "a").is_none());
+        assert!(is(
+            woken(&wakeups, OUTBOX_CHANNEL, "", "a"),
+            &wakeups.outbox
+        ));
+    }
 }

@@ -71,7 +71,8 @@ pub trait OutboxStore: Send + Sync {
     async fn announce_deliveries(&self) -> Result<(), StoreError>;
 
     /// Starts a background task that notifies `wakeups` when producers commit outbox rows or
-    /// other processes announce deliveries; it lives as long as the runtime. Returns `false`
+    /// other processes announce deliveries (this store's own announcements are not passed on:
+    /// its engine was woken when it made them); it lives as long as the runtime. Returns `false`
     /// when the database has no such signals (SQLite), where callers poll instead.
     async fn watch(&self, wakeups: Wakeups) -> Result<bool, StoreError>;
 }
