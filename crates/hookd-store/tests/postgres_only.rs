@@ -155,18 +155,9 @@ async fn concurrent_claimers_never_get_the_same_delivery() {
     };
     let setup = PgStore::connect(&url).await.unwrap();
     let owner = app("app_claims");
-    setup.create_app(&owner).await.unwrap();
     // 20 endpoints × 100 messages: 2,000 due deliveries.
-    for i in 0..20 {
-        setup
-            .create_endpoint(&endpoint_of(&owner, i, None))
-            .await
-            .unwrap();
-    }
-    for i in 0..100 {
-        let created = setup.create_message(&message_of(&owner, i)).await.unwrap();
-        assert_eq!(created.deliveries, 20);
-    }
+    let endpoints: Vec<Endpoint> = (0..20).map(|i| endpoint_of(&owner, i, None)).collect();
+    queue(&setup, &owner, &endpoints, 100).await;
     // Four claimers with their own pools, as four processes would be.
     let mut claimers = Vec::new();
     for _ in 0..4 {
@@ -246,6 +237,19 @@ fn endpoint_of(owner: &Application, created: i64, rate: Option<u16>) -> Endpoint
 }
 
 /// A message of `owner` created at `created` ms.
+/// Creates `owner` and its `endpoints`, then `messages` messages (created at 0, 1, … ms), so
+/// that every endpoint has that many deliveries due.
+async fn queue(store: &PgStore, owner: &Application, endpoints: &[Endpoint], messages: i64) {
+    store.create_app(owner).await.unwrap();
+    for endpoint in endpoints {
+        store.create_endpoint(endpoint).await.unwrap();
+    }
+    for i in 0..messages {
+        let created = store.create_message(&message_of(owner, i)).await.unwrap();
+        assert_eq!(created.deliveries, endpoints.len());
+    }
+}
+
 fn message_of(owner: &Application, created: i64) -> Message {
     let created = Timestamp::from_millis(created);
     Message {
@@ -295,15 +299,9 @@ async fn endpoint_limits_hold_across_processes() {
     };
     let setup = PgStore::connect(&url).await.unwrap();
     let owner = app("app_limits");
-    setup.create_app(&owner).await.unwrap();
     let capped = endpoint_of(&owner, 1, None);
     let throttled = endpoint_of(&owner, 2, Some(2));
-    for endpoint in [&capped, &throttled] {
-        setup.create_endpoint(endpoint).await.unwrap();
-    }
-    for i in 0..50 {
-        setup.create_message(&message_of(&owner, i)).await.unwrap();
-    }
+    queue(&setup, &owner, &[capped.clone(), throttled.clone()], 50).await;
     let mut claimers = Vec::new();
     for _ in 0..4 {
         claimers.push(PgStore::connect(&url).await.unwrap());
@@ -338,12 +336,7 @@ async fn a_claim_that_waited_its_turn_counts_the_claims_committed_meanwhile() {
     };
     let store = PgStore::connect(&url).await.unwrap();
     let owner = app("app_turns");
-    store.create_app(&owner).await.unwrap();
-    let endpoint = endpoint_of(&owner, 1, None);
-    store.create_endpoint(&endpoint).await.unwrap();
-    for i in 0..10 {
-        store.create_message(&message_of(&owner, i)).await.unwrap();
-    }
+    queue(&store, &owner, &[endpoint_of(&owner, 1, None)], 10).await;
 
     // Another process's claim in its turn: it holds the lock and leases three deliveries, the
     // endpoint's whole cap, not yet committed.
