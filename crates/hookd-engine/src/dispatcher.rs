@@ -27,6 +27,7 @@ use hookd_core::{Clock, EndpointId};
 use hookd_store::{ClaimRequest, ClaimedDelivery, Handoff, Reserved, Store};
 use hookd_vault::{Keyring, OpenedKeys};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::time::MissedTickBehavior;
 
 use crate::attempt::{self, Happened, Verdict};
 use crate::http::WebhookSender;
@@ -177,6 +178,11 @@ impl Engine {
         let me: Weak<dyn Handoff> = Arc::downgrade(&self) as Weak<Self>;
         let hands_off = self.store.hand_off_new_deliveries(me);
         tokio::pin!(shutdown);
+        // A schedule of its own, not a sleep restarted at every wake-up: finished attempts
+        // wake the loop all the time under load, and must not keep the poll from coming.
+        let period = self.config.poll_interval.max(Duration::from_millis(1));
+        let mut poll = tokio::time::interval(period);
+        poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             let claimed_all = self.clone().dispatch_due(hands_off).await;
             if claimed_all {
@@ -186,7 +192,7 @@ impl Engine {
                 () = &mut shutdown => break,
                 () = self.wake.notified() => self.maybe_queued.store(true, Ordering::Release),
                 () = self.freed.notified() => {}
-                () = tokio::time::sleep(self.config.poll_interval) => {
+                _ = poll.tick() => {
                     // Retries come due, leases run out.
                     self.maybe_queued.store(true, Ordering::Release);
                 }

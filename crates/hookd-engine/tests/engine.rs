@@ -366,6 +366,56 @@ async fn a_new_message_goes_out_without_a_wake_up_or_a_poll() {
 }
 
 #[tokio::test]
+async fn a_due_retry_goes_out_on_the_poll_while_other_deliveries_keep_succeeding() {
+    let receiver = Receiver::start(|n| async move {
+        if n == 0 {
+            StatusCode::INTERNAL_SERVER_ERROR
+        } else {
+            StatusCode::NO_CONTENT
+        }
+    })
+    .await;
+    let h = Harness::start(EngineConfig {
+        poll_interval: Duration::from_millis(500),
+        ..Harness::config()
+    })
+    .await;
+    let endpoint = h.endpoint(&receiver.url).await;
+    let failed = h.publish("{}").await;
+    let status = h.wait_for_attempts(&failed, &endpoint, 1).await;
+    assert_eq!(status, DeliveryStatus::Pending);
+
+    // Messages written without a wake-up, as the API writes those the engine takes at once:
+    // each succeeds, so finished attempts wake the engine every few milliseconds, longer than
+    // the test waits for the retry below.
+    let (store, clock, app) = (h.store.clone(), h.clock.clone(), h.app.id.clone());
+    let traffic = tokio::spawn(async move {
+        loop {
+            let now = clock.now();
+            let message = hookd_core::model::Message {
+                id: hookd_core::MessageId::new(now),
+                app_id: app.clone(),
+                event_type: "order.shipped".into(),
+                event_id: None,
+                channels: None,
+                payload: Some(b"{}".to_vec()),
+                created_at: now,
+            };
+            store.create_message(&message).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    receiver.wait_for(3).await;
+
+    // The retry comes due with no wake-up: only the poll can find it.
+    h.clock.advance(Duration::from_secs(3_600));
+    let status = h.wait_for_attempts(&failed, &endpoint, 2).await;
+    assert!(!traffic.is_finished(), "the traffic ran throughout");
+    traffic.abort();
+    assert_eq!(status, DeliveryStatus::Success);
+}
+
+#[tokio::test]
 async fn a_delivery_queued_for_want_of_a_worker_goes_out_when_one_frees_without_a_wake_up() {
     // The first request waits until the test lets it answer.
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
