@@ -354,3 +354,49 @@ async fn sqlite_a_connection_sharing_the_file_commits_once_and_rolls_back_never(
         ]
     );
 }
+
+#[tokio::test]
+async fn sqlite_rows_stored_as_bytes_are_read_as_text_and_bytes_not_utf8_keep_their_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hookd.db");
+    let store = hookd_store::sqlite::SqliteStore::open(&path).await.unwrap();
+    acme(&store).await;
+    let producer = rusqlite::Connection::open(&path).unwrap();
+    // Values as a client passing bytes stores them: BLOBs, whatever the column's type.
+    let insert = "INSERT INTO outbox (app, event_type, payload, event_id) VALUES (?1, ?2, ?3, ?4)";
+    let rows: [[&[u8]; 4]; 3] = [
+        [b"acme", b"order.shipped", b"{}", b"bytes"],
+        [
+            b"acme",
+            b"order.shipped",
+            b"{\"a\": \"\xff\"}",
+            b"bad-payload",
+        ],
+        [b"acme", b"order.\xfe", b"{}", b"bad-type"],
+    ];
+    for row in rows {
+        producer.execute(insert, row).unwrap();
+    }
+    event("after").insert_sqlite(&producer).unwrap();
+
+    let relayed = relay(&store, &RULES).await;
+    assert_eq!((relayed.messages, relayed.failed), (2, 2), "{relayed:?}");
+    assert_eq!(
+        published(&store, "acme").await,
+        [("after".into(), 1), ("bytes".into(), 1)]
+    );
+    let errors: Vec<(String, String)> = producer
+        .prepare("SELECT CAST(event_id AS TEXT), error FROM outbox ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        errors,
+        [
+            ("bad-payload".into(), "payload: is not UTF-8 text".into()),
+            ("bad-type".into(), "eventType: is not UTF-8 text".into()),
+        ]
+    );
+}

@@ -8,6 +8,7 @@
 
 use async_trait::async_trait;
 use hookd_core::{AppId, Timestamp};
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::SqliteStore;
@@ -129,27 +130,51 @@ fn relay_row(
         .deliveries)
 }
 
-/// Up to `limit` waiting rows, oldest first. A channels column that is not a JSON list of
-/// strings becomes the row's error, not the batch's.
+/// Up to `limit` waiting rows, oldest first. A column that is not what the contract says (a
+/// channels value that is not a JSON list of strings, bytes that are not UTF-8) becomes the
+/// row's error, not the batch's: a failing read would fail every pass, and the rows behind it
+/// would never be relayed.
 fn waiting(conn: &Connection, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {
+    // Read as text whatever the producer stored: SQLite keeps a value's own type in any
+    // column, and a client passing bytes (Python's, say) stores a BLOB.
     let mut stmt = conn.prepare_cached(
-        "SELECT id, app, event_type, CAST(payload AS TEXT), event_id, channels FROM outbox
-         WHERE error IS NULL ORDER BY id",
+        "SELECT id, CAST(app AS TEXT), CAST(event_type AS TEXT), CAST(payload AS TEXT),
+                CAST(event_id AS TEXT), CAST(channels AS TEXT)
+         FROM outbox WHERE error IS NULL ORDER BY id",
     )?;
     // The limit is taken in Rust: SQLite re-prepares a statement whenever a LIMIT parameter
     // is bound, and this one runs on every relay pass.
     let rows = stmt.query_map([], |r| {
-        let channels: Option<String> = r.get(5)?;
+        let mut problem = None;
+        let mut text = |i, name| -> rusqlite::Result<Option<String>> {
+            Ok(utf8(r.get_ref(i)?, name).unwrap_or_else(|why| {
+                problem.get_or_insert(why);
+                None
+            }))
+        };
+        let (app, event_type, payload) =
+            (text(1, "app")?, text(2, "eventType")?, text(3, "payload")?);
+        let (event_id, channels) = (text(4, "eventId")?, text(5, "channels")?);
         Ok(OutboxRow {
             id: r.get(0)?,
-            app: r.get(1)?,
-            event_type: r.get(2)?,
-            payload: r.get(3)?,
-            event_id: r.get(4)?,
-            problem: None,
+            app: app.unwrap_or_default(),
+            event_type: event_type.unwrap_or_default(),
+            payload: payload.unwrap_or_default(),
+            event_id,
+            problem,
             channels: None,
         }
         .with_channels_json(channels.as_deref()))
     })?;
     Ok(rows.take(limit).collect::<Result<_, _>>()?)
+}
+
+/// A value cast to text, or why it cannot be read as such.
+fn utf8(value: ValueRef<'_>, name: &str) -> Result<Option<String>, String> {
+    match value {
+        ValueRef::Text(bytes) => std::str::from_utf8(bytes)
+            .map(|text| Some(text.to_owned()))
+            .map_err(|_| format!("{name}: is not UTF-8 text")),
+        _ => Ok(None),
+    }
 }
