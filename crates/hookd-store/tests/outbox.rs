@@ -6,6 +6,7 @@
 mod harness;
 
 use std::collections::HashSet;
+use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -16,7 +17,8 @@ use hookd_store::postgres::PgStore;
 use hookd_store::prelude::*;
 use hookd_store::testing::fresh_postgres;
 use hookd_store::{MessageFilter, RelayRules, Relayed};
-use sqlx::postgres::PgPoolOptions;
+use sqlx::AssertSqlSafe;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 const RULES: RelayRules = RelayRules {
     strict_event_types: false,
@@ -179,6 +181,61 @@ async fn postgres_bad_rows_keep_their_error_and_never_block() {
         .await
         .unwrap();
     assert_eq!(relay(&store, &RULES).await.messages, 1);
+}
+
+/// The grants `docs/outbox.md` gives a producer's own role, word for word.
+const PRODUCER_GRANTS: [&str; 2] = [
+    "GRANT USAGE ON SCHEMA hookd TO {role}",
+    "GRANT INSERT, SELECT (id) ON hookd.outbox TO {role}",
+];
+
+#[tokio::test]
+async fn postgres_a_role_with_the_documented_grants_produces_with_sql_and_with_the_helper() {
+    let Some((url, _db)) = fresh_postgres("outbox::postgres_producer_role").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    acme(&store).await;
+    let admin = PgPoolOptions::new().connect(&url).await.unwrap();
+    let role = format!(
+        "hookd_test_producer_{:016x}",
+        rand::RngExt::random::<u64>(&mut rand::rng())
+    );
+    let as_admin = |sql: String| {
+        let admin = admin.clone();
+        async move { sqlx::query(AssertSqlSafe(sql)).execute(&admin).await }
+    };
+    as_admin(format!("CREATE ROLE {role} LOGIN")).await.unwrap();
+    for grant in PRODUCER_GRANTS {
+        as_admin(grant.replace("{role}", &role)).await.unwrap();
+    }
+
+    let options = PgConnectOptions::from_str(&url).unwrap().username(&role);
+    let produced = async {
+        let producer = PgPoolOptions::new().connect_with(options).await?;
+        let mut tx = producer.begin().await?;
+        event("helper").insert(&mut *tx).await?;
+        tx.commit().await?;
+        sqlx::query(
+            "INSERT INTO hookd.outbox (app, event_type, payload, event_id)
+             VALUES ('acme', 'order.shipped', '{}', 'sql')",
+        )
+        .execute(&producer)
+        .await?;
+        producer.close().await;
+        Ok::<_, sqlx::Error>(())
+    }
+    .await;
+    // The role is the server's, not the test database's: dropped before anything can fail.
+    as_admin(format!("DROP OWNED BY {role}")).await.unwrap();
+    as_admin(format!("DROP ROLE {role}")).await.unwrap();
+
+    produced.expect("the documented grants suffice");
+    assert_eq!(relay(&store, &RULES).await.messages, 2);
+    assert_eq!(
+        published(&store, "acme").await,
+        [("helper".into(), 1), ("sql".into(), 1)]
+    );
 }
 
 #[tokio::test]
