@@ -329,6 +329,7 @@ mod tests {
             Some(claimed.message.id.as_str())
         );
         assert_eq!(header("webhook-timestamp").as_deref(), Some("1700000123"));
+        assert_eq!(header("content-type").as_deref(), Some("application/json"));
         assert_eq!(header("X-Tenant").as_deref(), Some("42"));
         assert_eq!(header("svix-id"), None);
         assert_eq!(
@@ -357,8 +358,19 @@ mod tests {
             true,
         )
         .unwrap();
-        let names: Vec<_> = request.headers.iter().map(|(n, _)| n.as_str()).collect();
-        assert!(names.contains(&"svix-id") && names.contains(&"svix-signature"));
+        let header = |name: &str| {
+            let mut values = request.headers.iter().filter(|(n, _)| n == name);
+            let (_, value) = values.next().unwrap_or_else(|| panic!("no {name}"));
+            assert!(values.next().is_none(), "one {name}");
+            value.clone()
+        };
+        for part in ["id", "timestamp", "signature"] {
+            assert_eq!(
+                header(&format!("svix-{part}")),
+                header(&format!("webhook-{part}")),
+                "svix-{part}"
+            );
+        }
     }
 
     #[test]

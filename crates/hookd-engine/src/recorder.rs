@@ -21,6 +21,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc};
 
 use crate::attempt::Verdict;
 use crate::operations::Operations;
+use crate::schedule::describe_duration;
 use crate::telemetry;
 
 /// Most attempts written in one transaction.
@@ -127,8 +128,8 @@ impl Recorder {
         let reason = verdict.disable.clone().or_else(|| {
             dead_for_days.then(|| {
                 format!(
-                    "no successful delivery for {} days",
-                    self.disable_after.as_secs() / 86_400
+                    "no successful delivery for {}",
+                    describe_duration(self.disable_after)
                 )
             })
         });

@@ -111,6 +111,17 @@ pub fn parse_duration(text: &str) -> Result<Duration, ScheduleError> {
     ))
 }
 
+/// A duration in words, in the largest unit that measures it whole: `5 days`, `12 hours`.
+pub fn describe_duration(duration: Duration) -> String {
+    let seconds = duration.as_secs();
+    let (count, unit) = [(86_400, "day"), (3_600, "hour"), (60, "minute")]
+        .into_iter()
+        .find(|(size, _)| seconds >= *size && seconds.is_multiple_of(*size))
+        .map_or((seconds, "second"), |(size, unit)| (seconds / size, unit));
+    let plural = if count == 1 { "" } else { "s" };
+    format!("{count} {unit}{plural}")
+}
+
 /// A `Retry-After` value (delay seconds or an HTTP date) as a wait from `now`.
 pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
     let value = value.trim();
@@ -125,6 +136,17 @@ pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_are_described_in_their_largest_whole_unit() {
+        let words = |secs| describe_duration(Duration::from_secs(secs));
+        assert_eq!(words(5 * 86_400), "5 days");
+        assert_eq!(words(86_400), "1 day");
+        assert_eq!(words(12 * 3_600), "12 hours");
+        assert_eq!(words(90 * 60), "90 minutes");
+        assert_eq!(words(61), "61 seconds");
+        assert_eq!(words(0), "0 seconds");
+    }
 
     #[test]
     fn default_schedule_is_ten_attempts_over_about_three_days() {

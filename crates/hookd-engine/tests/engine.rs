@@ -151,15 +151,50 @@ async fn a_slow_endpoint_does_not_delay_another() {
 }
 
 #[tokio::test]
+async fn an_endpoints_own_timeout_cuts_its_attempts_short() {
+    // Answered well inside the engine's timeout (15 s), but after the endpoint's own.
+    let receiver = Receiver::start(|_| async {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        StatusCode::NO_CONTENT
+    })
+    .await;
+    let h = Harness::start(Harness::config()).await;
+    let mut endpoint = h.endpoint(&receiver.url).await;
+    endpoint.timeout_secs = Some(1);
+    h.store.update_endpoint(&endpoint).await.unwrap();
+
+    let message = h.publish("{}").await;
+    let status = h.wait_for_attempts(&message, &endpoint, 1).await;
+    assert_eq!(status, DeliveryStatus::Pending, "the attempt timed out");
+}
+
+#[tokio::test]
 async fn gone_disables_the_endpoint_and_its_other_deliveries_wait() {
-    let receiver = Receiver::always(StatusCode::GONE).await;
+    // The first request is answered only once the second message waits behind it.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let held = gate.clone();
+    let receiver = Receiver::start(move |_| {
+        let held = held.clone();
+        async move {
+            let _ = held.acquire().await;
+            StatusCode::GONE
+        }
+    })
+    .await;
     let h = Harness::start(EngineConfig {
         per_endpoint_concurrency: 1,
+        // No poll between the 410's record and the endpoint's disabling.
+        poll_interval: Duration::from_secs(3_600),
         ..Harness::config()
     })
     .await;
     let endpoint = h.endpoint(&receiver.url).await;
     let first = h.publish("{}").await;
+    receiver.wait_for(1).await;
+    let other = h.publish("{}").await;
+    assert_eq!(h.status(&other, &endpoint).await, DeliveryStatus::Pending);
+    gate.add_permits(1);
+
     h.wait_for_status(&first, &endpoint, DeliveryStatus::Fail)
         .await;
     let stored = h.wait_until_disabled(&endpoint).await;
@@ -171,6 +206,11 @@ async fn gone_disables_the_endpoint_and_its_other_deliveries_wait() {
         receiver.count(),
         1,
         "nothing more is sent to a disabled endpoint"
+    );
+    assert_eq!(
+        h.status(&other, &endpoint).await,
+        DeliveryStatus::Pending,
+        "its other delivery waits (to be recovered once it is enabled again)"
     );
     assert!(
         h.store
@@ -241,9 +281,15 @@ async fn an_endpoint_failing_for_five_days_is_disabled() {
     let endpoint = h.endpoint(&receiver.url).await;
     let first = h.publish("{}").await;
     h.wait_for_attempts(&first, &endpoint, 1).await;
-    h.clock.advance(Duration::from_secs(5 * 86_400));
+    h.clock.advance(Duration::from_secs(5 * 86_400 - 1));
+    let almost = h.publish("{}").await;
+    h.wait_for_attempts(&almost, &endpoint, 1).await;
+    let stored = h.store.get_endpoint(&h.app.id, endpoint.id.as_str());
+    let stored = stored.await.unwrap().unwrap();
+    assert!(!stored.disabled, "a second short of 5 days is not 5 days");
+    h.clock.advance(Duration::from_secs(1));
     let second = h.publish("{}").await;
-    receiver.wait_for(2).await;
+    receiver.wait_for(3).await;
     let stored = h.wait_until_disabled(&endpoint).await;
     assert!(stored.disabled_reason.unwrap().contains("5 days"));
     // Its deliveries wait (nothing is lost) rather than fail.
