@@ -78,6 +78,27 @@ async fn processes_connecting_at_once_migrate_once() {
 }
 
 #[tokio::test]
+async fn a_process_starts_on_a_schema_a_newer_version_migrated() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::newer_schema").await else {
+        return;
+    };
+    let newer = PgStore::connect(&url).await.unwrap();
+    // What a newer hookd leaves behind in a rolling upgrade: a migration this one lacks.
+    sqlx::query(
+        "INSERT INTO hookd._sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES (99999, 'from a newer hookd', true, '\\x00', 0)",
+    )
+    .execute(newer.pool())
+    .await
+    .unwrap();
+
+    let older = PgStore::connect(&url)
+        .await
+        .expect("an older process ignores migrations newer than itself");
+    assert!(!older.has_admin_token().await.unwrap());
+}
+
+#[tokio::test]
 async fn open_accepts_both_url_schemes() {
     let Some((url, _db)) = fresh_postgres("postgres_only::open").await else {
         return;

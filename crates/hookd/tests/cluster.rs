@@ -58,6 +58,9 @@ async fn an_api_only_process_hands_its_messages_to_an_engine_only_one() {
             202
         );
     }
+    // An engine would have claimed them within its poll (a second), had the API process run one.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(receiver.count(), 0, "an API-only process delivers nothing");
     let _engine_only = serve(&url, &["--role", "engine"]);
     receiver.wait_for(10).await;
     // And once it runs, a message published on the other process reaches it at once (a
@@ -178,6 +181,7 @@ async fn three_processes_share_the_work_and_kill_9_of_one_loses_nothing() {
         .filter(|(_, n)| **n > 1)
         .map(|(id, n)| (id, *n))
         .collect();
+    let mut unrecorded = 0;
     for (id, n) in duplicated {
         let (mut recorded, mut succeeded) = (0, 0);
         eventually("the duplicate's attempts are recorded", async || {
@@ -194,7 +198,14 @@ async fn three_processes_share_the_work_and_kill_9_of_one_loses_nothing() {
             succeeded == 1 && (in_flight_at_kill || retried_after_failure),
             "{id}: received {n} times, {recorded} attempts recorded, {succeeded} successful"
         );
+        unrecorded += usize::from(in_flight_at_kill);
     }
+    // A worker is held until its attempt is recorded, so the killed process left at most one
+    // unrecorded attempt per worker.
+    assert!(
+        unrecorded <= WORKERS.parse().unwrap(),
+        "{unrecorded} attempts went unrecorded, more than the killed process had workers"
+    );
     // A message the killed process committed but could not answer 202 for is delivered too
     // (at least once); at most one per publishing task can be caught like that.
     let unanswered = counts.keys().filter(|id| !accepted.contains(id)).count();
