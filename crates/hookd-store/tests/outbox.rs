@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use harness::fixtures::{app, endpoint, first_page};
 use hookd_core::{Clock, SystemClock};
@@ -16,9 +17,10 @@ use hookd_outbox::Event;
 use hookd_store::postgres::PgStore;
 use hookd_store::prelude::*;
 use hookd_store::testing::fresh_postgres;
-use hookd_store::{MessageFilter, RelayRules, Relayed};
+use hookd_store::{MessageFilter, RelayRules, Relayed, Wakeups};
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use tokio::sync::Notify;
 
 const RULES: RelayRules = RelayRules {
     strict_event_types: false,
@@ -181,6 +183,38 @@ async fn postgres_bad_rows_keep_their_error_and_never_block() {
         .await
         .unwrap();
     assert_eq!(relay(&store, &RULES).await.messages, 1);
+}
+
+#[tokio::test]
+async fn postgres_a_commit_and_another_processs_deliveries_wake_a_watcher_without_polling() {
+    let Some((url, _db)) = fresh_postgres("outbox::postgres_wakeups").await else {
+        return;
+    };
+    let watching = PgStore::connect(&url).await.unwrap();
+    let other_process = PgStore::connect(&url).await.unwrap();
+    let wakeups = Wakeups::default();
+    assert!(
+        watching.watch(wakeups.clone()).await.unwrap(),
+        "PostgreSQL signals"
+    );
+    // Nothing else wakes them here: no relay or engine runs, and nothing polls.
+    let woken = async |notify: &Notify| {
+        tokio::time::timeout(Duration::from_secs(10), notify.notified())
+            .await
+            .is_ok()
+    };
+
+    let producer = PgPoolOptions::new().connect(&url).await.unwrap();
+    let mut tx = producer.begin().await.unwrap();
+    event("signalled").insert(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(woken(&wakeups.outbox).await, "the commit woke the relay");
+
+    other_process.announce_deliveries().await.unwrap();
+    assert!(
+        woken(&wakeups.deliveries).await,
+        "another process's deliveries woke the engine"
+    );
 }
 
 /// The grants `docs/outbox.md` gives a producer's own role, word for word.

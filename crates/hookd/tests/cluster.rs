@@ -63,8 +63,8 @@ async fn an_api_only_process_hands_its_messages_to_an_engine_only_one() {
     assert_eq!(receiver.count(), 0, "an API-only process delivers nothing");
     let _engine_only = serve(&url, &["--role", "engine"]);
     receiver.wait_for(10).await;
-    // And once it runs, a message published on the other process reaches it at once (a
-    // notification, not its poll, though no test can tell the two apart by timing).
+    // And once it runs, a message published on the other process reaches it (by a
+    // notification, which hookd-store's outbox tests show arriving with nothing polling).
     let body = serde_json::json!({"eventType": "order.shipped", "payload": {"n": 10}});
     assert_eq!(
         api.post(&format!("/app/{app}/msg"), body).await.unwrap().0,
