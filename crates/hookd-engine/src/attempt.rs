@@ -89,6 +89,9 @@ pub struct Verdict {
     pub next: Delivery,
     /// The endpoint must be disabled, for this reason.
     pub disable: Option<String>,
+    /// The endpoint asked hookd to slow down (429, 502, 503, 504): take no new work for it
+    /// for this long.
+    pub slow_down: Option<Duration>,
     /// The `message.attempt.*` operational webhook this attempt causes, if any.
     pub notice: Option<AttemptEvent>,
     /// Whom the attempt was for, as operational webhooks name them.
@@ -96,6 +99,10 @@ pub struct Verdict {
     pub endpoint_uid: Option<String>,
     pub msg_event_id: Option<String>,
 }
+
+/// How long an endpoint that asks hookd to slow down gets no new work when it does not say
+/// (`Retry-After`).
+pub const SLOW_DOWN: Duration = Duration::from_secs(1);
 
 /// What happened: the outcome, or an error that stopped the request from being made.
 pub enum Happened<'a> {
@@ -136,6 +143,8 @@ pub fn judge(
     let gone = status_code == Some(410);
     // Retry-After only means "slow down" on 429 and 503.
     let retry_after = retry_after.filter(|_| matches!(status_code, Some(429 | 503)));
+    let slow_down = matches!(status_code, Some(429 | 502 | 503 | 504))
+        .then(|| retry_after.unwrap_or(SLOW_DOWN));
     let (status, next_attempt_at) = if succeeded {
         (DeliveryStatus::Success, None)
     } else if gone || hopeless {
@@ -180,6 +189,7 @@ pub fn judge(
         attempt,
         next,
         disable,
+        slow_down,
         notice,
         app_id: claimed.endpoint.app_id.clone(),
         endpoint_uid: claimed.endpoint.uid.clone(),
@@ -435,6 +445,37 @@ mod tests {
             (last.next.status, last.next.next_attempt_at),
             (DeliveryStatus::Fail, None)
         );
+    }
+
+    #[test]
+    fn overload_answers_ask_to_slow_down_for_their_retry_after_or_a_second() {
+        let slow_down = |status, retry_after| {
+            let outcome = outcome(Some(status), retry_after);
+            let finished = Timestamp::from_millis(1_700_000_001_000);
+            let schedule = RetrySchedule::default();
+            judge(
+                &claimed(0),
+                Happened::Sent(&outcome),
+                finished,
+                &schedule,
+                4,
+                0.0,
+            )
+            .slow_down
+        };
+        assert_eq!(slow_down(429, Some("7")), Some(Duration::from_secs(7)));
+        assert_eq!(slow_down(503, Some("7")), Some(Duration::from_secs(7)));
+        for status in [429, 502, 503, 504] {
+            assert_eq!(slow_down(status, None), Some(SLOW_DOWN), "{status}");
+        }
+        assert_eq!(
+            slow_down(502, Some("7")),
+            Some(SLOW_DOWN),
+            "Retry-After: 429, 503"
+        );
+        for status in [200, 400, 500] {
+            assert_eq!(slow_down(status, Some("7")), None, "{status}");
+        }
     }
 
     #[test]

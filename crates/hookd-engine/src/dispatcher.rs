@@ -37,6 +37,10 @@ use crate::recorder::{Finished, Recorder};
 use crate::schedule::RetrySchedule;
 use crate::telemetry;
 
+/// The longest an endpoint asking to slow down gets no new work from this process, whatever
+/// its `Retry-After` (the delivery that was told waits for that on its own schedule).
+const MAX_SLOW_DOWN: Duration = Duration::from_secs(60);
+
 /// How the engine behaves.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -308,6 +312,10 @@ impl Engine {
                 return;
             }
         };
+        if let Some(pause) = verdict.slow_down {
+            self.limits
+                .hold(&claimed.endpoint.id, pause.min(MAX_SLOW_DOWN));
+        }
         // The endpoint is free for its next delivery while this one is recorded (its row stays
         // leased until then); the worker goes with the verdict to the recorder.
         drop(claim);

@@ -26,6 +26,14 @@ struct Slot {
     in_flight: Arc<Semaphore>,
     /// The earliest time the next attempt may start under the endpoint's rate limit.
     next_start: Instant,
+    /// No new work is taken for the endpoint before this: it asked to slow down.
+    held_until: Instant,
+}
+
+impl Slot {
+    fn held(&self) -> bool {
+        self.held_until > Instant::now()
+    }
 }
 
 /// A claimed delivery's hold on its endpoint's limits; released when dropped.
@@ -44,36 +52,43 @@ impl EndpointLimits {
         })
     }
 
-    /// Endpoints that already have as much claimed work as they may run at once.
+    /// Endpoints that already have as much claimed work as they may run at once, or that
+    /// asked to slow down (see [`Self::hold`]).
     pub fn full(&self) -> Vec<EndpointId> {
         let slots = self.slots.lock().expect("limits poisoned");
         slots
             .iter()
-            .filter(|(_, slot)| slot.claimed >= self.concurrency)
+            .filter(|(_, slot)| slot.claimed >= self.concurrency || slot.held())
             .map(|(id, _)| id.clone())
             .collect()
     }
 
     /// Notes one more claimed delivery for `endpoint`.
     pub fn claim(self: &Arc<Self>, endpoint: &EndpointId) -> Claim {
-        self.claim_below(endpoint, usize::MAX)
-            .expect("no cap on claims")
+        self.claim_if(endpoint, |_| true).expect("no cap on claims")
     }
 
     /// Notes one more claimed delivery for `endpoint` unless it is full (see [`Self::full`]):
     /// a delivery taken this way never waits behind its endpoint's other attempts.
     pub fn try_claim(self: &Arc<Self>, endpoint: &EndpointId) -> Option<Claim> {
-        self.claim_below(endpoint, self.concurrency)
+        self.claim_if(endpoint, |slot| {
+            slot.claimed < self.concurrency && !slot.held()
+        })
     }
 
-    fn claim_below(self: &Arc<Self>, endpoint: &EndpointId, cap: usize) -> Option<Claim> {
+    fn claim_if(
+        self: &Arc<Self>,
+        endpoint: &EndpointId,
+        room: impl FnOnce(&Slot) -> bool,
+    ) -> Option<Claim> {
         let mut slots = self.slots.lock().expect("limits poisoned");
         let slot = slots.entry(endpoint.clone()).or_insert_with(|| Slot {
             claimed: 0,
             in_flight: Arc::new(Semaphore::new(self.concurrency)),
             next_start: Instant::now(),
+            held_until: Instant::now(),
         });
-        if slot.claimed >= cap {
+        if !room(slot) {
             return None;
         }
         slot.claimed += 1;
@@ -99,11 +114,21 @@ impl EndpointLimits {
         start
     }
 
+    /// Takes no new work for `endpoint` for `pause`: it answered that it is overloaded. Its
+    /// deliveries already claimed go on (each within its lease); the rest wait in the
+    /// database, and this process's claims skip the endpoint until the pause is over.
+    pub fn hold(&self, endpoint: &EndpointId, pause: Duration) {
+        let mut slots = self.slots.lock().expect("limits poisoned");
+        if let Some(slot) = slots.get_mut(endpoint) {
+            slot.held_until = slot.held_until.max(Instant::now() + pause);
+        }
+    }
+
     fn release(&self, endpoint: &EndpointId) {
         let mut slots = self.slots.lock().expect("limits poisoned");
         if let Some(slot) = slots.get_mut(endpoint) {
             slot.claimed -= 1;
-            if slot.claimed == 0 && slot.next_start <= Instant::now() {
+            if slot.claimed == 0 && slot.next_start <= Instant::now() && !slot.held() {
                 slots.remove(endpoint);
             }
         }
@@ -161,6 +186,28 @@ mod tests {
         );
         drop(first);
         assert!(limits.try_claim(&endpoint(1)).is_some(), "room again");
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_held_back_takes_no_new_work_until_its_pause_is_over() {
+        let limits = EndpointLimits::new(4);
+        let claimed = limits.try_claim(&endpoint(1)).expect("room");
+        limits.hold(&endpoint(1), Duration::from_secs(3_600));
+        assert!(limits.try_claim(&endpoint(1)).is_none(), "held back");
+        assert!(limits.try_claim(&endpoint(2)).is_some(), "others are not");
+        assert_eq!(limits.full(), vec![endpoint(1)], "claims skip it");
+        drop(claimed);
+        assert!(
+            limits.try_claim(&endpoint(1)).is_none(),
+            "still held with nothing in flight"
+        );
+
+        let _other = limits.try_claim(&endpoint(3)).expect("room");
+        limits.hold(&endpoint(3), Duration::ZERO);
+        assert!(
+            limits.try_claim(&endpoint(3)).is_some(),
+            "a pause that is over"
+        );
     }
 
     #[tokio::test]
