@@ -302,15 +302,22 @@ impl Engine {
         let verdict = tokio::select! {
             verdict = async {
                 let slot = claim.ready(claimed.endpoint.throttle_rate).await;
+                if self.would_outlive_its_lease(&claimed) {
+                    return None;
+                }
                 let verdict = self.send(&claimed).await;
                 drop(slot);
-                verdict
+                Some(verdict)
             } => verdict,
             Ok(_) = cut_short.wait_for(|stop| *stop) => {
                 // Shutting down past the grace: nothing recorded, the claim is given back.
                 self.abandoned.lock().expect("abandoned poisoned").push(claimed.delivery);
                 return;
             }
+        };
+        let Some(verdict) = verdict else {
+            self.give_back(claimed.delivery).await;
+            return;
         };
         if let Some(pause) = verdict.slow_down {
             self.limits
@@ -330,17 +337,49 @@ impl Engine {
         }
     }
 
-    async fn send(&self, claimed: &ClaimedDelivery) -> Verdict {
-        let started = self.clock.now();
-        let jitter = random_fraction();
-        let (schedule, failing_after) = (&self.config.schedule, self.config.failing_after);
-        let timeout = claimed
+    /// The attempt's timeout: the endpoint's own or the engine's, within a third of the lease.
+    fn timeout(&self, claimed: &ClaimedDelivery) -> Duration {
+        claimed
             .endpoint
             .timeout_secs
             .map_or(self.config.attempt_timeout, |s| {
                 Duration::from_secs(u64::from(s))
             })
-            .min(self.config.lease / 3);
+            .min(self.config.lease / 3)
+    }
+
+    /// Whether an attempt started now could still run when its claim's lease ends. A delivery
+    /// waits for its endpoint's slot and rate limit after its claim, and may wait that long
+    /// (a low `rateLimit` under a high `--endpoint-concurrency`). Once the lease is over,
+    /// another claim may take the delivery, and its message would be in flight twice.
+    fn would_outlive_its_lease(&self, claimed: &ClaimedDelivery) -> bool {
+        let lease_until = claimed.delivery.next_attempt_at;
+        lease_until.is_some_and(|end| self.clock.now().plus(self.timeout(claimed)) > end)
+    }
+
+    /// Gives back the claim of a delivery not attempted: due at once, for the next claim.
+    async fn give_back(&self, delivery: Delivery) {
+        let (message_id, endpoint_id) = (delivery.message_id.clone(), delivery.endpoint_id.clone());
+        match self
+            .store
+            .release_claims(&[delivery], self.clock.now())
+            .await
+        {
+            Ok(_) => {
+                tracing::warn!(%message_id, %endpoint_id, "a delivery waited for its endpoint until its lease was nearly over; given back unattempted")
+            }
+            Err(error) => {
+                tracing::warn!(%error, %message_id, %endpoint_id, "cannot give back a delivery that waited out its lease; it is due again when the lease ends")
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    async fn send(&self, claimed: &ClaimedDelivery) -> Verdict {
+        let started = self.clock.now();
+        let jitter = random_fraction();
+        let (schedule, failing_after) = (&self.config.schedule, self.config.failing_after);
+        let timeout = self.timeout(claimed);
         let keys = &self.opened_keys;
         match attempt::request(claimed, keys, started, timeout, self.config.svix_headers) {
             Ok(request) => {

@@ -201,6 +201,31 @@ async fn an_endpoint_answering_429_gets_no_new_work_for_a_while() {
 }
 
 #[tokio::test]
+async fn a_delivery_that_waited_out_its_lease_is_given_back_not_sent_twice() {
+    let receiver = Receiver::always(StatusCode::OK).await;
+    let h = Harness::start(Harness::config()).await;
+    let mut endpoint = h.endpoint(&receiver.url).await;
+    endpoint.throttle_rate = Some(1);
+    h.store.update_endpoint(&endpoint).await.unwrap();
+    let first = h.publish("{}").await;
+    let second = h.publish("{}").await;
+    h.wait_for_attempts(&first, &endpoint, 1).await;
+
+    // The second waits a second for the rate limit. Its lease ends meanwhile, and the next
+    // claim takes it again: that claim's attempt is the one made.
+    h.advance(EngineConfig::default().lease + Duration::from_secs(1));
+    h.wait_for_status(&second, &endpoint, DeliveryStatus::Success)
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await; // a second copy comes a second later
+    let ids: Vec<_> = receiver
+        .requests()
+        .iter()
+        .map(|r| r.header("webhook-id").to_owned())
+        .collect();
+    assert_eq!(ids, [first.id.to_string(), second.id.to_string()]);
+}
+
+#[tokio::test]
 async fn gone_disables_the_endpoint_and_its_other_deliveries_wait() {
     // The first request is answered only once the second message waits behind it.
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
