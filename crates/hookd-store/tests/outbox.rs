@@ -16,10 +16,10 @@ use hookd_core::{Clock, SystemClock};
 use hookd_outbox::Event;
 use hookd_store::postgres::PgStore;
 use hookd_store::prelude::*;
-use hookd_store::testing::fresh_postgres;
+use hookd_store::testing::{PgDatabaseGuard, fresh_postgres};
 use hookd_store::{MessageFilter, RelayRules, Relayed, Wakeups};
 use sqlx::AssertSqlSafe;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use tokio::sync::Notify;
 
 const RULES: RelayRules = RelayRules {
@@ -36,6 +36,29 @@ async fn acme(store: &dyn Store) -> String {
         .await
         .unwrap();
     app.id.to_string()
+}
+
+/// A fresh database with hookd's schema and the application `acme`, and a pool of the
+/// test's own (a producer's or an administrator's); `None` when PostgreSQL tests are skipped.
+/// The database is dropped with `_db`: a test binds it for its whole run.
+struct Postgres {
+    url: String,
+    store: PgStore,
+    pool: PgPool,
+    _db: PgDatabaseGuard,
+}
+
+async fn postgres_with_acme(test: &str) -> Option<Postgres> {
+    let (url, db) = fresh_postgres(test).await?;
+    let store = PgStore::connect(&url).await.unwrap();
+    acme(&store).await;
+    let pool = PgPoolOptions::new().connect(&url).await.unwrap();
+    Some(Postgres {
+        url,
+        store,
+        pool,
+        _db: db,
+    })
 }
 
 async fn relay(store: &dyn Store, rules: &RelayRules) -> Relayed {
@@ -73,12 +96,15 @@ fn event(event_id: &str) -> Event {
 
 #[tokio::test]
 async fn postgres_commit_relays_once_rollback_and_uncommitted_never() {
-    let Some((url, _db)) = fresh_postgres("outbox::postgres_commit").await else {
+    let Some(Postgres {
+        store,
+        pool: producer,
+        _db,
+        ..
+    }) = postgres_with_acme("outbox::postgres_commit").await
+    else {
         return;
     };
-    let store = PgStore::connect(&url).await.unwrap();
-    acme(&store).await;
-    let producer = PgPoolOptions::new().connect(&url).await.unwrap();
 
     let mut committed = producer.begin().await.unwrap();
     event("committed").insert(&mut *committed).await.unwrap();
@@ -116,12 +142,15 @@ async fn postgres_commit_relays_once_rollback_and_uncommitted_never() {
 
 #[tokio::test]
 async fn postgres_bad_rows_keep_their_error_and_never_block() {
-    let Some((url, _db)) = fresh_postgres("outbox::postgres_bad_rows").await else {
+    let Some(Postgres {
+        store,
+        pool: producer,
+        _db,
+        ..
+    }) = postgres_with_acme("outbox::postgres_bad_rows").await
+    else {
         return;
     };
-    let store = PgStore::connect(&url).await.unwrap();
-    acme(&store).await;
-    let producer = PgPoolOptions::new().connect(&url).await.unwrap();
     let rows = [
         Event::from_json_text("nobody", "order.shipped", "{}"),
         Event::from_json_text("acme", "order.shipped", "[1, 2]"),
@@ -225,12 +254,15 @@ const PRODUCER_GRANTS: [&str; 2] = [
 
 #[tokio::test]
 async fn postgres_a_role_with_the_documented_grants_produces_with_sql_and_with_the_helper() {
-    let Some((url, _db)) = fresh_postgres("outbox::postgres_producer_role").await else {
+    let Some(Postgres {
+        url,
+        store,
+        pool: admin,
+        _db,
+    }) = postgres_with_acme("outbox::postgres_producer_role").await
+    else {
         return;
     };
-    let store = PgStore::connect(&url).await.unwrap();
-    acme(&store).await;
-    let admin = PgPoolOptions::new().connect(&url).await.unwrap();
     let role = format!(
         "hookd_test_producer_{:016x}",
         rand::RngExt::random::<u64>(&mut rand::rng())
