@@ -13,7 +13,9 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use hookd_engine::http::{HttpConfig, OutgoingRequest, SendError, SendOutcome, WebhookSender};
+use hookd_engine::http::{
+    BuildError, HttpConfig, OutgoingRequest, SendError, SendOutcome, WebhookSender,
+};
 use hookd_engine::ssrf::AddressPolicy;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -387,10 +389,11 @@ async fn a_closed_port_is_a_connect_error() {
     );
 }
 
-/// An HTTPS server on loopback with a self-signed certificate for 127.0.0.1. The handle
-/// yields whether a TLS handshake completed.
-async fn self_signed_https_server() -> (SocketAddr, JoinHandle<bool>) {
+/// An HTTPS server on loopback with a self-signed certificate for 127.0.0.1 (returned as
+/// PEM) that answers one request 204. The handle yields whether a TLS handshake completed.
+async fn self_signed_https_server() -> (SocketAddr, String, JoinHandle<bool>) {
     let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let pem = certified.cert.pem();
     let key = PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der());
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
@@ -404,14 +407,28 @@ async fn self_signed_https_server() -> (SocketAddr, JoinHandle<bool>) {
     let addr = listener.local_addr().unwrap();
     let handle = tokio::spawn(async move {
         let (stream, _) = listener.accept().await.unwrap();
-        acceptor.accept(stream).await.is_ok()
+        let Ok(mut tls) = acceptor.accept(stream).await else {
+            return false;
+        };
+        let mut request = Vec::new();
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let mut chunk = [0; 4096];
+            match tls.read(&mut chunk).await {
+                Ok(0) | Err(_) => return true,
+                Ok(n) => request.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let answer = b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n";
+        let _ = tls.write_all(answer).await;
+        let _ = tls.flush().await;
+        true
     });
-    (addr, handle)
+    (addr, pem, handle)
 }
 
 #[tokio::test]
 async fn an_untrusted_certificate_is_a_connect_error() {
-    let (addr, server) = self_signed_https_server().await;
+    let (addr, _pem, server) = self_signed_https_server().await;
 
     let outcome = loopback_sender()
         .send(post(format!("https://{addr}/")))
@@ -422,6 +439,37 @@ async fn an_untrusted_certificate_is_a_connect_error() {
     };
     assert!(text.contains("certificate"), "{text}");
     assert!(!server.await.unwrap(), "the TLS handshake completed");
+}
+
+#[tokio::test]
+async fn a_certificate_from_a_trusted_extra_root_is_delivered_to() {
+    let (addr, pem, server) = self_signed_https_server().await;
+    let sender = WebhookSender::new(HttpConfig {
+        policy: AddressPolicy::default().allow("127.0.0.0/8".parse().unwrap()),
+        extra_roots: vec![pem.into_bytes()],
+        ..HttpConfig::default()
+    })
+    .unwrap();
+
+    let outcome = sender.send(post(format!("https://{addr}/"))).await;
+
+    assert_eq!(outcome.status, Some(204), "{outcome:?}");
+    assert!(server.await.unwrap(), "the TLS handshake completed");
+}
+
+#[test]
+fn roots_that_are_not_pem_are_refused_when_the_client_is_built() {
+    let built = WebhookSender::new(HttpConfig {
+        extra_roots: vec![
+            b"-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n".to_vec(),
+        ],
+        ..HttpConfig::default()
+    });
+    assert!(
+        matches!(built, Err(BuildError::Roots(_))),
+        "{:?}",
+        built.err()
+    );
 }
 
 #[tokio::test]

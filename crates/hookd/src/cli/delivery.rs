@@ -1,6 +1,7 @@
 //! The delivery engine's options for `hookd serve`, turned into the engine's and the HTTP
 //! client's configuration.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use hookd_engine::http::HttpConfig;
@@ -54,6 +55,10 @@ pub struct DeliveryOptions {
     /// once.
     #[arg(long, env = "HOOKD_SHUTDOWN_GRACE", default_value = "10s")]
     shutdown_grace: String,
+    /// Also trust the root certificates in this PEM file (a private CA's, for endpoints
+    /// inside a private deployment); repeatable, or comma-separated in the environment.
+    #[arg(long = "trust-ca", env = "HOOKD_TRUST_CA", value_delimiter = ',')]
+    trust_ca: Vec<PathBuf>,
     /// Send every delivery through this HTTP proxy (for a fixed egress IP).
     #[arg(long, env = "HOOKD_EGRESS_PROXY")]
     egress_proxy: Option<String>,
@@ -84,8 +89,8 @@ impl DeliveryOptions {
         })
     }
 
-    /// The outbound HTTP client's configuration.
-    pub fn http(&self) -> HttpConfig {
+    /// The outbound HTTP client's configuration, or which file could not be read.
+    pub fn http(&self) -> anyhow::Result<HttpConfig> {
         let policy = if self.disable_ssrf_guard {
             AddressPolicy::disabled()
         } else {
@@ -93,10 +98,19 @@ impl DeliveryOptions {
                 .iter()
                 .fold(AddressPolicy::default(), |p, net| p.allow(*net))
         };
-        HttpConfig {
+        let extra_roots = self
+            .trust_ca
+            .iter()
+            .map(|path| {
+                std::fs::read(path)
+                    .map_err(|e| anyhow::anyhow!("--trust-ca {}: {e}", path.display()))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(HttpConfig {
             policy,
             egress_proxy: self.egress_proxy.clone(),
+            extra_roots,
             ..HttpConfig::default()
-        }
+        })
     }
 }

@@ -171,7 +171,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         "--rotation-overlap: at most 7 days"
     );
     let retention = args.retention.config()?;
-    let sender = WebhookSender::new(args.delivery.http())?;
+    let sender = WebhookSender::new(args.delivery.http()?)?;
     let store = args.database.open().await?;
     let resealed = reseal(store.as_ref(), &keyring).await?;
     if resealed.rekeyed + resealed.sealed_legacy > 0 {
