@@ -249,21 +249,25 @@ async fn send_example_delivers_the_catalog_example_to_that_endpoint_alone() {
 }
 
 #[test]
-fn serve_refuses_a_trust_ca_file_it_cannot_read_and_names_it() {
+fn serve_refuses_a_trust_ca_file_it_cannot_use_and_names_it() {
     let dir = tempfile::tempdir().unwrap();
     let database = format!("sqlite://{}", dir.path().join("hookd.db").display());
-    let missing = dir.path().join("no-such-ca.pem");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_hookd"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--database", &database])
-        .arg("--trust-ca")
-        .arg(&missing)
-        .env("HOOKD_MASTER_KEY", support::TEST_MASTER_KEY)
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains(&format!("--trust-ca {}", missing.display())),
-        "{stderr}"
-    );
+    let not_pem = dir.path().join("key.der");
+    std::fs::write(&not_pem, [0x30, 0x82, 0x01]).unwrap();
+    for (file, why) in [
+        (dir.path().join("no-such-ca.pem"), "No such file"),
+        (not_pem, "no PEM certificate in it"),
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_hookd"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--database", &database])
+            .arg("--trust-ca")
+            .arg(&file)
+            .env("HOOKD_MASTER_KEY", support::TEST_MASTER_KEY)
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let expected = format!("--trust-ca {}: {why}", file.display());
+        assert!(stderr.contains(&expected), "{stderr}");
+    }
 }

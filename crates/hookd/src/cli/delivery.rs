@@ -102,8 +102,15 @@ impl DeliveryOptions {
             .trust_ca
             .iter()
             .map(|path| {
-                std::fs::read(path)
-                    .map_err(|e| anyhow::anyhow!("--trust-ca {}: {e}", path.display()))
+                let fail = |why: &dyn std::fmt::Display| {
+                    anyhow::anyhow!("--trust-ca {}: {why}", path.display())
+                };
+                let pem = std::fs::read(path).map_err(|e| fail(&e))?;
+                // A key or a DER file would otherwise be read as an empty bundle, trusting nothing.
+                if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
+                    return Err(fail(&"no PEM certificate in it"));
+                }
+                Ok(pem)
             })
             .collect::<anyhow::Result<_>>()?;
         Ok(HttpConfig {
