@@ -1,9 +1,10 @@
-//! Per-endpoint fairness: a concurrency cap and a rate limit for each endpoint, kept in memory.
+//! Per-endpoint fairness: a concurrency cap and a rate limit for each endpoint, and a pause
+//! for one that answered it is overloaded, kept in memory.
 //!
 //! The global worker budget bounds hookd as a whole; these bound what one endpoint may take of
 //! it, so a slow or dead endpoint holds at most its cap of workers while every other endpoint
-//! keeps its normal latency. The dispatcher asks which endpoints are full before claiming, so
-//! their backlog stays in the database instead of in memory.
+//! keeps its normal latency. The dispatcher asks which endpoints are full (or paused) before
+//! claiming, so their backlog stays in the database instead of in memory.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
