@@ -2,11 +2,13 @@
 //!
 //! Every id is a short type prefix, `_`, and 22 base62 characters encoding the creation time in
 //! milliseconds followed by 80 random bits. Ids of one kind therefore sort by creation time as
-//! plain strings, which is what the API's cursor pagination relies on, and a typo'd id of the
+//! plain strings (those one process makes in one millisecond in the order it made them), which
+//! is what the API's cursor pagination relies on, and a typo'd id of the
 //! wrong kind is recognisable at a glance. Ids never contain `.` (the signature scheme's
 //! separator).
 
 use std::fmt;
+use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -16,11 +18,38 @@ use crate::Timestamp;
 const ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 const ENCODED_LEN: usize = 22;
 
-/// Encodes `created_ms` (high 48 bits) and 80 random bits as 22 base62 characters.
+/// The newest millisecond this process has made an id in, and the low 80 bits of its last id.
+static LAST: Mutex<(i64, u128)> = Mutex::new((i64::MIN, 0));
+
+/// Encodes `created_ms` (high 48 bits) and 80 low bits as 22 base62 characters. The low bits
+/// are random, except within the newest millisecond this process has made ids in: there they
+/// are the last id's plus a random step, so the ids made in one millisecond (a batch of
+/// publishes) sort in the order they were made, and are still not guessable from each other.
 fn sortable_suffix(created: Timestamp) -> String {
-    let mut random = [0u8; 10];
-    rand::Rng::fill_bytes(&mut rand::rng(), &mut random);
-    encode(created, random)
+    let ms = created.as_millis();
+    let step = u128::from(u32::from_be_bytes(random_bytes())) + 1;
+    let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
+    let low = if ms == last.0 && last.1 < (1 << 80) - step {
+        last.1 + step
+    } else {
+        let mut bytes = [0u8; 16];
+        bytes[6..].copy_from_slice(&random_bytes::<10>());
+        u128::from_be_bytes(bytes)
+    };
+    if ms >= last.0 {
+        *last = (ms, low);
+    }
+    drop(last);
+    encode(
+        created,
+        low.to_be_bytes()[6..].try_into().expect("10 bytes"),
+    )
+}
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    rand::Rng::fill_bytes(&mut rand::rng(), &mut bytes);
+    bytes
 }
 
 /// Encodes `created_ms` (high 48 bits) and `low` (80 bits) as 22 base62 characters.
@@ -119,6 +148,15 @@ mod tests {
         let earlier = MessageId::new(Timestamp::from_millis(1_700_000_000_000));
         let later = MessageId::new(Timestamp::from_millis(1_700_000_000_001));
         assert!(earlier < later, "{earlier} should sort before {later}");
+    }
+
+    #[test]
+    fn ids_made_in_one_millisecond_sort_in_the_order_they_were_made() {
+        // Later than any other test's ids: theirs, made meanwhile, cannot interleave.
+        let at = Timestamp::from_millis(4_000_000_000_000);
+        let ids: Vec<MessageId> = (0..1_000).map(|_| MessageId::new(at)).collect();
+        assert!(ids.windows(2).all(|pair| pair[0] < pair[1]));
+        assert!(ids.iter().all(|id| *id >= MessageId::lowest_at(at)));
     }
 
     #[test]
