@@ -40,7 +40,7 @@ async fn acme(store: &dyn Store) -> String {
 
 /// A fresh database with hookd's schema and the application `acme`, and a pool of the
 /// test's own (a producer's or an administrator's); `None` when PostgreSQL tests are skipped.
-/// The database is dropped with `_db`: a test binds it for its whole run.
+/// The database is dropped with it.
 struct Postgres {
     url: String,
     store: PgStore,
@@ -96,15 +96,10 @@ fn event(event_id: &str) -> Event {
 
 #[tokio::test]
 async fn postgres_commit_relays_once_rollback_and_uncommitted_never() {
-    let Some(Postgres {
-        store,
-        pool: producer,
-        _db,
-        ..
-    }) = postgres_with_acme("outbox::postgres_commit").await
-    else {
+    let Some(pg) = postgres_with_acme("outbox::postgres_commit").await else {
         return;
     };
+    let (store, producer) = (&pg.store, &pg.pool);
 
     let mut committed = producer.begin().await.unwrap();
     event("committed").insert(&mut *committed).await.unwrap();
@@ -118,23 +113,23 @@ async fn postgres_commit_relays_once_rollback_and_uncommitted_never() {
     let mut open = producer.begin().await.unwrap();
     event("open").insert(&mut *open).await.unwrap();
 
-    let first = relay(&store, &RULES).await;
+    let first = relay(store, &RULES).await;
     assert_eq!((first.messages, first.deliveries, first.failed), (1, 1, 0));
-    assert_eq!(published(&store, "acme").await, [("committed".into(), 1)]);
+    assert_eq!(published(store, "acme").await, [("committed".into(), 1)]);
     assert_eq!(
-        relay(&store, &RULES).await,
+        relay(store, &RULES).await,
         Relayed::default(),
         "each row once"
     );
 
     open.commit().await.unwrap();
-    assert_eq!(relay(&store, &RULES).await.messages, 1);
+    assert_eq!(relay(store, &RULES).await.messages, 1);
     assert_eq!(
-        published(&store, "acme").await,
+        published(store, "acme").await,
         [("committed".into(), 1), ("open".into(), 1)]
     );
     let left: i64 = sqlx::query_scalar("SELECT count(*) FROM hookd.outbox")
-        .fetch_one(&producer)
+        .fetch_one(producer)
         .await
         .unwrap();
     assert_eq!(left, 0, "relayed rows are deleted");
@@ -142,15 +137,10 @@ async fn postgres_commit_relays_once_rollback_and_uncommitted_never() {
 
 #[tokio::test]
 async fn postgres_bad_rows_keep_their_error_and_never_block() {
-    let Some(Postgres {
-        store,
-        pool: producer,
-        _db,
-        ..
-    }) = postgres_with_acme("outbox::postgres_bad_rows").await
-    else {
+    let Some(pg) = postgres_with_acme("outbox::postgres_bad_rows").await else {
         return;
     };
+    let (store, producer) = (&pg.store, &pg.pool);
     let rows = [
         Event::from_json_text("nobody", "order.shipped", "{}"),
         Event::from_json_text("acme", "order.shipped", "[1, 2]"),
@@ -165,23 +155,23 @@ async fn postgres_bad_rows_keep_their_error_and_never_block() {
         event("good"),
     ];
     for row in &rows {
-        row.insert(&producer).await.unwrap();
+        row.insert(producer).await.unwrap();
     }
     sqlx::query("INSERT INTO hookd.outbox (app, event_type, payload, channels) VALUES ('acme', 'a.b', '{}', ARRAY[NULL]::text[])")
-        .execute(&producer)
+        .execute(producer)
         .await
         .unwrap();
 
-    let relayed = relay(&store, &RULES).await;
+    let relayed = relay(store, &RULES).await;
     assert_eq!((relayed.messages, relayed.failed), (2, 6), "{relayed:?}");
     assert_eq!(
-        published(&store, "acme").await,
+        published(store, "acme").await,
         [("good".into(), 1), ("once".into(), 1)]
     );
     let errors: Vec<String> = sqlx::query_scalar(
         "SELECT error FROM hookd.outbox WHERE error IS NOT NULL AND failed_at IS NOT NULL ORDER BY id",
     )
-    .fetch_all(&producer)
+    .fetch_all(producer)
     .await
     .unwrap();
     assert_eq!(errors.len(), 6);
@@ -199,7 +189,7 @@ async fn postgres_bad_rows_keep_their_error_and_never_block() {
         );
     }
     assert_eq!(
-        relay(&store, &RULES).await,
+        relay(store, &RULES).await,
         Relayed::default(),
         "kept rows are skipped"
     );
@@ -208,10 +198,10 @@ async fn postgres_bad_rows_keep_their_error_and_never_block() {
     let nobody = app(Some("nobody"), 5);
     store.create_app(&nobody).await.unwrap();
     sqlx::query("UPDATE hookd.outbox SET error = NULL WHERE app = 'nobody'")
-        .execute(&producer)
+        .execute(producer)
         .await
         .unwrap();
-    assert_eq!(relay(&store, &RULES).await.messages, 1);
+    assert_eq!(relay(store, &RULES).await.messages, 1);
 }
 
 #[tokio::test]
@@ -254,29 +244,22 @@ const PRODUCER_GRANTS: [&str; 2] = [
 
 #[tokio::test]
 async fn postgres_a_role_with_the_documented_grants_produces_with_sql_and_with_the_helper() {
-    let Some(Postgres {
-        url,
-        store,
-        pool: admin,
-        _db,
-    }) = postgres_with_acme("outbox::postgres_producer_role").await
-    else {
+    let Some(pg) = postgres_with_acme("outbox::postgres_producer_role").await else {
         return;
     };
+    let (store, admin) = (&pg.store, &pg.pool);
+    let url = &pg.url;
     let role = format!(
         "hookd_test_producer_{:016x}",
         rand::RngExt::random::<u64>(&mut rand::rng())
     );
-    let as_admin = |sql: String| {
-        let admin = admin.clone();
-        async move { sqlx::query(AssertSqlSafe(sql)).execute(&admin).await }
-    };
+    let as_admin = async |sql: String| sqlx::query(AssertSqlSafe(sql)).execute(admin).await;
     as_admin(format!("CREATE ROLE {role} LOGIN")).await.unwrap();
     for grant in PRODUCER_GRANTS {
         as_admin(grant.replace("{role}", &role)).await.unwrap();
     }
 
-    let options = PgConnectOptions::from_str(&url).unwrap().username(&role);
+    let options = PgConnectOptions::from_str(url).unwrap().username(&role);
     let produced = async {
         let producer = PgPoolOptions::new().connect_with(options).await?;
         let mut tx = producer.begin().await?;
@@ -297,9 +280,9 @@ async fn postgres_a_role_with_the_documented_grants_produces_with_sql_and_with_t
     as_admin(format!("DROP ROLE {role}")).await.unwrap();
 
     produced.expect("the documented grants suffice");
-    assert_eq!(relay(&store, &RULES).await.messages, 2);
+    assert_eq!(relay(store, &RULES).await.messages, 2);
     assert_eq!(
-        published(&store, "acme").await,
+        published(store, "acme").await,
         [("helper".into(), 1), ("sql".into(), 1)]
     );
 }
