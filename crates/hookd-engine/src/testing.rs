@@ -82,6 +82,18 @@ impl Receiver {
         Self::start(move |_| async move { status }).await
     }
 
+    /// A receiver that answers `status` to its first `failures` requests, then 204.
+    pub async fn failing_first(failures: usize, status: StatusCode) -> Self {
+        Self::start(move |n| async move {
+            if n < failures {
+                status
+            } else {
+                StatusCode::NO_CONTENT
+            }
+        })
+        .await
+    }
+
     pub fn count(&self) -> usize {
         self.received.lock().unwrap().len()
     }

@@ -25,14 +25,7 @@ fn all() -> PageRequest {
 
 #[tokio::test]
 async fn a_receiver_failing_twice_gets_three_requests_with_one_id_on_the_schedule() {
-    let receiver = Receiver::start(|n| async move {
-        if n < 2 {
-            StatusCode::INTERNAL_SERVER_ERROR
-        } else {
-            StatusCode::NO_CONTENT
-        }
-    })
-    .await;
+    let receiver = Receiver::failing_first(2, StatusCode::INTERNAL_SERVER_ERROR).await;
     let h = Harness::start(Harness::config()).await;
     let endpoint = h.endpoint(&receiver.url).await;
     let message = h.publish(r#"{"orderId": 1003}"#).await;
@@ -470,14 +463,7 @@ async fn a_new_message_goes_out_without_a_wake_up_or_a_poll() {
 
 #[tokio::test]
 async fn a_due_retry_goes_out_on_the_poll_while_other_deliveries_keep_succeeding() {
-    let receiver = Receiver::start(|n| async move {
-        if n == 0 {
-            StatusCode::INTERNAL_SERVER_ERROR
-        } else {
-            StatusCode::NO_CONTENT
-        }
-    })
-    .await;
+    let receiver = Receiver::failing_first(1, StatusCode::INTERNAL_SERVER_ERROR).await;
     let h = Harness::start(EngineConfig {
         poll_interval: Duration::from_millis(500),
         ..Harness::config()

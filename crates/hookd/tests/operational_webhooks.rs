@@ -327,14 +327,7 @@ async fn an_operator_hears_of_endpoints_and_failing_messages(store: Arc<dyn Stor
     // One message to three endpoints: gone (410), failing for good, recovering on attempt 5.
     let gone = Receiver::always(StatusCode::GONE).await;
     let failing = Receiver::always(StatusCode::INTERNAL_SERVER_ERROR).await;
-    let recovering = Receiver::start(|n| async move {
-        if n < 4 {
-            StatusCode::INTERNAL_SERVER_ERROR
-        } else {
-            StatusCode::NO_CONTENT
-        }
-    })
-    .await;
+    let recovering = Receiver::failing_first(4, StatusCode::INTERNAL_SERVER_ERROR).await;
     let gone_ep = hookd.endpoint("acme", json!({"url": gone.url})).await;
     let failing_ep = hookd.endpoint("acme", json!({"url": failing.url})).await;
     let recovering_ep = hookd.endpoint("acme", json!({"url": recovering.url})).await;
