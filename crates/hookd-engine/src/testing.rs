@@ -1,6 +1,7 @@
 //! Test support for hookd's own tests (cargo feature `testing`): a real HTTP receiver on
-//! loopback that records what it gets and answers as the test decides, and the Python
-//! interpreter that runs the reference libraries (code we did not write) against hookd.
+//! loopback that records what it gets and answers as the test decides, a request reader for
+//! receivers a test writes by hand (raw TCP, TLS), and the Python interpreter that runs the
+//! reference libraries (code we did not write) against hookd.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -9,6 +10,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::Notify;
 
 /// One request a receiver got.
@@ -116,6 +118,36 @@ impl Receiver {
         .await
         .unwrap_or_else(|_| panic!("expected {n} requests, got {}", self.count()));
     }
+}
+
+/// Reads one HTTP/1.1 request (head and `content-length` body); `None` if the peer left.
+pub async fn read_request(stream: &mut (impl AsyncRead + Unpin)) -> Option<()> {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buffer[..head_end]).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    while buffer.len() < head_end + length {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+    }
+    Some(())
 }
 
 /// The interpreter with the reference libraries (`HOOKD_TEST_PYTHON`), or `None` (after saying

@@ -17,7 +17,8 @@ use hookd_engine::http::{
     BuildError, HttpConfig, OutgoingRequest, SendError, SendOutcome, WebhookSender,
 };
 use hookd_engine::ssrf::AddressPolicy;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use hookd_engine::testing::read_request;
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
@@ -88,34 +89,12 @@ where
     let addr = listener.local_addr().unwrap();
     let handle = tokio::spawn(async move {
         let (mut stream, _) = listener.accept().await.unwrap();
-        read_request(&mut stream).await;
+        read_request(&mut stream)
+            .await
+            .expect("the client sent a whole request");
         respond(stream).await
     });
     (addr, handle)
-}
-
-/// Reads one request: the head, then `content-length` bytes of body.
-async fn read_request(stream: &mut TcpStream) {
-    let mut received = Vec::new();
-    let mut buffer = [0; 4096];
-    let head_end = loop {
-        let read = stream.read(&mut buffer).await.unwrap();
-        assert!(read > 0, "the client closed before sending a request");
-        received.extend_from_slice(&buffer[..read]);
-        if let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") {
-            break end + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&received[..head_end]).to_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|line| line.strip_prefix("content-length:"))
-        .map_or(0, |value| value.trim().parse().unwrap());
-    while received.len() < head_end + length {
-        let read = stream.read(&mut buffer).await.unwrap();
-        assert!(read > 0, "the client closed mid-body");
-        received.extend_from_slice(&buffer[..read]);
-    }
 }
 
 fn loopback_sender() -> WebhookSender {
@@ -410,13 +389,8 @@ async fn self_signed_https_server() -> (SocketAddr, String, JoinHandle<bool>) {
         let Ok(mut tls) = acceptor.accept(stream).await else {
             return false;
         };
-        let mut request = Vec::new();
-        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-            let mut chunk = [0; 4096];
-            match tls.read(&mut chunk).await {
-                Ok(0) | Err(_) => return true,
-                Ok(n) => request.extend_from_slice(&chunk[..n]),
-            }
+        if read_request(&mut tls).await.is_none() {
+            return true;
         }
         let answer = b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n";
         let _ = tls.write_all(answer).await;

@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use hookd_core::Timestamp;
-use hookd_engine::testing::Receiver;
+use hookd_engine::testing::{Receiver, read_request};
 use serde_json::{Value, json};
 use support::{Api, Hookd};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 const TOKEN: &str = "hostile-test-admin-token";
@@ -72,36 +72,6 @@ impl RawReceiver {
             body_bytes_written,
         }
     }
-}
-
-/// Reads one HTTP/1.1 request (head and `content-length` body); `None` if the peer left.
-async fn read_request(stream: &mut TcpStream) -> Option<()> {
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buffer[..head_end]).to_ascii_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|line| line.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    while buffer.len() < head_end + length {
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..n]);
-    }
-    Some(())
 }
 
 async fn misbehave(
