@@ -380,6 +380,11 @@ async fn postgres_ten_thousand_rows_from_concurrent_producers_three_relays_no_du
     }
     let total = PRODUCERS * TRANSACTIONS * ROWS;
     assert_eq!(per_relay.iter().sum::<usize>(), total, "{per_relay:?}");
+    // Otherwise the relays took turns, and "no duplicates" proved nothing about racing.
+    assert!(
+        per_relay.iter().all(|&relayed| relayed > 0),
+        "a relay took no rows: {per_relay:?}"
+    );
     let payloads: Vec<Vec<u8>> = sqlx::query_scalar("SELECT payload FROM hookd.messages")
         .fetch_all(stores[0].pool())
         .await
