@@ -87,10 +87,13 @@ pub struct Verdict {
     pub attempt: Attempt,
     /// The delivery after this attempt.
     pub next: Delivery,
+    /// The end of the lease the attempt was made under: the delivery moves to `next` only if
+    /// no other claim has taken it since (see [`hookd_store::AttemptRecord::lease`]).
+    pub lease: Option<Timestamp>,
     /// The endpoint must be disabled, for this reason.
     pub disable: Option<String>,
     /// The endpoint asked hookd to slow down (429, 502, 503, 504): take no new work for it
-    /// for this long.
+    /// for this long (at most [`MAX_SLOW_DOWN`]).
     pub slow_down: Option<Duration>,
     /// The `message.attempt.*` operational webhook this attempt causes, if any.
     pub notice: Option<AttemptEvent>,
@@ -103,6 +106,10 @@ pub struct Verdict {
 /// How long an endpoint that asks hookd to slow down gets no new work when it does not say
 /// (`Retry-After`).
 pub const SLOW_DOWN: Duration = Duration::from_secs(1);
+
+/// The longest an endpoint asking to slow down gets no new work, whatever its `Retry-After`
+/// (the delivery that was told waits for that on its own schedule).
+pub const MAX_SLOW_DOWN: Duration = Duration::from_secs(60);
 
 /// What happened: the outcome, or an error that stopped the request from being made.
 pub enum Happened<'a> {
@@ -144,7 +151,7 @@ pub fn judge(
     // Retry-After only means "slow down" on 429 and 503.
     let retry_after = retry_after.filter(|_| matches!(status_code, Some(429 | 503)));
     let slow_down = matches!(status_code, Some(429 | 502 | 503 | 504))
-        .then(|| retry_after.unwrap_or(SLOW_DOWN));
+        .then(|| retry_after.unwrap_or(SLOW_DOWN).min(MAX_SLOW_DOWN));
     let (status, next_attempt_at) = if succeeded {
         (DeliveryStatus::Success, None)
     } else if gone || hopeless {
@@ -188,6 +195,7 @@ pub fn judge(
     Verdict {
         attempt,
         next,
+        lease: claimed.delivery.next_attempt_at,
         disable,
         slow_down,
         notice,
@@ -465,6 +473,7 @@ mod tests {
         };
         assert_eq!(slow_down(429, Some("7")), Some(Duration::from_secs(7)));
         assert_eq!(slow_down(503, Some("7")), Some(Duration::from_secs(7)));
+        assert_eq!(slow_down(429, Some("3600")), Some(MAX_SLOW_DOWN));
         for status in [429, 502, 503, 504] {
             assert_eq!(slow_down(status, None), Some(SLOW_DOWN), "{status}");
         }

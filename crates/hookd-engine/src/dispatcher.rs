@@ -37,10 +37,6 @@ use crate::recorder::{Finished, Recorder};
 use crate::schedule::RetrySchedule;
 use crate::telemetry;
 
-/// The longest an endpoint asking to slow down gets no new work from this process, whatever
-/// its `Retry-After` (the delivery that was told waits for that on its own schedule).
-const MAX_SLOW_DOWN: Duration = Duration::from_secs(60);
-
 /// How the engine behaves.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -319,9 +315,9 @@ impl Engine {
             self.give_back(claimed.delivery).await;
             return;
         };
+        // This process holds the endpoint at once; the others, once the record is written.
         if let Some(pause) = verdict.slow_down {
-            self.limits
-                .hold(&claimed.endpoint.id, pause.min(MAX_SLOW_DOWN));
+            self.limits.hold(&claimed.endpoint.id, pause);
         }
         // The endpoint is free for its next delivery while this one is recorded (its row stays
         // leased until then); the worker goes with the verdict to the recorder.

@@ -84,6 +84,11 @@ impl Recorder {
             .map(|(f, events)| AttemptRecord {
                 attempt: f.verdict.attempt.clone(),
                 next: f.verdict.next.clone(),
+                lease: f.verdict.lease,
+                hold_until: f
+                    .verdict
+                    .slow_down
+                    .map(|pause| f.verdict.attempt.created_at.plus(pause)),
                 events,
             })
             .collect();
@@ -115,9 +120,16 @@ impl Recorder {
         let endpoint = &verdict.attempt.endpoint_id;
         let message = &verdict.attempt.message_id;
         let attempt = &verdict.attempt.id;
-        let Recorded::Written { failing_since } = recorded else {
-            tracing::debug!(message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, "delivery deleted during its attempt");
-            return false;
+        let failing_since = match recorded {
+            Recorded::Written { failing_since } => failing_since,
+            Recorded::Gone => {
+                tracing::debug!(message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, "delivery deleted during its attempt");
+                return false;
+            }
+            Recorded::Stale => {
+                tracing::warn!(message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, "attempt recorded after its lease ran out; the delivery was claimed again meanwhile, so only the attempt is logged");
+                return false;
+            }
         };
         tracing::debug!(message_id = %message, endpoint_id = %endpoint, attempt_id = %attempt, status = verdict.attempt.response_status_code, "attempt recorded");
         if verdict.next.status == DeliveryStatus::Fail && verdict.disable.is_none() {

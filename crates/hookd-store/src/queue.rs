@@ -4,7 +4,10 @@
 //! `sending` and pushes `next_attempt_at` to the end of a lease: a process that dies mid-attempt
 //! simply lets the lease run out, and the delivery becomes due again for whoever claims next.
 //! Recording the attempt ends the lease, either finished (success, or failed for good) or with
-//! the next retry's due time.
+//! the next retry's due time. A record moves its delivery only while the delivery is still
+//! under the lease its attempt was made under: a claimer paused past its lease (a frozen VM, a
+//! lost database connection) may record long after another claim took the delivery, and its
+//! late record is logged without overwriting what that claim decided.
 //!
 //! A claimer with room to spare may also take new deliveries as they are written (a
 //! [`Handoff`]): they are stored already claimed and handed over once committed, so a fresh
@@ -100,6 +103,16 @@ pub struct ClaimedDelivery {
 pub struct AttemptRecord {
     pub attempt: Attempt,
     pub next: Delivery,
+    /// The end of the lease the attempt was made under (its claimed delivery's
+    /// `next_attempt_at`). The delivery moves to `next` only if it is still `sending` under
+    /// this lease; otherwise the attempt is only logged ([`Recorded::Stale`]). `None` moves it
+    /// whatever its state: for history written outside the engine (imports, tests).
+    pub lease: Option<Timestamp>,
+    /// The endpoint asked to be left alone until then (it answered 429, 502, 503 or 504).
+    /// Where several processes claim (PostgreSQL, with cluster limits), no claim takes its
+    /// deliveries before that time; one process alone (SQLite) holds the endpoint itself, and
+    /// nothing is stored.
+    pub hold_until: Option<Timestamp>,
     /// Operational-webhook messages this attempt causes (of the operations application),
     /// written with it, each with a delivery per subscribed endpoint, exactly when the record
     /// is: none if the delivery is gone.
@@ -114,6 +127,10 @@ pub enum Recorded {
     Written { failing_since: Option<Timestamp> },
     /// The delivery is gone (its message or endpoint was deleted meanwhile): nothing written.
     Gone,
+    /// The attempt's lease ran out and the delivery was claimed again, released or resent
+    /// meanwhile: the attempt is logged, but the delivery, the failure streak and the
+    /// operational webhooks are left to whoever holds it now.
+    Stale,
 }
 
 /// The queue operations of the delivery engine and of the API's resend and recover.
@@ -129,14 +146,16 @@ pub trait DeliveryQueue: Send + Sync {
     /// Records finished attempts, in one transaction, in the order they were made (their
     /// `created_at`; the batch's order for ties): for each, the attempt row, its delivery
     /// moved to `next` (status, attempt count, due time; the manual flag cleared), and the
-    /// endpoint's failure streak (a success clears it, a failure starts it unless started).
+    /// endpoint's failure streak (a success clears it, a failure starts it unless started);
+    /// for a record whose lease is no longer the delivery's, the attempt row only.
     /// Answers one [`Recorded`] per record, in the batch's order. The engine records in batches: one
     /// transaction for many attempts is what keeps the database from capping deliveries/s.
     async fn record_attempts(&self, records: &[AttemptRecord])
     -> Result<Vec<Recorded>, StoreError>;
 
-    /// Records one attempt (see [`DeliveryQueue::record_attempts`]). Returns when the
-    /// endpoint's current streak of failures began (`None` after a success), or
+    /// Records one attempt whatever its delivery's state (no lease; see
+    /// [`DeliveryQueue::record_attempts`]), for history written outside the engine. Returns
+    /// when the endpoint's current streak of failures began (`None` after a success), or
     /// `NotFound("delivery")` if the delivery is gone.
     async fn record_attempt(
         &self,
@@ -146,6 +165,8 @@ pub trait DeliveryQueue: Send + Sync {
         let record = AttemptRecord {
             attempt: attempt.clone(),
             next: next.clone(),
+            lease: None,
+            hold_until: None,
             events: Vec::new(),
         };
         match self.record_attempts(std::slice::from_ref(&record)).await?[..] {

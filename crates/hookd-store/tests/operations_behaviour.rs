@@ -17,7 +17,7 @@ use hookd_core::operations::{
 use hookd_store::{AttemptRecord, Recorded, Store, StoreError, ensure_operations_app};
 
 use harness::fixtures::{app, at, endpoint};
-use harness::queue::{app_with_endpoints, attempt, claim, publish};
+use harness::queue::{LEASE_MS, app_with_endpoints, attempt, claim, publish};
 
 /// The operations application with two endpoints: one taking every event, one only
 /// `endpoint.created` and `endpoint.disabled`.
@@ -242,6 +242,8 @@ async fn recorded_attempts_write_their_events_unless_the_delivery_is_gone(store:
                 updated_at: at(30),
             },
             attempt,
+            lease: Some(at(20 + LEASE_MS)),
+            hold_until: None,
             events: vec![told(&ops, event, 30)],
         }
     };

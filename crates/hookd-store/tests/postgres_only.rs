@@ -8,13 +8,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use hookd_core::model::{Application, Endpoint, Message, SealedKeys};
+use hookd_core::model::{
+    Application, Attempt, Delivery, DeliveryStatus, Endpoint, Message, SealedKeys, TriggerType,
+};
 use hookd_core::operations::{DisableTrigger, EndpointRef, OperationalEvent};
-use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
+use hookd_core::{AppId, AttemptId, EndpointId, MessageId, Timestamp};
 use hookd_store::postgres::PgStore;
 use hookd_store::prelude::*;
 use hookd_store::testing::{POSTGRES_URL_VAR, fresh_postgres, fresh_postgres_with};
-use hookd_store::{ClaimRequest, Cursor, PageRequest, StoreError, ensure_operations_app};
+use hookd_store::{
+    AttemptRecord, ClaimRequest, Cursor, PageRequest, StoreError, ensure_operations_app,
+};
 use sqlx::{AssertSqlSafe, Connection};
 
 fn app(id: &str) -> Application {
@@ -344,6 +348,59 @@ async fn endpoint_limits_hold_across_processes() {
     // Leases that ran out (a process died) no longer count: the cap is free again.
     let after_leases = claim_everywhere(&claimers, 61_001, 3).await;
     assert_eq!(after_leases.get(&capped), Some(&3), "{after_leases:?}");
+}
+
+/// An endpoint that answered 429 (or 502–504) gets no new work from any process until the
+/// time its answer asked for, though its cap has room and its deliveries are due.
+#[tokio::test]
+async fn an_endpoint_that_asked_to_slow_down_is_held_for_every_process() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::slow_down").await else {
+        return;
+    };
+    let setup = PgStore::connect(&url).await.unwrap();
+    let owner = app("app_slow_down");
+    let endpoint = endpoint_of(&owner, 1, None);
+    queue(&setup, &owner, std::slice::from_ref(&endpoint), 10).await;
+    let told = setup
+        .claim_due(&claim_at(1_000, 1))
+        .await
+        .unwrap()
+        .remove(0);
+    let at = Timestamp::from_millis;
+    let answered = AttemptRecord {
+        attempt: Attempt {
+            id: AttemptId::new(at(1_100)),
+            message_id: told.message.id.clone(),
+            endpoint_id: endpoint.id.clone(),
+            url: endpoint.url.clone(),
+            response_status_code: 429,
+            response: String::new(),
+            response_head: "HTTP/1.1 429 Too Many Requests\r\nretry-after: 5\r\n".into(),
+            response_duration_ms: 3,
+            status: DeliveryStatus::Fail,
+            trigger_type: TriggerType::Scheduled,
+            created_at: at(1_100),
+        },
+        next: Delivery {
+            status: DeliveryStatus::Pending,
+            attempt_count: 1,
+            next_attempt_at: Some(at(6_100)),
+            updated_at: at(1_100),
+            ..told.delivery.clone()
+        },
+        lease: told.delivery.next_attempt_at,
+        hold_until: Some(at(6_100)),
+        events: Vec::new(),
+    };
+    setup.record_attempts(&[answered]).await.unwrap();
+    let mut claimers = Vec::new();
+    for _ in 0..4 {
+        claimers.push(PgStore::connect(&url).await.unwrap());
+    }
+    let held = claim_everywhere(&claimers, 6_099, 3).await;
+    assert!(held.is_empty(), "claimed while held: {held:?}");
+    let after = claim_everywhere(&claimers, 6_100, 3).await;
+    assert_eq!(after.get(endpoint.id.as_str()), Some(&3), "{after:?}");
 }
 
 /// Claims take turns under one advisory lock, and a claim that waited for its turn counts the

@@ -522,6 +522,8 @@ async fn a_batch_of_records_is_written_together_and_skips_deleted_deliveries(sto
             next_attempt_at: next.map(at),
             updated_at: at(30),
         },
+        lease: Some(at(20 + LEASE_MS)),
+        hold_until: None,
         events: Vec::new(),
     };
     let recorded = store
@@ -558,8 +560,15 @@ async fn a_batch_of_records_is_written_together_and_skips_deleted_deliveries(sto
     assert!(store.record_attempts(&[]).await.unwrap().is_empty());
 }
 
-/// A record of `msg` to `ep` made at `at_ms`: a success, or a failure due again at `next`.
-fn made_at(msg: &Message, ep: &Endpoint, at_ms: i64, next: Option<i64>) -> AttemptRecord {
+/// A record of `msg` to `ep` made at `at_ms` under the lease ending at `lease`: a success, or
+/// a failure due again at `next`.
+fn made_at(
+    msg: &Message,
+    ep: &Endpoint,
+    at_ms: i64,
+    next: Option<i64>,
+    lease: i64,
+) -> AttemptRecord {
     let (status, attempt_status) = match next {
         None => (DeliveryStatus::Success, DeliveryStatus::Success),
         Some(_) => (DeliveryStatus::Pending, DeliveryStatus::Fail),
@@ -574,6 +583,8 @@ fn made_at(msg: &Message, ep: &Endpoint, at_ms: i64, next: Option<i64>) -> Attem
             next_attempt_at: next.map(at),
             updated_at: at(at_ms),
         },
+        lease: Some(at(lease)),
+        hold_until: None,
         events: Vec::new(),
     }
 }
@@ -587,12 +598,13 @@ async fn a_batch_keeps_the_failure_streak_in_the_order_attempts_were_made(store:
         publish(store, &a, 12).await,
     ];
     assert_eq!(claim(store, 20, 10, 10).await.len(), 3);
+    let lease = 20 + LEASE_MS;
     // Made in the order m0 fails at 30, m1 succeeds at 40, m2 fails at 50; batched otherwise.
     let recorded = store
         .record_attempts(&[
-            made_at(&m[2], ep, 50, Some(900)),
-            made_at(&m[0], ep, 30, Some(900)),
-            made_at(&m[1], ep, 40, None),
+            made_at(&m[2], ep, 50, Some(900), lease),
+            made_at(&m[0], ep, 30, Some(900), lease),
+            made_at(&m[1], ep, 40, None, lease),
         ])
         .await
         .unwrap();
@@ -608,31 +620,50 @@ async fn a_batch_keeps_the_failure_streak_in_the_order_attempts_were_made(store:
     assert_eq!(next.unwrap(), Some(at(50)));
 }
 
-async fn a_delivery_twice_in_one_batch_ends_as_its_last_attempt_left_it(store: &dyn Store) {
+async fn a_record_under_a_lease_that_ran_out_only_logs_its_attempt(store: &dyn Store) {
     let (a, eps) = app_with_endpoints(store, 1).await;
     let ep = &eps[0];
     let msg = publish(store, &a, 10).await;
     assert_eq!(claim(store, 20, 10, 10).await.len(), 1);
-    // Its lease ran out and it was claimed again: both attempts arrive in one batch.
+    // The first claimer stalls past its lease, and the delivery is claimed again.
+    let (first, second) = (20 + LEASE_MS, 20 + 2 * LEASE_MS);
+    assert_eq!(claim(store, first, 10, 10).await.len(), 1);
+    // The stalled claimer's failure: logged, but neither the delivery nor the streak moves.
+    let stale = made_at(&msg, ep, first + 5, Some(900), first);
+    assert_eq!(
+        store.record_attempts(&[stale]).await.unwrap(),
+        [Recorded::Stale]
+    );
+    let held = delivery(store, &msg, ep).await.unwrap();
+    assert_eq!(
+        (held.status, held.next_attempt_at),
+        (DeliveryStatus::Sending, Some(at(second)))
+    );
+    // In one batch, the stalled claimer's later success and the current claim's failure: the
+    // current claim's decides, and its streak starts with its own failure.
     let recorded = store
         .record_attempts(&[
-            made_at(&msg, ep, 40, None),
-            made_at(&msg, ep, 30, Some(900)),
+            made_at(&msg, ep, first + 20, None, first),
+            made_at(&msg, ep, first + 10, Some(900), second),
         ])
         .await
         .unwrap();
-    assert!(
-        recorded
-            .iter()
-            .all(|r| matches!(r, Recorded::Written { .. }))
-    );
-    let sent = delivery(store, &msg, ep).await.unwrap();
     assert_eq!(
-        (sent.status, sent.next_attempt_at, sent.updated_at),
-        (DeliveryStatus::Success, None, at(40))
+        recorded,
+        [
+            Recorded::Stale,
+            Recorded::Written {
+                failing_since: Some(at(first + 10))
+            }
+        ]
     );
-    let attempts = endpoint_attempts(store, ep).await;
-    assert_eq!(attempts.len(), 2);
+    let retry = delivery(store, &msg, ep).await.unwrap();
+    assert_eq!(
+        (retry.status, retry.next_attempt_at, retry.updated_at),
+        (DeliveryStatus::Pending, Some(at(900)), at(first + 10))
+    );
+    // Every attempt was made, so every one is in the log.
+    assert_eq!(endpoint_attempts(store, ep).await.len(), 3);
 }
 
 behaviour!(
@@ -649,5 +680,5 @@ behaviour!(
     recording_on_a_deleted_delivery_is_not_found_and_keeps_nothing,
     a_batch_of_records_is_written_together_and_skips_deleted_deliveries,
     a_batch_keeps_the_failure_streak_in_the_order_attempts_were_made,
-    a_delivery_twice_in_one_batch_ends_as_its_last_attempt_left_it,
+    a_record_under_a_lease_that_ran_out_only_logs_its_attempt,
 );

@@ -83,6 +83,8 @@ fn record_of_a_gone_delivery() -> AttemptRecord {
             next_attempt_at: None,
             updated_at: Timestamp::from_millis(2),
         },
+        lease: Some(Timestamp::from_millis(3)),
+        hold_until: None,
         events: Vec::new(),
     }
 }

@@ -17,7 +17,8 @@
 //! sent again (at least once); the next record's commit flushes every claim before it.
 //! A rate-limited endpoint gives at most one second's worth
 //! of attempts to one claim and records when the next claim may take more
-//! (`endpoints.next_window_at`); the claiming process spaces those attempts out itself.
+//! (`endpoints.next_window_at`); the claiming process spaces those attempts out itself. A
+//! record moves that window too, when an endpoint asked to slow down (see `record`).
 
 use std::sync::LazyLock;
 

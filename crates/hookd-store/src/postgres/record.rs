@@ -3,10 +3,10 @@
 //! The engine records every attempt, so recording is on the path of every delivery. Written
 //! row by row, a batch of `n` attempts costs `3n` round trips inside its transaction, and the
 //! network, not the database, caps deliveries per second. Here a batch costs five whatever its
-//! size: lock the endpoints, lock the deliveries, one statement that moves the deliveries and
-//! inserts the attempts from arrays (`unnest`), one that writes the endpoints' failure streaks
-//! (skipped when no streak changes), and the commit; plus, rarely, the operational-webhook
-//! messages some records carry.
+//! size: lock the endpoints, lock the deliveries, one statement that moves the deliveries still
+//! under their attempts' leases and inserts the attempts from arrays (`unnest`), one that
+//! writes the endpoints' failure streaks (skipped when no streak changes), and the commit;
+//! plus, rarely, the operational-webhook messages some records carry.
 //!
 //! The two locking statements are kept prepared: one round trip each, and no planning. A
 //! statement that is not costs a second round trip (sqlx parses and describes it first) and a
@@ -63,16 +63,19 @@ impl PgStore {
         // were made.
         for round in rounds(records, &made_order(records)) {
             let batch: Vec<&AttemptRecord> = round.iter().map(|&i| &records[i]).collect();
-            let written = write_round(&mut tx, &batch).await?;
+            let logged = write_round(&mut tx, &batch).await?;
             for i in round {
-                if written.contains(&key(&records[i])) {
-                    recorded[i] = Recorded::Written {
+                recorded[i] = match logged.get(&key(&records[i])) {
+                    None => Recorded::Gone,
+                    Some(true) => Recorded::Written {
                         failing_since: None,
-                    };
-                }
+                    },
+                    Some(false) => Recorded::Stale,
+                };
             }
         }
         let failing_since = write_streaks(&mut tx, records, &recorded, &streaks).await?;
+        hold_endpoints(&mut tx, records, &recorded).await?;
         for (record, recorded) in records.iter().zip(&recorded) {
             if matches!(recorded, Recorded::Written { .. }) {
                 insert_events(&mut tx, &record.events).await?;
@@ -138,12 +141,12 @@ async fn lock_endpoints(
     Ok(rows.into_iter().collect())
 }
 
-/// Moves each delivery to its next state and inserts its attempt, for the deliveries that
-/// still exist. Answers the keys of those written.
+/// Inserts each attempt whose delivery still exists, and moves to its next state each such
+/// delivery still under the attempt's lease. Answers, per key logged, whether it moved.
 async fn write_round(
     tx: &mut PgConnection,
     batch: &[&AttemptRecord],
-) -> Result<HashSet<Key>, StoreError> {
+) -> Result<HashMap<Key, bool>, StoreError> {
     let column = |f: fn(&AttemptRecord) -> String| batch.iter().map(|r| f(r)).collect::<Vec<_>>();
     let number = |f: fn(&AttemptRecord) -> i64| batch.iter().map(|r| f(r)).collect::<Vec<_>>();
     let message_ids = column(|r| r.next.message_id.to_string());
@@ -167,28 +170,33 @@ async fn write_round(
     // Planned for each batch (not kept prepared): an `UPDATE` joined to arrays has no form
     // whose every generic plan reads its rows by key (`message_id = ANY(…)` beside the join
     // still froze as a sequential scan when first planned on a table of a few dozen pages).
-    let written: Vec<Key> = sqlx::query_as(
+    let logged: Vec<(String, String, bool)> = sqlx::query_as(
         "WITH input AS (
              SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[],
                                   $5::bigint[], $6::bigint[], $7::text[], $8::text[],
                                   $9::bigint[], $10::text[], $11::text[], $12::bigint[],
-                                  $13::bigint[], $14::bigint[], $15::bigint[])
+                                  $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[])
              AS i(message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at,
                   attempt_id, url, response_status_code, response, response_head,
-                  response_duration_ms, attempt_status, trigger_type, created_at)
+                  response_duration_ms, attempt_status, trigger_type, created_at, lease)
          ), moved AS (
              UPDATE deliveries d SET status = i.status, attempt_count = i.attempt_count,
                  next_attempt_at = i.next_attempt_at, updated_at = i.updated_at, manual = false
              FROM input i WHERE d.message_id = i.message_id AND d.endpoint_id = i.endpoint_id
+               AND (i.lease IS NULL OR (d.status = $17 AND d.next_attempt_at = i.lease))
              RETURNING d.message_id, d.endpoint_id
+         ), logged AS (
+             INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code,
+                 response, response_head, response_duration_ms, status, trigger_type, created_at)
+             SELECT i.attempt_id, i.message_id, i.endpoint_id, i.url, i.response_status_code,
+                 i.response, i.response_head, i.response_duration_ms, i.attempt_status,
+                 i.trigger_type, i.created_at
+             FROM input i WHERE EXISTS (SELECT 1 FROM deliveries d
+                 WHERE d.message_id = i.message_id AND d.endpoint_id = i.endpoint_id)
+             RETURNING message_id, endpoint_id
          )
-         INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code, response,
-             response_head, response_duration_ms, status, trigger_type, created_at)
-         SELECT i.attempt_id, i.message_id, i.endpoint_id, i.url, i.response_status_code,
-             i.response, i.response_head, i.response_duration_ms, i.attempt_status,
-             i.trigger_type, i.created_at
-         FROM input i JOIN moved m ON m.message_id = i.message_id AND m.endpoint_id = i.endpoint_id
-         RETURNING message_id, endpoint_id",
+         SELECT l.message_id, l.endpoint_id, m.message_id IS NOT NULL FROM logged l
+         LEFT JOIN moved m ON m.message_id = l.message_id AND m.endpoint_id = l.endpoint_id",
     )
     .bind(&message_ids)
     .bind(&endpoint_ids)
@@ -205,11 +213,55 @@ async fn write_round(
     .bind(number(|r| i64::from(r.attempt.status.code())))
     .bind(number(|r| i64::from(r.attempt.trigger_type.code())))
     .bind(number(|r| r.attempt.created_at.as_millis()))
+    .bind(
+        batch
+            .iter()
+            .map(|r| r.lease.map(Timestamp::as_millis))
+            .collect::<Vec<_>>(),
+    )
+    .bind(i64::from(DeliveryStatus::Sending.code()))
     .persistent(false)
     .fetch_all(&mut *tx)
     .await
     .map_err(missing("delivery"))?;
-    Ok(written.into_iter().collect())
+    Ok(logged
+        .into_iter()
+        .map(|(message, endpoint, moved)| ((message, endpoint), moved))
+        .collect())
+}
+
+/// Keeps every process's claims off the endpoints that asked to slow down until the latest
+/// `hold_until` of each: a claim skips an endpoint whose `next_window_at` is still ahead, and
+/// the hold only ever lengthens a window. Runs only when a batch holds such an answer.
+async fn hold_endpoints(
+    tx: &mut PgConnection,
+    records: &[AttemptRecord],
+    recorded: &[Recorded],
+) -> Result<(), StoreError> {
+    let mut until: HashMap<&str, i64> = HashMap::new();
+    for (record, recorded) in records.iter().zip(recorded) {
+        if let (Some(hold), false) = (record.hold_until, *recorded == Recorded::Gone) {
+            let latest = until.entry(record.next.endpoint_id.as_str()).or_default();
+            *latest = (*latest).max(hold.as_millis());
+        }
+    }
+    if until.is_empty() {
+        return Ok(());
+    }
+    // In key order, as the endpoints were locked.
+    let mut until: Vec<(&str, i64)> = until.into_iter().collect();
+    until.sort_unstable();
+    let (ids, untils): (Vec<&str>, Vec<i64>) = until.into_iter().unzip();
+    sqlx::query(
+        "UPDATE endpoints e SET next_window_at = GREATEST(COALESCE(e.next_window_at, 0), v.until)
+         FROM unnest($1::text[], $2::bigint[]) v(id, until) WHERE e.id = v.id",
+    )
+    .bind(&ids)
+    .bind(&untils)
+    .persistent(false)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
 }
 
 /// One endpoint's failure streak through the batch.

@@ -7,7 +7,7 @@
 use std::sync::Weak;
 
 use async_trait::async_trait;
-use hookd_core::model::{Delivery, DeliveryStatus, Message};
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Message};
 use hookd_core::{EndpointId, MessageId, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -263,12 +263,13 @@ fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDeliver
 /// Records one attempt; see [`DeliveryQueue::record_attempts`].
 fn record(conn: &Connection, record: &AttemptRecord) -> Result<Recorded, StoreError> {
     let (a, d) = (&record.attempt, &record.next);
-    // The delivery first: if it is gone (its message or endpoint deleted meanwhile), so is
-    // everything the attempt would refer to.
+    // The delivery first, while it is still under the attempt's lease. If it is gone (its
+    // message or endpoint deleted meanwhile), so is everything the attempt would refer to.
     let rows = conn
         .prepare_cached(
             "UPDATE deliveries SET status = ?3, attempt_count = ?4, next_attempt_at = ?5,
-             updated_at = ?6, manual = 0 WHERE message_id = ?1 AND endpoint_id = ?2",
+             updated_at = ?6, manual = 0 WHERE message_id = ?1 AND endpoint_id = ?2
+             AND (?7 IS NULL OR (status = ?8 AND next_attempt_at = ?7))",
         )?
         .execute(params![
             d.message_id.as_str(),
@@ -277,29 +278,24 @@ fn record(conn: &Connection, record: &AttemptRecord) -> Result<Recorded, StoreEr
             d.attempt_count,
             d.next_attempt_at.map(Timestamp::as_millis),
             d.updated_at.as_millis(),
+            record.lease.map(Timestamp::as_millis),
+            DeliveryStatus::Sending.code(),
         ])?;
     if rows == 0 {
-        return Ok(Recorded::Gone);
+        let exists: bool = conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM deliveries WHERE message_id = ?1 AND endpoint_id = ?2)",
+            )?
+            .query_row(params![d.message_id.as_str(), d.endpoint_id.as_str()], |row| {
+                row.get(0)
+            })?;
+        if !exists {
+            return Ok(Recorded::Gone);
+        }
+        insert_attempt(conn, a)?;
+        return Ok(Recorded::Stale);
     }
-    conn.prepare_cached(
-        "INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code, response,
-         response_head, response_duration_ms, status, trigger_type, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )?
-    .execute(params![
-        a.id.as_str(),
-        a.message_id.as_str(),
-        a.endpoint_id.as_str(),
-        a.url,
-        a.response_status_code,
-        a.response,
-        a.response_head,
-        a.response_duration_ms,
-        a.status.code(),
-        a.trigger_type.code(),
-        a.created_at.as_millis(),
-    ])
-    .map_err(missing("delivery"))?;
+    insert_attempt(conn, a)?;
     // A success ends the endpoint's failure streak; a failure starts one unless started. The
     // endpoint row is written only when the streak changes: most attempts leave it alone.
     let streak: Option<i64> = if a.status == DeliveryStatus::Success {
@@ -322,6 +318,30 @@ fn record(conn: &Connection, record: &AttemptRecord) -> Result<Recorded, StoreEr
     Ok(Recorded::Written {
         failing_since: streak.map(Timestamp::from_millis),
     })
+}
+
+/// Inserts an attempt's row for the delivery log.
+fn insert_attempt(conn: &Connection, a: &Attempt) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code, response,
+         response_head, response_duration_ms, status, trigger_type, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?
+    .execute(params![
+        a.id.as_str(),
+        a.message_id.as_str(),
+        a.endpoint_id.as_str(),
+        a.url,
+        a.response_status_code,
+        a.response,
+        a.response_head,
+        a.response_duration_ms,
+        a.status.code(),
+        a.trigger_type.code(),
+        a.created_at.as_millis(),
+    ])
+    .map_err(missing("delivery"))?;
+    Ok(())
 }
 
 /// Which parent of a delivery is missing, after a FOREIGN KEY violation.
