@@ -300,6 +300,15 @@ fn claim_at(now: i64, per_endpoint: usize) -> ClaimRequest {
     }
 }
 
+/// Four stores on `url` with their own pools, as four processes would be.
+async fn four_claimers(url: &str) -> Vec<PgStore> {
+    futures::future::join_all((0..4).map(|_| PgStore::connect(url)))
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect()
+}
+
 /// What four claimers (own pools, as four processes) claim at once at `now`, per endpoint.
 async fn claim_everywhere(
     claimers: &[PgStore],
@@ -327,10 +336,7 @@ async fn endpoint_limits_hold_across_processes() {
     let capped = endpoint_of(&owner, 1, None);
     let throttled = endpoint_of(&owner, 2, Some(2));
     queue(&setup, &owner, &[capped.clone(), throttled.clone()], 50).await;
-    let mut claimers = Vec::new();
-    for _ in 0..4 {
-        claimers.push(PgStore::connect(&url).await.unwrap());
-    }
+    let claimers = four_claimers(&url).await;
     let (capped, throttled) = (capped.id.to_string(), throttled.id.to_string());
 
     // Concurrency 3 in all, whichever process claims; the rate-limited endpoint gives one
@@ -393,10 +399,7 @@ async fn an_endpoint_that_asked_to_slow_down_is_held_for_every_process() {
         events: Vec::new(),
     };
     setup.record_attempts(&[answered]).await.unwrap();
-    let mut claimers = Vec::new();
-    for _ in 0..4 {
-        claimers.push(PgStore::connect(&url).await.unwrap());
-    }
+    let claimers = four_claimers(&url).await;
     let held = claim_everywhere(&claimers, 6_099, 3).await;
     assert!(held.is_empty(), "claimed while held: {held:?}");
     let after = claim_everywhere(&claimers, 6_100, 3).await;
