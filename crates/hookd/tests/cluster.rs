@@ -214,3 +214,55 @@ async fn three_processes_share_the_work_and_kill_9_of_one_loses_nothing() {
         "{unanswered} delivered messages were never published"
     );
 }
+
+/// An endpoint that answers 429 gets no new work for the pause it asked for (a second, without
+/// `Retry-After`) from every process on the database, not only from the one that heard it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_pauses_the_endpoint_for_every_process() {
+    let Some((url, _db)) = fresh_postgres("cluster::slow_down").await else {
+        return;
+    };
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let log = arrivals.clone();
+    let receiver = Receiver::start(move |n| {
+        log.lock().unwrap().push(tokio::time::Instant::now());
+        async move {
+            if n == 0 {
+                StatusCode::TOO_MANY_REQUESTS
+            } else {
+                StatusCode::OK
+            }
+        }
+    })
+    .await;
+    let processes = [serve(&url, &[]), serve(&url, &[])];
+    let apis = processes.each_ref().map(|p| Api::new(p, TOKEN));
+    let app = apis[0].app_with_endpoint(&receiver.url).await;
+    let told = apis[0]
+        .publish(&app, "order.shipped", serde_json::json!({}))
+        .await;
+    let attempts = format!("/app/{app}/attempt/msg/{told}");
+    eventually("the 429 recorded", async || {
+        !apis[0].get(&attempts).await["data"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    })
+    .await;
+
+    // One message through each process: the one that did not hear the 429 would send its own
+    // at once, were the pause kept only where it was heard.
+    for api in &apis {
+        api.publish(&app, "order.shipped", serde_json::json!({}))
+            .await;
+    }
+    receiver.wait_for(3).await;
+    let arrivals = arrivals.lock().unwrap().clone();
+    for later in &arrivals[1..] {
+        let waited = *later - arrivals[0];
+        assert!(
+            waited >= Duration::from_secs(1),
+            "a message went out {waited:?} after the 429"
+        );
+    }
+}
