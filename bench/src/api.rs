@@ -152,8 +152,9 @@ impl Api {
                 .header(CONTENT_TYPE, json.clone())
                 .body(message(i).to_string());
             let log = log.clone();
+            // When the load generator asked for it, which may be before a connection is free.
+            let sent = unix_nanos();
             Box::pin(async move {
-                let sent = unix_nanos();
                 let response = request
                     .send()
                     .await

@@ -318,7 +318,7 @@ async fn outbox_latency(database: &Database, args: &Args) -> anyhow::Result<Outb
             })
         })
     };
-    let outcome = load::run_paced(args.outbox_rate, 0..count, commit).await;
+    let outcome = load::run_paced(args.outbox_rate, 16, 0..count, commit).await;
     let committed = std::mem::take(&mut *committed.lock().expect("commits"));
     drain(&receiver, committed.len() as u64).await?;
     let receipts = receiver.results().await?;

@@ -11,7 +11,8 @@
 //!   the last receipt. One run per `--concurrency` (publishes in flight), as the ceiling loop
 //!   runs one per `--ceiling-concurrency`; as there, the best counts.
 //! - **latency**: an open loop publishing at a fixed rate, an eighth of the machine's ceiling
-//!   (measured first in the same run by [`crate::ceiling`]); publish-to-receipt percentiles.
+//!   (measured first in the same run by [`crate::ceiling`]), over a bounded number of
+//!   connections; publish-to-receipt percentiles, from when each publish was due.
 //!
 //! Every accepted message must arrive with a valid signature; a run with a missing message, a
 //! bad signature or a failed publish is flagged.
@@ -240,14 +241,14 @@ async fn measure(
     api.set_endpoint_url(&app, &endpoint, &receiver.url("deliver"))
         .await?;
 
-    let warmup = drive(mode, 0..args.warmup, api.publisher(&app, None)?).await;
+    let warmup = drive(mode, args, 0..args.warmup, api.publisher(&app, None)?).await;
     drain(&receiver, args.warmup - warmup.error_count()).await?;
 
     let log: SendLog = Arc::new(Mutex::new(Vec::new()));
     let hookd_cpu = hookd.cpu_time()?;
     let started = Instant::now();
     let numbers = args.warmup..args.warmup + measured_messages(mode, args);
-    let publishes = drive(mode, numbers, api.publisher(&app, Some(log.clone()))?).await;
+    let publishes = drive(mode, args, numbers, api.publisher(&app, Some(log.clone()))?).await;
     let sent = std::mem::take(&mut *log.lock().expect("the send log"));
     drain(
         &receiver,
@@ -271,7 +272,7 @@ async fn measure(
 }
 
 /// Most publishes in flight at once: the closed loop's count, or for the open loop the
-/// largest of `--concurrency` (its connections to keep).
+/// largest of `--concurrency` (its connections, kept open).
 fn in_flight(mode: Mode, args: &Args) -> usize {
     match mode {
         Mode::Throughput(concurrency) => concurrency,
@@ -287,11 +288,16 @@ fn measured_messages(mode: Mode, args: &Args) -> u64 {
     }
 }
 
-/// Publishes messages `numbers` as the mode says.
-async fn drive(mode: Mode, numbers: std::ops::Range<u64>, publish: load::Requests) -> Outcome {
+/// Publishes messages `numbers` as the mode says, at most [`in_flight`] at once.
+async fn drive(
+    mode: Mode,
+    args: &Args,
+    numbers: std::ops::Range<u64>,
+    publish: load::Requests,
+) -> Outcome {
     match mode {
         Mode::Throughput(concurrency) => load::run(concurrency, numbers, publish).await,
-        Mode::Latency(rate) => load::run_paced(rate, numbers, publish).await,
+        Mode::Latency(rate) => load::run_paced(rate, in_flight(mode, args), numbers, publish).await,
     }
 }
 
@@ -477,9 +483,10 @@ fn section(
          {} warm-up messages have been delivered.\n\n\
          - **throughput**: {} publishes in flight (one run each; as for the ceiling, the best \
          counts), {} messages; deliveries/s from the first publish sent to the last receipt.\n\
-         - **latency**: publishes sent open loop at an eighth of the ceiling loop rate for {} s; \
-         publish-to-receipt latency is the receiver's receipt time minus the publisher's send \
-         time (both unix clock, same machine).\n\n\
+         - **latency**: publishes due open loop at an eighth of the ceiling loop rate for {} s, \
+         over at most {} connections (a publish due while all are busy waits for one); \
+         publish-to-receipt latency is the receiver's receipt time minus the time the publish \
+         was due (both unix clock, same machine), so that wait counts.\n\n\
          Ceiling loop rate: {} requests/s, {ceiling_text}; end-to-end ceiling (half): {} \
          messages/s.\n\n\
          - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
@@ -493,6 +500,7 @@ fn section(
         report::joined(&args.concurrency, " and "),
         report::thousands(args.messages),
         args.latency_seconds,
+        in_flight(Mode::Latency(ceiling_rate / 8.0), args),
         report::thousands(ceiling_rate.round() as u64),
         report::thousands((ceiling_rate / 2.0).round() as u64),
         args.command(),

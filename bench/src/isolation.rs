@@ -137,8 +137,13 @@ async fn measure(
 
     let log: SendLog = Arc::new(Mutex::new(Vec::new()));
     let count = (args.rate * args.seconds as f64).round().max(1.0) as u64;
-    let publishes =
-        load::run_paced(args.rate, 0..count, api.publisher(&app, Some(log.clone()))?).await;
+    let publishes = load::run_paced(
+        args.rate,
+        64,
+        0..count,
+        api.publisher(&app, Some(log.clone()))?,
+    )
+    .await;
     let sent = std::mem::take(&mut *log.lock().expect("the send log"));
     let deadline = Instant::now() + Duration::from_secs(30);
     while fast_receiver.count().await? < sent.len() as u64 && Instant::now() < deadline {

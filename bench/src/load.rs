@@ -5,8 +5,10 @@
 //! In the closed loop N tokio tasks share one counter of requests still to send; each takes
 //! the next number, sends, waits for the answer, records its latency in its own HDR
 //! histogram, and goes again. The histograms are merged at the end. In the open loop request
-//! `k` is started at `k / rate` seconds after the first, each in a task of its own, so a slow
-//! answer never delays the next send. What one "request" is (a publish, a signed POST to a
+//! `k` is due `k / rate` seconds after the first, each in a task of its own, so a slow answer
+//! never delays the next send; at most a fixed number are in flight, as an application's
+//! connection pool would allow, and a request that waits for its turn counts that wait in
+//! its latency (it was due, so a user waited). What one "request" is (a publish, a signed POST to a
 //! receiver, …) is the caller's closure, so every benchmark shares these loops.
 
 use std::collections::BTreeMap;
@@ -18,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use tokio::sync::Semaphore;
 
 /// What a measured phase produced.
 pub struct Outcome {
@@ -122,22 +125,37 @@ where
 }
 
 /// Sends requests number `numbers.start` to `numbers.end - 1` at `per_second`, open loop:
-/// each is started on schedule in its own task however many are still unanswered.
-pub async fn run_paced<F, Fut>(per_second: f64, numbers: Range<u64>, request: Arc<F>) -> Outcome
+/// each is due on schedule however many are still unanswered, and its latency counts from
+/// then. At most `connections` are in flight at once; the rest wait for a turn. (Unbounded, a
+/// client that falls behind opens a connection per request and spends itself on connecting
+/// and closing them: thousands in TIME_WAIT, the rate lost, and the server idle.)
+pub async fn run_paced<F, Fut>(
+    per_second: f64,
+    connections: usize,
+    numbers: Range<u64>,
+    request: Arc<F>,
+) -> Outcome
 where
     F: Fn(u64) -> Fut + Send + Sync + ?Sized + 'static,
     Fut: Future<Output = Result<(), String>> + Send + 'static,
 {
     let started = Instant::now();
     let start = tokio::time::Instant::now();
+    let turns = Arc::new(Semaphore::new(connections.max(1)));
     let mut requests = Vec::new();
     for (k, i) in numbers.enumerate() {
         tokio::time::sleep_until(start + Duration::from_secs_f64(k as f64 / per_second)).await;
-        let request = request.clone();
+        let due = Instant::now();
+        // Made when due: a request that notes its send time notes this one.
+        let request = request(i);
+        let turns = turns.clone();
         requests.push(tokio::spawn(async move {
-            let sent = Instant::now();
-            let result = request(i).await;
-            (sent.elapsed(), result)
+            let _turn = turns
+                .acquire_owned()
+                .await
+                .expect("the turns are never closed");
+            let result = request.await;
+            (due.elapsed(), result)
         }));
     }
     let mut outcome = Outcome::new();
@@ -161,7 +179,7 @@ mod tests {
 
     #[tokio::test]
     async fn paced_requests_keep_the_rate() {
-        let outcome = run_paced(1_000.0, 0..200, Arc::new(|_| async { Ok(()) })).await;
+        let outcome = run_paced(1_000.0, 4, 0..200, Arc::new(|_| async { Ok(()) })).await;
         assert_eq!(outcome.completed, 200);
         // 200 requests at 1,000/s: the last starts 199 ms after the first.
         assert!(
