@@ -22,7 +22,7 @@
 //! does: two processes recording overlapping batches, or one recording while another deletes,
 //! cannot deadlock.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use hookd_core::Timestamp;
 use hookd_core::model::DeliveryStatus;
@@ -238,19 +238,18 @@ async fn hold_endpoints(
     records: &[AttemptRecord],
     recorded: &[Recorded],
 ) -> Result<(), StoreError> {
-    let mut until: HashMap<&str, i64> = HashMap::new();
+    // In key order, as the endpoints were locked.
+    let mut until: BTreeMap<&str, i64> = BTreeMap::new();
     for (record, recorded) in records.iter().zip(recorded) {
-        if let (Some(hold), false) = (record.hold_until, *recorded == Recorded::Gone) {
-            let latest = until.entry(record.next.endpoint_id.as_str()).or_default();
-            *latest = (*latest).max(hold.as_millis());
-        }
+        let Some(hold) = record.hold_until.filter(|_| *recorded != Recorded::Gone) else {
+            continue;
+        };
+        let latest = until.entry(record.next.endpoint_id.as_str()).or_default();
+        *latest = (*latest).max(hold.as_millis());
     }
     if until.is_empty() {
         return Ok(());
     }
-    // In key order, as the endpoints were locked.
-    let mut until: Vec<(&str, i64)> = until.into_iter().collect();
-    until.sort_unstable();
     let (ids, untils): (Vec<&str>, Vec<i64>) = until.into_iter().unzip();
     sqlx::query(
         "UPDATE endpoints e SET next_window_at = GREATEST(COALESCE(e.next_window_at, 0), v.until)
