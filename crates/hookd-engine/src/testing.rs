@@ -18,6 +18,8 @@ use tokio::sync::Notify;
 pub struct Received {
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// When it arrived: tests of pauses and schedules compare these.
+    pub at: tokio::time::Instant,
 }
 
 impl Received {
@@ -61,7 +63,11 @@ impl Receiver {
             async move {
                 let n = {
                     let mut log = log.lock().unwrap();
-                    log.push(Received { headers, body });
+                    log.push(Received {
+                        headers,
+                        body,
+                        at: tokio::time::Instant::now(),
+                    });
                     log.len() - 1
                 };
                 bell.notify_waiters();

@@ -163,19 +163,7 @@ async fn an_endpoints_own_timeout_cuts_its_attempts_short() {
 
 #[tokio::test]
 async fn an_endpoint_answering_429_gets_no_new_work_for_a_while() {
-    let arrivals = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let log = arrivals.clone();
-    let receiver = Receiver::start(move |n| {
-        log.lock().unwrap().push(tokio::time::Instant::now());
-        async move {
-            if n == 0 {
-                StatusCode::TOO_MANY_REQUESTS
-            } else {
-                StatusCode::OK
-            }
-        }
-    })
-    .await;
+    let receiver = Receiver::failing_first(1, StatusCode::TOO_MANY_REQUESTS).await;
     let h = Harness::start(Harness::config()).await;
     let endpoint = h.endpoint(&receiver.url).await;
     let told = h.publish("{}").await;
@@ -185,8 +173,8 @@ async fn an_endpoint_answering_429_gets_no_new_work_for_a_while() {
     let next = h.publish("{}").await;
     h.wait_for_status(&next, &endpoint, DeliveryStatus::Success)
         .await;
-    let arrivals = arrivals.lock().unwrap().clone();
-    let waited = arrivals[1] - arrivals[0];
+    let arrivals = receiver.requests();
+    let waited = arrivals[1].at - arrivals[0].at;
     assert!(
         waited >= Duration::from_secs(1), // the pause when no Retry-After says
         "the next message went out {waited:?} after the 429"

@@ -222,19 +222,7 @@ async fn a_429_pauses_the_endpoint_for_every_process() {
     let Some((url, _db)) = fresh_postgres("cluster::slow_down").await else {
         return;
     };
-    let arrivals = Arc::new(Mutex::new(Vec::new()));
-    let log = arrivals.clone();
-    let receiver = Receiver::start(move |n| {
-        log.lock().unwrap().push(tokio::time::Instant::now());
-        async move {
-            if n == 0 {
-                StatusCode::TOO_MANY_REQUESTS
-            } else {
-                StatusCode::OK
-            }
-        }
-    })
-    .await;
+    let receiver = Receiver::failing_first(1, StatusCode::TOO_MANY_REQUESTS).await;
     let processes = [serve(&url, &[]), serve(&url, &[])];
     let apis = processes.each_ref().map(|p| Api::new(p, TOKEN));
     let app = apis[0].app_with_endpoint(&receiver.url).await;
@@ -257,9 +245,9 @@ async fn a_429_pauses_the_endpoint_for_every_process() {
             .await;
     }
     receiver.wait_for(3).await;
-    let arrivals = arrivals.lock().unwrap().clone();
+    let arrivals = receiver.requests();
     for later in &arrivals[1..] {
-        let waited = *later - arrivals[0];
+        let waited = later.at - arrivals[0].at;
         assert!(
             waited >= Duration::from_secs(1),
             "a message went out {waited:?} after the 429"
