@@ -7,12 +7,15 @@
 //! interval (retries coming due). Claims are leases, so a process that dies mid-attempt loses
 //! nothing: its deliveries become due again when their lease ends.
 //!
-//! On SQLite, new deliveries need no claim: the engine takes them as they are written (see
+//! New deliveries need no claim: the engine takes them as they are written (see
 //! [`hookd_store::Handoff`]), already claimed, whenever a worker and the endpoint have room, and
 //! starts them once committed; one it has no worker for wakes it, to be claimed once a worker
 //! is free. Claims then find only what it had no room for, retries and
 //! recovered deliveries, so the engine claims only when work may be waiting: after a wake-up
-//! (work queued), a poll, or a claim that found some.
+//! (work queued), a poll, or a claim that found some. On PostgreSQL, where several processes
+//! share the queue, a delivery may also wait for room another process's attempts hold, freed
+//! by their records without a wake-up here; so once a claim finds nothing, finished attempts
+//! make the engine look again a little later (`RECHECK`), not at each one.
 //!
 //! Shutting down, the engine stops claiming and gives the attempts in flight a grace period
 //! to finish and be recorded; the claims of those still running at its end are given back
@@ -24,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use hookd_core::model::Delivery;
 use hookd_core::{Clock, EndpointId};
-use hookd_store::{ClaimRequest, ClaimedDelivery, Handoff, Reserved, Store};
+use hookd_store::{ClaimRequest, ClaimedDelivery, Handoff, Handover, Reserved, Store};
 use hookd_vault::{Keyring, OpenedKeys};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::MissedTickBehavior;
@@ -176,22 +179,32 @@ impl Engine {
         // It ends once the engine and every attempt task are gone, after their last write.
         tokio::spawn(recorder.run(to_record));
         let me: Weak<dyn Handoff> = Arc::downgrade(&self) as Weak<Self>;
-        let hands_off = self.store.hand_off_new_deliveries(me);
+        let handover = self.store.hand_off_new_deliveries(me);
         tokio::pin!(shutdown);
         // A schedule of its own, not a sleep restarted at every wake-up: finished attempts
         // wake the loop all the time under load, and must not keep the poll from coming.
         let period = self.config.poll_interval.max(Duration::from_millis(1));
         let mut poll = tokio::time::interval(period);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // Shared handover: when a look again at the queue is due (see `RECHECK`).
+        let mut recheck = None;
         loop {
-            let claimed_all = self.clone().dispatch_due(hands_off).await;
+            let claimed_all = self.clone().dispatch_due(handover).await;
             if claimed_all {
                 continue;
             }
             tokio::select! {
                 () = &mut shutdown => break,
                 () = self.wake.notified() => self.maybe_queued.store(true, Ordering::Release),
-                () = self.freed.notified() => {}
+                () = self.freed.notified() => {
+                    if handover == Handover::Shared && !self.maybe_queued.load(Ordering::Acquire) {
+                        recheck.get_or_insert_with(|| tokio::time::Instant::now() + RECHECK);
+                    }
+                }
+                () = sleep_until(recheck), if recheck.is_some() => {
+                    recheck = None;
+                    self.maybe_queued.store(true, Ordering::Release);
+                }
                 _ = poll.tick() => {
                     // Retries come due, leases run out.
                     self.maybe_queued.store(true, Ordering::Release);
@@ -239,9 +252,10 @@ impl Engine {
     }
 
     /// Claims as much due work as there are free workers and starts it. Returns whether the
-    /// claim was full, i.e. more work may be waiting. `hands_off`: new deliveries come through
-    /// [`Handoff`], so a claim that finds nothing means nothing waits.
-    async fn dispatch_due(self: Arc<Self>, hands_off: bool) -> bool {
+    /// claim was full, i.e. more work may be waiting. `handover`: whether new deliveries come
+    /// through [`Handoff`], so that a claim that finds nothing means nothing waits, at least
+    /// until a wake-up (or, shared, until attempts finish; see `RECHECK`).
+    async fn dispatch_due(self: Arc<Self>, handover: Handover) -> bool {
         if !self.maybe_queued.load(Ordering::Acquire) {
             return false;
         }
@@ -279,7 +293,7 @@ impl Engine {
         let full = claimed.len() == free;
         let found = !claimed.is_empty() || !request.skip_endpoints.is_empty();
         self.maybe_queued
-            .store(found || !hands_off, Ordering::Release);
+            .store(found || handover == Handover::None, Ordering::Release);
         for delivery in claimed {
             let worker = workers.split(1).expect("claims never exceed free workers");
             let claim = self.limits.claim(&delivery.endpoint.id);
@@ -427,6 +441,25 @@ impl Handoff for Engine {
         Some(Reserved::new(lease_until, move |claimed| {
             tokio::spawn(engine.attempt(claimed, claim, worker));
         }))
+    }
+
+    fn per_endpoint(&self) -> usize {
+        self.config.per_endpoint_concurrency
+    }
+}
+
+/// With a shared handover (PostgreSQL), how long after a claim that found nothing the engine
+/// looks again once attempts finish. What waits then was refused for want of room at its
+/// endpoint, perhaps held by another process's attempts, whose records free it without a
+/// wake-up here; looking at every finished attempt would cost a claim each, mostly empty
+/// once new deliveries are handed over.
+const RECHECK: Duration = Duration::from_millis(50);
+
+/// Completes at `deadline`; never without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 

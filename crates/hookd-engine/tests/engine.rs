@@ -206,6 +206,48 @@ async fn a_delivery_that_waited_out_its_lease_is_given_back_not_sent_twice() {
     assert_eq!(ids, [first.id.to_string(), second.id.to_string()]);
 }
 
+/// On PostgreSQL a delivery may wait for room another process's attempts hold, and their
+/// records free it without waking anyone. An engine whose last claim found nothing looks again
+/// shortly after its own attempts finish, rather than at its next poll an hour away.
+#[tokio::test]
+async fn a_delivery_waiting_for_room_another_process_held_goes_out_without_a_poll() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let held = gate.clone();
+    let receiver = Receiver::start(move |_| {
+        let held = held.clone();
+        async move {
+            let _ = held.acquire().await;
+            StatusCode::OK
+        }
+    })
+    .await;
+    let config = EngineConfig {
+        per_endpoint_concurrency: 1,
+        poll_interval: Duration::from_secs(3_600),
+        ..Harness::config()
+    };
+    let Some(h) = Harness::start_on_postgres("engine::room_held_elsewhere", config.clone()).await
+    else {
+        return;
+    };
+    let other = h.another_process(config).await;
+    let endpoint = h.endpoint(&receiver.url).await;
+    // The first message goes to this process's engine as it is written (no wake-up needed),
+    // and holds the endpoint's one slot; the other process writes the second and finds no
+    // room for it.
+    let first = h.message("order.shipped", "{}");
+    assert_eq!(h.store.create_message(&first).await.unwrap().queued, 0);
+    receiver.wait_for(1).await;
+    let second = h.message("order.shipped", "{}");
+    assert_eq!(other.create_message(&second).await.unwrap().queued, 1);
+
+    gate.add_permits(2);
+    h.wait_for_status(&first, &endpoint, DeliveryStatus::Success)
+        .await;
+    h.wait_for_status(&second, &endpoint, DeliveryStatus::Success)
+        .await;
+}
+
 #[tokio::test]
 async fn gone_disables_the_endpoint_and_its_other_deliveries_wait() {
     // The first request is answered only once the second message waits behind it.

@@ -46,7 +46,8 @@ pub mod testing;
 pub use error::StoreError;
 pub use operations::ensure_operations_app;
 pub use queue::{
-    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Recorded, Reserved,
+    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,
+    Reserved,
 };
 pub use store::*;
 

@@ -11,8 +11,9 @@
 //!
 //! A claimer with room to spare may also take new deliveries as they are written (a
 //! [`Handoff`]): they are stored already claimed and handed over once committed, so a fresh
-//! message costs no claim at all. Nothing else changes: the lease is the same, and so is what a
-//! crash leaves behind.
+//! message costs no claim at all. Nothing else changes: the lease is the same, so is what a
+//! crash leaves behind, and on PostgreSQL so are the endpoint's cap and windows across every
+//! process.
 
 use std::sync::Weak;
 
@@ -27,8 +28,27 @@ use crate::StoreError;
 pub trait Handoff: Send + Sync {
     /// Whether the claimer takes a new delivery to `endpoint` now. Called inside the write
     /// transaction, so it must not block; the room it holds is freed if the [`Reserved`] is
-    /// dropped unstarted (the write failed, or its caller went away).
+    /// dropped unstarted (the write failed, its caller went away, or on PostgreSQL the
+    /// endpoint had no room left across the processes).
     fn reserve(&self, endpoint: &EndpointId) -> Option<Reserved>;
+
+    /// The claimer's per-endpoint cap, as a claim's `per_endpoint`: on PostgreSQL, a delivery
+    /// is handed over only while its endpoint has fewer in flight in every process.
+    fn per_endpoint(&self) -> usize;
+}
+
+/// How a store hands new deliveries over (see [`DeliveryQueue::hand_off_new_deliveries`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handover {
+    /// It does not: claims are the only way in.
+    None,
+    /// It does, and the claimer is the queue's only one (SQLite): whatever waits was refused
+    /// for want of room the claimer itself holds, so a claim that finds nothing, and skips no
+    /// endpoint of its own, means nothing waits until the next wake-up or retry.
+    Sole,
+    /// It does, but other processes claim from the same queue (PostgreSQL): a delivery may
+    /// wait for room their attempts hold, and their records free it without waking this one.
+    Shared,
 }
 
 /// Room a [`Handoff`] holds for one new delivery: the delivery is written claimed until
@@ -218,11 +238,11 @@ pub trait DeliveryQueue: Send + Sync {
     -> Result<u64, StoreError>;
 
     /// From now on, offers every new delivery of a published message to `handoff` while it is
-    /// written (see [`Handoff`]), replacing any earlier one. Returns whether this store does:
-    /// the SQLite store, whose single process is the only claimer, does; on PostgreSQL, where
-    /// processes share the queue, claims stay the only way in.
-    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> bool {
+    /// written (see [`Handoff`]), replacing any earlier one. Returns how: the SQLite store's
+    /// process is the queue's only claimer ([`Handover::Sole`]); on PostgreSQL, processes
+    /// share the queue ([`Handover::Shared`]).
+    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> Handover {
         let _ = handoff;
-        false
+        Handover::None
     }
 }

@@ -1,6 +1,7 @@
-//! New deliveries handed to a claimer as they are written ([`Handoff`]), on SQLite (the store
-//! that does it): what it takes is stored claimed and given over once committed, what it
-//! refuses waits in the queue, and a write that fails hands nothing over and holds nothing.
+//! New deliveries handed to a claimer as they are written ([`Handoff`]), on SQLite: what it
+//! takes is stored claimed and given over once committed, what it refuses waits in the queue,
+//! and a write that fails hands nothing over and holds nothing. (On PostgreSQL, where the room
+//! is the cluster's, `postgres_only` covers the handover.)
 
 mod harness;
 
@@ -16,7 +17,7 @@ use hookd_core::EndpointId;
 use hookd_core::model::{Application, DeliveryStatus, Endpoint};
 use hookd_store::prelude::*;
 use hookd_store::sqlite::SqliteStore;
-use hookd_store::{ClaimedDelivery, Handoff, Reserved, Route, StoreError};
+use hookd_store::{ClaimedDelivery, Handoff, Handover, Reserved, Route, StoreError};
 use tempfile::TempDir;
 
 /// Takes the deliveries to some endpoints, keeping what it is given, and counts the room it
@@ -48,6 +49,10 @@ impl Handoff for Taker {
             std::mem::forget(room);
             started.lock().unwrap().push(claimed);
         }))
+    }
+
+    fn per_endpoint(&self) -> usize {
+        usize::MAX
     }
 }
 
@@ -194,7 +199,7 @@ impl Taker {
             given_back: Arc::default(),
         });
         let weak: Weak<dyn Handoff> = Arc::downgrade(&taker) as Weak<Self>;
-        assert!(store.hand_off_new_deliveries(weak));
+        assert_eq!(store.hand_off_new_deliveries(weak), Handover::Sole);
         taker
     }
 

@@ -1,11 +1,14 @@
 //! PostgreSQL-specific guarantees the shared behavioural suite cannot express: concurrent
 //! migration, concurrent claimers, an endpoint update racing hookd's own disabling,
-//! byte-order ids whatever the server's collation, test-database cleanup, and publishing in
+//! byte-order ids whatever the server's collation, test-database cleanup, publishing in
 //! batches (one transaction for concurrent publishes, failing fast while the database is
-//! away, one publish task per pool that ends with the store).
+//! away, one publish task per pool that ends with the store), and new deliveries handed to the
+//! publishing process's engine within the room every process leaves.
 //! Skipped like the suite's `postgres::` cases when `HOOKD_TEST_POSTGRES_URL` is unset.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hookd_core::model::{
@@ -17,7 +20,8 @@ use hookd_store::postgres::PgStore;
 use hookd_store::prelude::*;
 use hookd_store::testing::{POSTGRES_URL_VAR, fresh_postgres, fresh_postgres_with};
 use hookd_store::{
-    AttemptRecord, ClaimRequest, Cursor, PageRequest, StoreError, ensure_operations_app,
+    AttemptRecord, ClaimRequest, ClaimedDelivery, Cursor, Handoff, Handover, PageRequest, Reserved,
+    StoreError, ensure_operations_app,
 };
 use sqlx::{AssertSqlSafe, Connection};
 
@@ -696,4 +700,188 @@ async fn the_publish_task_ends_with_the_last_clone_of_its_store() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// An engine's side of a handover for these tests: takes a delivery to any endpoint, under a
+/// lease until 70 s, within a cap of 3; keeps what it is given and counts the room it held
+/// that came back unused.
+struct Taker {
+    started: std::sync::Mutex<Vec<ClaimedDelivery>>,
+    given_back: Arc<AtomicUsize>,
+    me: std::sync::Weak<Taker>,
+}
+
+/// Room a [`Taker`] held; counted when dropped unused.
+struct Room(Arc<AtomicUsize>);
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Handoff for Taker {
+    fn reserve(&self, _endpoint: &EndpointId) -> Option<Reserved> {
+        let (me, room) = (self.me.upgrade()?, Room(self.given_back.clone()));
+        Some(Reserved::new(
+            Timestamp::from_millis(70_000),
+            move |claimed| {
+                std::mem::forget(room);
+                me.started.lock().unwrap().push(claimed);
+            },
+        ))
+    }
+
+    fn per_endpoint(&self) -> usize {
+        3
+    }
+}
+
+impl Taker {
+    /// A taker of every new delivery `store` writes.
+    fn on(store: &PgStore) -> Arc<Self> {
+        let taker = Arc::new_cyclic(|me| Self {
+            started: std::sync::Mutex::default(),
+            given_back: Arc::default(),
+            me: me.clone(),
+        });
+        let weak: std::sync::Weak<dyn Handoff> = Arc::downgrade(&taker) as std::sync::Weak<Self>;
+        assert_eq!(store.hand_off_new_deliveries(weak), Handover::Shared);
+        taker
+    }
+
+    /// The messages of the deliveries handed over, in order.
+    fn started(&self) -> Vec<MessageId> {
+        let started = self.started.lock().unwrap();
+        started.iter().map(|c| c.message.id.clone()).collect()
+    }
+}
+
+/// A delivery handed to the publishing process's engine counts against its endpoint's cap
+/// like a claimed one, in every process: the publish hands over only the room the cap has
+/// left after the other processes' attempts, and their claims then find the cap full.
+#[tokio::test]
+async fn new_deliveries_are_handed_over_only_within_their_endpoints_room_across_processes() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::handover_room").await else {
+        return;
+    };
+    let other = PgStore::connect(&url).await.unwrap();
+    let owner = app("app_handover");
+    let endpoint = endpoint_of(&owner, 1, None);
+    queue(&other, &owner, std::slice::from_ref(&endpoint), 2).await;
+    assert_eq!(other.claim_due(&claim_at(1_000, 3)).await.unwrap().len(), 2);
+
+    let publisher = PgStore::connect(&url).await.unwrap();
+    let taker = Taker::on(&publisher);
+    let messages: Vec<Message> = (0..3).map(|i| message_of(&owner, 2_000 + i)).collect();
+    let mut queued = Vec::new();
+    for message in &messages {
+        queued.push(publisher.create_message(message).await.unwrap().queued);
+    }
+
+    assert_eq!(
+        queued,
+        [0, 1, 1],
+        "one delivery of room was left of the cap of 3"
+    );
+    assert_eq!(taker.started(), [messages[0].id.clone()]);
+    assert_eq!(taker.given_back.load(Ordering::SeqCst), 2);
+    let deliveries = publisher
+        .list_message_deliveries(&owner.id, &messages[0])
+        .await
+        .unwrap();
+    let handed = &deliveries[0].1;
+    assert_eq!(
+        (handed.status, handed.next_attempt_at),
+        (
+            DeliveryStatus::Sending,
+            Some(Timestamp::from_millis(70_000))
+        )
+    );
+    let claimed = other.claim_due(&claim_at(2_003, 3)).await.unwrap();
+    assert!(
+        claimed.is_empty(),
+        "claimed past the cap: {}",
+        claimed.len()
+    );
+}
+
+/// A publish handing deliveries over takes its turn under the claims' lock, and counts the
+/// deliveries a claim took while it waited: the room it sees is read once the lock is
+/// granted.
+#[tokio::test]
+async fn a_handover_that_waited_its_turn_counts_the_claims_committed_meanwhile() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::handover_turns").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    let owner = app("app_handover_turns");
+    queue(&store, &owner, &[endpoint_of(&owner, 1, None)], 5).await;
+    let taker = Taker::on(&store);
+
+    // Another process's claim in its turn: it holds the lock and leases three deliveries, the
+    // endpoint's whole cap, not yet committed.
+    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut turn = other.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(448546171748)")
+        .execute(&mut *turn)
+        .await
+        .unwrap();
+    let leased = sqlx::query(
+        "UPDATE hookd.deliveries SET status = 3, next_attempt_at = 61000
+         WHERE message_id IN (SELECT message_id FROM hookd.deliveries
+                              ORDER BY next_attempt_at LIMIT 3)",
+    )
+    .execute(&mut *turn)
+    .await
+    .unwrap();
+    assert_eq!(leased.rows_affected(), 3);
+
+    let message = message_of(&owner, 1_000);
+    let publish = store.create_message(&message);
+    let commit_once_waited_for = async {
+        wait_for_a_lock_wait(store.pool()).await;
+        turn.commit().await.unwrap();
+    };
+    let (created, ()) = tokio::join!(publish, commit_once_waited_for);
+    assert_eq!(created.unwrap().queued, 1, "handed over past a full cap");
+    assert!(taker.started().is_empty());
+}
+
+/// Rate-limited endpoints keep their windows in claims, and an endpoint paused by a 429 gets
+/// nothing until the pause ends: their new deliveries are left to claims.
+#[tokio::test]
+async fn new_deliveries_to_rate_limited_or_paused_endpoints_wait_for_a_claim() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::handover_windows").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    let owner = app("app_handover_windows");
+    let (plain, throttled, paused) = (
+        endpoint_of(&owner, 1, None),
+        endpoint_of(&owner, 2, Some(5)),
+        endpoint_of(&owner, 3, None),
+    );
+    queue(
+        &store,
+        &owner,
+        &[plain.clone(), throttled, paused.clone()],
+        0,
+    )
+    .await;
+    sqlx::query("UPDATE hookd.endpoints SET next_window_at = 9000 WHERE id = $1")
+        .bind(paused.id.as_str())
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let taker = Taker::on(&store);
+
+    let message = message_of(&owner, 1_000);
+    let created = store.create_message(&message).await.unwrap();
+
+    assert_eq!((created.deliveries, created.queued), (3, 2));
+    let started = taker.started.lock().unwrap();
+    let handed: Vec<&EndpointId> = started.iter().map(|c| &c.endpoint.id).collect();
+    assert_eq!(handed, [&plain.id]);
+    assert_eq!(taker.given_back.load(Ordering::SeqCst), 2);
 }

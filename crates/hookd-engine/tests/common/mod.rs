@@ -1,5 +1,5 @@
-//! A real engine over a real SQLite file, delivering to real receivers on loopback, with a
-//! clock the test moves by hand.
+//! A real engine over a real SQLite file (or a PostgreSQL database, for what only a shared
+//! queue shows), delivering to real receivers on loopback, with a clock the test moves by hand.
 
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
@@ -30,7 +30,10 @@ pub struct Harness {
     pub app: Application,
     /// The master keys the engine opens endpoint keys with.
     pub keyring: Arc<Keyring>,
-    _dir: tempfile::TempDir,
+    /// The PostgreSQL database's URL, on PostgreSQL.
+    pub postgres_url: Option<String>,
+    /// What keeps the database: its directory, or its PostgreSQL guard (dropped last).
+    _database: Box<dyn std::any::Any + Send + Sync>,
 }
 
 impl Harness {
@@ -45,21 +48,56 @@ impl Harness {
 
     pub async fn start_with_policy(config: EngineConfig, policy: AddressPolicy) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(
-            hookd_store::sqlite::SqliteStore::open(dir.path().join("hookd.db"))
-                .await
-                .unwrap(),
+        let store = hookd_store::sqlite::SqliteStore::open(dir.path().join("hookd.db"))
+            .await
+            .unwrap();
+        Self::start_on(Arc::new(store), config, policy, Box::new(dir), None).await
+    }
+
+    /// Starts an engine with `config` on a new PostgreSQL database named after `test`; `None`
+    /// when no PostgreSQL server is configured (the test is skipped, as it says).
+    pub async fn start_on_postgres(test: &str, config: EngineConfig) -> Option<Self> {
+        let (url, db) = hookd_store::testing::fresh_postgres(test).await?;
+        let store = hookd_store::postgres::PgStore::connect(&url).await.unwrap();
+        let policy = AddressPolicy::default().allow("127.0.0.0/8".parse().unwrap());
+        Some(Self::start_on(Arc::new(store), config, policy, Box::new(db), Some(url)).await)
+    }
+
+    /// Another process's engine on the same PostgreSQL database, with `config`, sharing this
+    /// harness's clock and keys; returns its store.
+    pub async fn another_process(&self, config: EngineConfig) -> Arc<dyn Store> {
+        let url = self
+            .postgres_url
+            .as_deref()
+            .expect("a harness on PostgreSQL");
+        let store: Arc<dyn Store> =
+            Arc::new(hookd_store::postgres::PgStore::connect(url).await.unwrap());
+        let policy = AddressPolicy::default().allow("127.0.0.0/8".parse().unwrap());
+        let config = EngineConfig {
+            keyring: self.keyring.clone(),
+            ..config
+        };
+        spawn_engine(
+            store.clone(),
+            self.clock.clone(),
+            config,
+            policy,
+            Arc::default(),
         );
+        store
+    }
+
+    async fn start_on(
+        store: Arc<dyn Store>,
+        config: EngineConfig,
+        policy: AddressPolicy,
+        database: Box<dyn std::any::Any + Send + Sync>,
+        postgres_url: Option<String>,
+    ) -> Self {
         let clock = Arc::new(ManualClock::new(Timestamp::from_millis(START)));
         let wake = Arc::new(Notify::new());
         let keyring = config.keyring.clone();
-        let sender = WebhookSender::new(HttpConfig {
-            policy,
-            ..HttpConfig::default()
-        })
-        .unwrap();
-        let engine = Engine::new(store.clone(), clock.clone(), sender, config, wake.clone());
-        tokio::spawn(engine.run(std::future::pending()));
+        spawn_engine(store.clone(), clock.clone(), config, policy, wake.clone());
         let app = Application {
             id: AppId::new(Timestamp::from_millis(START)),
             uid: None,
@@ -76,7 +114,8 @@ impl Harness {
             wake,
             app,
             keyring,
-            _dir: dir,
+            postgres_url,
+            _database: database,
         }
     }
 
@@ -213,6 +252,23 @@ impl Harness {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+}
+
+/// Runs an engine over `store` until the test ends, woken through `wake`.
+fn spawn_engine(
+    store: Arc<dyn Store>,
+    clock: Arc<ManualClock>,
+    config: EngineConfig,
+    policy: AddressPolicy,
+    wake: Arc<Notify>,
+) {
+    let sender = WebhookSender::new(HttpConfig {
+        policy,
+        ..HttpConfig::default()
+    })
+    .unwrap();
+    let engine = Engine::new(store, clock, sender, config, wake);
+    tokio::spawn(engine.run(std::future::pending()));
 }
 
 impl Harness {

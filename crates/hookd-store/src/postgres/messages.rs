@@ -256,6 +256,15 @@ pub(super) struct Subscriber {
 }
 
 impl Subscriber {
+    /// The routing of a whole endpoint row.
+    pub(super) fn of(endpoint: &Endpoint) -> Self {
+        Self {
+            id: endpoint.id.to_string(),
+            event_types: endpoint.event_types.clone(),
+            channels: endpoint.channels.clone(),
+        }
+    }
+
     /// Decodes the stored filters (JSON text, NULL for none).
     pub(super) fn decode(
         id: String,

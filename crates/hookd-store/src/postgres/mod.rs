@@ -73,6 +73,8 @@ pub struct PgStore {
     /// This store's mark on its announcements of new deliveries, random and the same for
     /// every clone: its own listener ignores them (see `outbox`).
     origin: Arc<str>,
+    /// The engine new deliveries are offered to (see `publish`).
+    taker: publish::HandoffSlot,
 }
 
 impl PgStore {
@@ -111,8 +113,10 @@ impl PgStore {
             MigrateError::Execute(e) => StoreError::from(e),
             other => StoreError::Config(format!("cannot migrate the PostgreSQL schema: {other}")),
         })?;
+        let taker = publish::HandoffSlot::default();
         Ok(Self {
-            publisher: Publisher::start(pool.clone()),
+            publisher: Publisher::start(pool.clone(), taker.clone()),
+            taker,
             pool,
             options,
             cluster_limits: true,

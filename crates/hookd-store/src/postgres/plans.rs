@@ -43,7 +43,11 @@ async fn array_statements_read_tables_by_key_even_when_first_planned_on_empty_ta
     let statements = [
         ("record: lock endpoints", super::record::LOCK_ENDPOINTS, 1),
         ("record: lock deliveries", super::record::LOCK_DELIVERIES, 2),
-        ("publish: subscribers", super::publish::SUBSCRIBERS, 1),
+        (
+            "publish: subscribers",
+            super::publish::SUBSCRIBERS.as_str(),
+            1,
+        ),
     ];
     for (name, sql, params) in statements {
         let plan = generic_plan(&mut conn, sql, params).await;

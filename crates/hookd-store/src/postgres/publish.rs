@@ -9,7 +9,7 @@
 //! written at once) and writes them in two round trips whatever the batch's size: one read of
 //! the enabled endpoints of all their applications, each message then routed in Rust by its
 //! own filters, and one statement, its own transaction, that inserts the messages and their
-//! deliveries from arrays (`unnest`). A caller still hears `Ok` only once its message and
+//! deliveries from arrays (`unnest`, inside `publish_batch`). A caller still hears `Ok` only once its message and
 //! deliveries are committed. No `BEGIN` and `COMMIT` round trips: they are a fixed cost per
 //! batch, in hookd and in PostgreSQL, and with several processes on one database each
 //! process's batches are smaller. Reading the endpoints before the insert rather than inside
@@ -32,6 +32,15 @@
 //!   connection failed during its insert is not retried: it may have been committed, so its
 //!   callers hear the failure, as a lone publish would.
 //!
+//! New deliveries are offered to this process's engine, as SQLite's writer offers them (see
+//! [`crate::Handoff`]): those it has a worker and endpoint room for are written `sending` under
+//! its lease by the same statement and started once committed, so a fresh message costs no
+//! claim. The statement is a call of `publish_batch` (migration 0010), which, when it hands
+//! anything over, takes the claims' advisory lock first and gives each endpoint no more than
+//! the room its cap leaves after every process's attempts in flight; rate-limited and paused
+//! endpoints are left to claims. A delivery it cannot hand over is written pending, due at
+//! once, and its room is freed.
+//!
 //! Both statements are kept prepared. The endpoint read looks each application up through a
 //! `LATERAL` subquery that `OFFSET 0` keeps from being merged into a join, so even the
 //! generic plan of a statement first planned on an empty table reads the applications'
@@ -44,23 +53,49 @@
 //! task finishes the batch in hand and ends.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, RwLock, Weak};
 
-use hookd_core::model::Message;
+use hookd_core::Timestamp;
+use hookd_core::model::{Delivery, DeliveryStatus, Endpoint, Message};
 use sqlx::postgres::PgPool;
 use sqlx::{AssertSqlSafe, Postgres, Row as _, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
-use super::messages::{Deliveries, INSERT_DELIVERIES, Subscriber, insert_message, routed};
+use super::messages::{Subscriber, insert_message, routed};
+use super::rows;
+use crate::columns::ENDPOINT_COLUMNS;
 use crate::error::taken;
 use crate::json::encode_opt;
-use crate::{CreatedMessage, Route, StoreError};
+use crate::{ClaimedDelivery, CreatedMessage, Handoff, Reserved, Route, StoreError};
 
-/// The enabled endpoints of the applications in `$1`, each application looked up by index.
-pub(super) const SUBSCRIBERS: &str = "SELECT e.app_id, e.id, e.event_types, e.channels
-     FROM unnest($1::text[]) a(app_id)
-     CROSS JOIN LATERAL (SELECT app_id, id, event_types, channels FROM endpoints
-         WHERE app_id = a.app_id AND NOT disabled OFFSET 0) e";
+/// The enabled endpoints of the applications in `$1`, each application looked up by index;
+/// whole rows, since the deliveries handed over start with their endpoint.
+pub(super) static SUBSCRIBERS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {ENDPOINT_COLUMNS} FROM unnest($1::text[]) a(app_id)
+         CROSS JOIN LATERAL (SELECT * FROM endpoints
+             WHERE app_id = a.app_id AND NOT disabled OFFSET 0) e"
+    )
+});
+
+/// The engine new deliveries are offered to, set once it runs, shared by the store's clones.
+pub(super) type HandoffSlot = Arc<RwLock<Option<Taker>>>;
+
+/// An engine taking new deliveries, and whether the room it is given counts every process's
+/// attempts (see [`PgStore::with_cluster_limits`](super::PgStore::with_cluster_limits)).
+#[derive(Clone)]
+pub(super) struct Taker {
+    pub(super) handoff: Weak<dyn Handoff>,
+    pub(super) cluster_limits: bool,
+}
+
+impl std::fmt::Debug for Taker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Taker")
+            .field("cluster_limits", &self.cluster_limits)
+            .finish_non_exhaustive()
+    }
+}
 
 /// Most publishes one transaction takes; bounds the wait a batch adds for its last caller.
 const MAX_BATCH: usize = 256;
@@ -73,9 +108,9 @@ pub(super) struct Publisher {
 
 impl Publisher {
     /// Starts the publish task of `pool` on the current runtime.
-    pub(super) fn start(pool: PgPool) -> Self {
+    pub(super) fn start(pool: PgPool, taker: HandoffSlot) -> Self {
         let (queue, waiting) = mpsc::unbounded_channel();
-        tokio::spawn(publish_loop(pool, waiting));
+        tokio::spawn(publish_loop(pool, taker, waiting));
         Self { queue }
     }
 
@@ -114,15 +149,15 @@ impl Publish {
         let _ = self.reply.send(outcome);
     }
 
-    /// Answers from the batch's outcome: written with this many deliveries, or `None` when
-    /// its `eventId` was taken.
-    fn answer_written(self, deliveries: Option<usize>) {
+    /// Answers from the batch's outcome: written with this many deliveries, of them this
+    /// many left queued, or `None` when its `eventId` was taken.
+    fn answer_written(self, deliveries: Option<(usize, usize)>) {
         let Publish { message, reply, .. } = self;
         let outcome = match deliveries {
-            Some(deliveries) => Ok(CreatedMessage {
+            Some((deliveries, queued)) => Ok(CreatedMessage {
                 message,
                 deliveries,
-                queued: deliveries,
+                queued,
             }),
             None => Err(StoreError::Conflict(taken::event_id(
                 message.event_id.as_deref(),
@@ -133,16 +168,21 @@ impl Publish {
 }
 
 /// Takes the publishes waiting, a batch at a time, until every [`Publisher`] is dropped.
-async fn publish_loop(pool: PgPool, mut waiting: mpsc::UnboundedReceiver<Publish>) {
+async fn publish_loop(
+    pool: PgPool,
+    taker: HandoffSlot,
+    mut waiting: mpsc::UnboundedReceiver<Publish>,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     // Waits for one publish, then takes those already waiting with it; 0 once closed.
     while waiting.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        write(&pool, std::mem::take(&mut batch)).await;
+        let taker = taker.read().expect("handoff lock poisoned").clone();
+        write(&pool, taker, std::mem::take(&mut batch)).await;
     }
 }
 
 /// Writes one batch and answers each of its callers.
-async fn write(pool: &PgPool, batch: Vec<Publish>) {
+async fn write(pool: &PgPool, taker: Option<Taker>, batch: Vec<Publish>) {
     let candidates = candidates(&batch);
     let subscribers = match subscribers_of(pool, candidates.iter().map(|&i| &batch[i])).await {
         Ok(subscribers) => subscribers,
@@ -153,30 +193,21 @@ async fn write(pool: &PgPool, batch: Vec<Publish>) {
             return write_each(pool, batch).await;
         }
     };
-    let mut counts = vec![None; batch.len()];
-    let mut deliveries = Deliveries::default();
-    for &i in &candidates {
-        let Publish { message, route, .. } = &batch[i];
-        let of_app = subscribers
-            .get(message.app_id.as_str())
-            .map_or(&[][..], Vec::as_slice);
-        let routed = routed(message, route, of_app);
-        counts[i] = Some(routed.len());
-        deliveries.add(message, routed);
-    }
-    match insert_batch(pool, &batch, &candidates, &deliveries).await {
-        Ok(inserted) => {
-            for (publish, count) in batch.into_iter().zip(counts) {
-                // Candidates have distinct ids once their insert succeeded (the primary key),
-                // so an id inserted names one position; a candidate not inserted lost its
-                // `eventId` to a stored message.
-                let written = count.filter(|_| inserted.contains(publish.message.id.as_str()));
-                publish.answer_written(written);
-            }
+    let handoff = taker.as_ref().and_then(|t| t.handoff.upgrade());
+    let (routes, rooms) = route(&batch, &candidates, &subscribers, handoff.as_deref());
+    let limits = Limits {
+        per_endpoint: handoff.as_deref().map_or(0, Handoff::per_endpoint),
+        cluster: taker.is_none_or(|t| t.cluster_limits),
+    };
+    match insert_batch(pool, &batch, &candidates, &routes, limits).await {
+        Ok(written) => {
+            let counts = routes.counts;
+            answer(batch, &written, counts, rooms, &subscribers);
         }
         // The server refused the statement: nothing of it was written.
         Err(error) if error.as_database_error().is_some() => {
             log_refused(&error, batch.len());
+            drop(rooms);
             write_each(pool, batch).await
         }
         // The connection failed: the statement may have been committed, so writing the
@@ -185,18 +216,152 @@ async fn write(pool: &PgPool, batch: Vec<Publish>) {
     }
 }
 
+/// Room the engine holds for one new delivery: (publish, endpoint, room).
+type Room<'a> = (usize, &'a str, Reserved);
+
+/// The deliveries of the publishes at `candidates`, each offered to `handoff` if its endpoint
+/// is an enabled one of the application (whose row was read), with the room it reserved.
+fn route<'a, 's: 'a>(
+    batch: &'a [Publish],
+    candidates: &[usize],
+    subscribers: &'s Subscribers,
+    handoff: Option<&dyn Handoff>,
+) -> (Routes<'a>, Vec<Room<'s>>) {
+    let mut routes = Routes::new(batch.len());
+    let mut rooms = Vec::new();
+    for &i in candidates {
+        let Publish { message, route, .. } = &batch[i];
+        routes.counts[i] = Some(0);
+        for endpoint in routed(message, route, subscribers.of(message)) {
+            let reserved = handoff.and_then(|handoff| {
+                let (id, row) = subscribers.endpoints.get_key_value(endpoint)?;
+                Some((id.as_str(), handoff.reserve(&row.id)?))
+            });
+            let lease = reserved.as_ref().map(|(_, room)| room.lease_until());
+            routes.add(i, message, endpoint, lease);
+            rooms.extend(reserved.map(|(endpoint, room)| (i, endpoint, room)));
+        }
+    }
+    (routes, rooms)
+}
+
+/// Hands over the deliveries written claimed, frees the room of those that were not (their
+/// endpoint had none left across the processes), and answers every caller.
+fn answer(
+    batch: Vec<Publish>,
+    written: &Written,
+    counts: Vec<Option<usize>>,
+    rooms: Vec<Room<'_>>,
+    subscribers: &Subscribers,
+) {
+    let mut queued: Vec<usize> = counts.iter().map(|c| c.unwrap_or(0)).collect();
+    for (i, endpoint, room) in rooms {
+        let message = &batch[i].message;
+        if written.claimed(message, endpoint) {
+            queued[i] -= 1;
+            let lease = room.lease_until();
+            room.start(handed(message, &subscribers.endpoints[endpoint], lease));
+        }
+    }
+    for ((publish, count), queued) in batch.into_iter().zip(counts).zip(queued) {
+        // Candidates have distinct ids once their insert succeeded (the primary key), so an
+        // id inserted names one position; a candidate not inserted lost its `eventId` to a
+        // stored message.
+        let written = count
+            .filter(|_| written.messages.contains(publish.message.id.as_str()))
+            .map(|count| (count, queued));
+        publish.answer_written(written);
+    }
+}
+
+/// The claimed delivery of `message` to `endpoint` that `publish_batch` wrote, leased until
+/// `lease`.
+fn handed(message: &Message, endpoint: &Endpoint, lease: Timestamp) -> ClaimedDelivery {
+    ClaimedDelivery {
+        delivery: Delivery {
+            message_id: message.id.clone(),
+            endpoint_id: endpoint.id.clone(),
+            status: DeliveryStatus::Sending,
+            attempt_count: 0,
+            next_attempt_at: Some(lease),
+            updated_at: message.created_at,
+        },
+        message: message.clone(),
+        endpoint: endpoint.clone(),
+        manual: false,
+    }
+}
+
+/// The deliveries of a batch, as `publish_batch` takes them.
+struct Routes<'a> {
+    message_ids: Vec<&'a str>,
+    endpoint_ids: Vec<&'a str>,
+    due: Vec<i64>,
+    /// The end of the lease of a delivery the engine asked for, written `sending`.
+    leases: Vec<Option<i64>>,
+    /// Deliveries per publish of the batch (`None`: not a candidate, its `eventId` repeated).
+    counts: Vec<Option<usize>>,
+}
+
+impl<'a> Routes<'a> {
+    /// No deliveries yet, for a batch of `len` publishes.
+    fn new(len: usize) -> Self {
+        Self {
+            message_ids: Vec::new(),
+            endpoint_ids: Vec::new(),
+            due: Vec::new(),
+            leases: Vec::new(),
+            counts: vec![None; len],
+        }
+    }
+
+    /// Adds the delivery of publish `i`'s `message` to `endpoint`, asked for by the engine
+    /// under a lease until `lease`, if any.
+    fn add(&mut self, i: usize, message: &'a Message, endpoint: &'a str, lease: Option<Timestamp>) {
+        *self.counts[i].get_or_insert(0) += 1;
+        self.message_ids.push(message.id.as_str());
+        self.endpoint_ids.push(endpoint);
+        self.due.push(message.created_at.as_millis());
+        self.leases.push(lease.map(Timestamp::as_millis));
+    }
+}
+
+/// The room a batch's deliveries are handed over within (see migration 0010).
+#[derive(Clone, Copy)]
+struct Limits {
+    per_endpoint: usize,
+    cluster: bool,
+}
+
+/// What `publish_batch` wrote: the messages (those whose `eventId` was free) and the
+/// deliveries it wrote claimed, as endpoints by message.
+struct Written {
+    messages: HashSet<String>,
+    claimed: HashMap<String, Vec<String>>,
+}
+
+impl Written {
+    /// Whether the delivery of `message` to `endpoint` was written claimed.
+    fn claimed(&self, message: &Message, endpoint: &str) -> bool {
+        self.claimed
+            .get(message.id.as_str())
+            .is_some_and(|endpoints| endpoints.iter().any(|e| e == endpoint))
+    }
+}
+
 /// Inserts the messages of the publishes at `positions` (skipping those whose `eventId` is
 /// taken) and the deliveries of those inserted, in one statement and so one transaction of
-/// its own, and answers the ids inserted.
+/// its own, handing over the deliveries asked for within their endpoints' room.
 async fn insert_batch(
     pool: &PgPool,
     batch: &[Publish],
     positions: &[usize],
-    deliveries: &Deliveries<'_>,
-) -> Result<HashSet<String>, sqlx::Error> {
+    routes: &Routes<'_>,
+    limits: Limits,
+) -> Result<Written, sqlx::Error> {
     let messages: Vec<&Message> = positions.iter().map(|&i| &batch[i].message).collect();
-    let rows = deliveries
-        .bind(sqlx::query(AssertSqlSafe(PUBLISH.as_str())))
+    let now = messages.iter().map(|m| m.created_at).max();
+    let rows = sqlx::query(PUBLISH)
         .bind(column(&messages, |m| m.id.as_str()))
         .bind(column(&messages, |m| m.app_id.as_str()))
         .bind(column(&messages, |m| m.event_type.as_str()))
@@ -204,29 +369,35 @@ async fn insert_batch(
         .bind(column(&messages, |m| encode_opt(m.channels.as_ref())))
         .bind(column(&messages, |m| m.payload.as_deref()))
         .bind(column(&messages, |m| m.created_at.as_millis()))
+        .bind(&routes.message_ids)
+        .bind(&routes.endpoint_ids)
+        .bind(&routes.due)
+        .bind(&routes.leases)
+        .bind(now.map_or(0, Timestamp::as_millis))
+        .bind(i64::try_from(limits.per_endpoint).unwrap_or(i64::MAX))
+        .bind(limits.cluster)
         .fetch_all(pool)
         .await?;
-    rows.iter().map(|row| row.try_get(0)).collect()
+    let mut written = Written {
+        messages: HashSet::new(),
+        claimed: HashMap::new(),
+    };
+    for row in rows {
+        let id: String = row.try_get(0)?;
+        match row.try_get::<Option<String>, _>(1)? {
+            Some(endpoint) => written.claimed.entry(id).or_default().push(endpoint),
+            None => {
+                written.messages.insert(id);
+            }
+        }
+    }
+    Ok(written)
 }
 
-/// A batch in one statement: the messages from arrays (`$5` to `$11`), skipping any whose
-/// `eventId` is taken, then the deliveries routed to them ([`INSERT_DELIVERIES`], `$1` to `$4`)
-/// of the messages written; answers the ids written. The foreign keys of the deliveries are
-/// checked at the end of the statement, when their messages are in place.
-static PUBLISH: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH written AS (
-             INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at)
-             SELECT * FROM UNNEST($5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
-                                  $10::bytea[], $11::bigint[])
-             ON CONFLICT (app_id, event_id) DO NOTHING
-             RETURNING id
-         ), deliveries AS (
-             {INSERT_DELIVERIES} WHERE routed.message_id IN (SELECT id FROM written)
-         )
-         SELECT id FROM written"
-    )
-});
+/// A batch in one statement (see migration 0010): the messages, then their deliveries, those
+/// asked for written claimed within their endpoints' room.
+const PUBLISH: &str = "SELECT written_id, claimed_endpoint
+    FROM publish_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
 
 /// The positions of the publishes whose message the batch tries to insert: all but those
 /// repeating the (application, `eventId`) of an earlier one, which lose to it. In (application,
@@ -254,31 +425,56 @@ fn column<'a, T>(messages: &[&'a Message], field: impl Fn(&'a Message) -> T) -> 
     messages.iter().map(|&m| field(m)).collect()
 }
 
+/// The enabled endpoints of the applications a batch publishes to.
+struct Subscribers {
+    by_app: HashMap<String, Vec<Subscriber>>,
+    endpoints: HashMap<String, Endpoint>,
+}
+
+impl Subscribers {
+    /// The subscribers of `message`'s application.
+    fn of(&self, message: &Message) -> &[Subscriber] {
+        self.by_app
+            .get(message.app_id.as_str())
+            .map_or(&[][..], Vec::as_slice)
+    }
+}
+
 /// The enabled endpoints of every application the `written` publishes route to subscribers,
-/// by application, in one read.
+/// in one read.
 async fn subscribers_of(
     pool: &PgPool,
     written: impl Iterator<Item = &Publish>,
-) -> Result<HashMap<String, Vec<Subscriber>>, StoreError> {
+) -> Result<Subscribers, StoreError> {
     let mut apps: Vec<&str> = written
         .filter(|p| p.route == Route::Subscribers)
         .map(|p| p.message.app_id.as_str())
         .collect();
     apps.sort_unstable();
     apps.dedup();
-    let mut by_app: HashMap<String, Vec<Subscriber>> = HashMap::new();
+    let mut subscribers = Subscribers {
+        by_app: HashMap::new(),
+        endpoints: HashMap::new(),
+    };
     if apps.is_empty() {
-        return Ok(by_app);
+        return Ok(subscribers);
     }
-    let rows: Vec<(String, String, Option<String>, Option<String>)> = sqlx::query_as(SUBSCRIBERS)
+    let rows = sqlx::query(AssertSqlSafe(SUBSCRIBERS.as_str()))
         .bind(&apps)
         .fetch_all(pool)
         .await?;
-    for (app, id, event_types, channels) in rows {
-        let subscriber = Subscriber::decode(id, event_types, channels)?;
-        by_app.entry(app).or_default().push(subscriber);
+    for row in rows {
+        let endpoint = rows::endpoint(&row)?;
+        subscribers
+            .by_app
+            .entry(endpoint.app_id.to_string())
+            .or_default()
+            .push(Subscriber::of(&endpoint));
+        subscribers
+            .endpoints
+            .insert(endpoint.id.to_string(), endpoint);
     }
-    Ok(by_app)
+    Ok(subscribers)
 }
 
 /// Writes each message of a batch that could not be written whole alone, in the batch's

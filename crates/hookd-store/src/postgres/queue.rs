@@ -21,7 +21,7 @@
 //! (`endpoints.next_window_at`); the claiming process spaces those attempts out itself. A
 //! record moves that window too, when an endpoint asked to slow down (see `record`).
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, Weak};
 
 use async_trait::async_trait;
 use hookd_core::model::{Delivery, DeliveryStatus, Message};
@@ -30,9 +30,13 @@ use sqlx::AssertSqlSafe;
 
 use super::endpoints::require_endpoint;
 use super::messages::insert_events;
+use super::publish::Taker;
 use super::{PgStore, missing, rows};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
-use crate::{AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Recorded, StoreError};
+use crate::{
+    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,
+    StoreError,
+};
 
 /// A claim: `claim_due` (see the module doc) answers whole table rows, unpacked here into the
 /// columns the decoder reads. Built once; claims are on every delivery's path.
@@ -68,6 +72,15 @@ impl DeliveryQueue for PgStore {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(rows::claimed).collect()
+    }
+
+    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> Handover {
+        let taker = Taker {
+            handoff,
+            cluster_limits: self.cluster_limits,
+        };
+        *self.taker.write().expect("handoff lock poisoned") = Some(taker);
+        Handover::Shared
     }
 
     async fn record_attempts(

@@ -17,7 +17,8 @@ use super::{SqliteStore, missing, rows};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::json::encode;
 use crate::{
-    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Recorded, StoreError,
+    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,
+    StoreError,
 };
 
 #[async_trait]
@@ -175,9 +176,9 @@ impl DeliveryQueue for SqliteStore {
             .await
     }
 
-    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> bool {
+    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> Handover {
         *self.handoff.write().expect("handoff lock poisoned") = Some(handoff);
-        true
+        Handover::Sole
     }
 }
 
