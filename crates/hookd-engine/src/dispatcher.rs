@@ -251,8 +251,9 @@ impl Engine {
         }
     }
 
-    /// Claims as much due work as there are free workers and starts it. Returns whether the
-    /// claim was full, i.e. more work may be waiting. `handover`: whether new deliveries come
+    /// Claims as much due work as there are free workers (half of them, when new deliveries
+    /// are handed over) and starts it. Returns whether the claim was full, i.e. more work may
+    /// be waiting. `handover`: whether new deliveries come
     /// through [`Handoff`], so that a claim that finds nothing means nothing waits, at least
     /// until a wake-up (or, shared, until attempts finish; see `RECHECK`).
     async fn dispatch_due(self: Arc<Self>, handover: Handover) -> bool {
@@ -267,15 +268,22 @@ impl Engine {
         if free < (self.config.workers / 16).max(1) {
             return false;
         }
-        // Held before claiming: new deliveries taken meanwhile use workers too.
-        let Ok(mut workers) = self.workers.clone().try_acquire_many_owned(free as u32) else {
+        // Held before claiming: new deliveries taken meanwhile use workers too. When they are
+        // handed over, a claim leaves them half: one in flight (on PostgreSQL, milliseconds)
+        // would otherwise leave a delivery written meanwhile no worker, to wait for a claim of
+        // its own. A full claim is followed by the next at once, so a backlog loses nothing.
+        let asked = match handover {
+            Handover::None => free,
+            Handover::Sole | Handover::Shared => free.div_ceil(2),
+        };
+        let Ok(mut workers) = self.workers.clone().try_acquire_many_owned(asked as u32) else {
             return false;
         };
         let now = self.clock.now();
         let request = ClaimRequest {
             now,
             lease_until: now.plus(self.config.lease),
-            limit: free,
+            limit: asked,
             per_endpoint: self.config.per_endpoint_concurrency,
             skip_endpoints: self.limits.full(),
         };
@@ -290,7 +298,7 @@ impl Engine {
                 return false;
             }
         };
-        let full = claimed.len() == free;
+        let full = claimed.len() == asked;
         let found = !claimed.is_empty() || !request.skip_endpoints.is_empty();
         self.maybe_queued
             .store(found || handover == Handover::None, Ordering::Release);

@@ -16,6 +16,21 @@ use hookd_engine::ssrf::AddressPolicy;
 use hookd_store::{AttemptFilter, PageRequest};
 use webhook_signature::{Secret, Verifier};
 
+/// A receiver answering `status` to each request once the test adds a permit to the gate.
+async fn gated_receiver(status: StatusCode) -> (Receiver, Arc<tokio::sync::Semaphore>) {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let held = gate.clone();
+    let receiver = Receiver::start(move |_| {
+        let held = held.clone();
+        async move {
+            let _ = held.acquire().await;
+            status
+        }
+    })
+    .await;
+    (receiver, gate)
+}
+
 fn all() -> PageRequest {
     PageRequest {
         limit: 100,
@@ -211,16 +226,7 @@ async fn a_delivery_that_waited_out_its_lease_is_given_back_not_sent_twice() {
 /// shortly after its own attempts finish, rather than at its next poll an hour away.
 #[tokio::test]
 async fn a_delivery_waiting_for_room_another_process_held_goes_out_without_a_poll() {
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let held = gate.clone();
-    let receiver = Receiver::start(move |_| {
-        let held = held.clone();
-        async move {
-            let _ = held.acquire().await;
-            StatusCode::OK
-        }
-    })
-    .await;
+    let (receiver, gate) = gated_receiver(StatusCode::OK).await;
     let config = EngineConfig {
         per_endpoint_concurrency: 1,
         poll_interval: Duration::from_secs(3_600),
@@ -251,16 +257,7 @@ async fn a_delivery_waiting_for_room_another_process_held_goes_out_without_a_pol
 #[tokio::test]
 async fn gone_disables_the_endpoint_and_its_other_deliveries_wait() {
     // The first request is answered only once the second message waits behind it.
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let held = gate.clone();
-    let receiver = Receiver::start(move |_| {
-        let held = held.clone();
-        async move {
-            let _ = held.acquire().await;
-            StatusCode::GONE
-        }
-    })
-    .await;
+    let (receiver, gate) = gated_receiver(StatusCode::GONE).await;
     let h = Harness::start(EngineConfig {
         per_endpoint_concurrency: 1,
         // No poll between the 410's record and the endpoint's disabling.

@@ -423,29 +423,13 @@ async fn a_claim_that_waited_its_turn_counts_the_claims_committed_meanwhile() {
     let owner = app("app_turns");
     queue(&store, &owner, &[endpoint_of(&owner, 1, None)], 10).await;
 
-    // Another process's claim in its turn: it holds the lock and leases three deliveries, the
-    // endpoint's whole cap, not yet committed.
-    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
-    let mut turn = other.begin().await.unwrap();
-    sqlx::query("SELECT pg_advisory_xact_lock(448546171748)")
-        .execute(&mut *turn)
-        .await
-        .unwrap();
-    let leased = sqlx::query(
-        "UPDATE hookd.deliveries SET status = 3, next_attempt_at = 61000
-         WHERE message_id IN (SELECT message_id FROM hookd.deliveries
-                              ORDER BY next_attempt_at LIMIT 3)",
-    )
-    .execute(&mut *turn)
-    .await
-    .unwrap();
-    assert_eq!(leased.rows_affected(), 3);
+    let mut turn = a_claim_in_its_turn(&url).await;
 
     let request = claim_at(1_000, 3);
     let claim = store.claim_due(&request);
     let commit_once_waited_for = async {
         wait_for_a_lock_wait(store.pool()).await;
-        turn.commit().await.unwrap();
+        sqlx::query("COMMIT").execute(&mut turn).await.unwrap();
     };
     let (claimed, ()) = tokio::join!(claim, commit_once_waited_for);
     let claimed = claimed.unwrap();
@@ -519,6 +503,28 @@ async fn an_update_racing_hookds_disabling_tells_no_second_disable() {
 }
 
 /// Waits (bounded) until a session of this database waits for a row lock.
+/// Another process's claim in its turn, on a connection of its own: it holds the claims' lock
+/// and leases three deliveries, the endpoint's whole cap (as `claim_at(_, 3)`), not yet
+/// committed. `COMMIT` on the connection ends its turn.
+async fn a_claim_in_its_turn(url: &str) -> sqlx::PgConnection {
+    let mut other = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut other).await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(448546171748)")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let leased = sqlx::query(
+        "UPDATE hookd.deliveries SET status = 3, next_attempt_at = 61000
+         WHERE message_id IN (SELECT message_id FROM hookd.deliveries
+                              ORDER BY next_attempt_at LIMIT 3)",
+    )
+    .execute(&mut other)
+    .await
+    .unwrap();
+    assert_eq!(leased.rows_affected(), 3);
+    other
+}
+
 async fn wait_for_a_lock_wait(pool: &sqlx::PgPool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
@@ -819,29 +825,13 @@ async fn a_handover_that_waited_its_turn_counts_the_claims_committed_meanwhile()
     queue(&store, &owner, &[endpoint_of(&owner, 1, None)], 5).await;
     let taker = Taker::on(&store);
 
-    // Another process's claim in its turn: it holds the lock and leases three deliveries, the
-    // endpoint's whole cap, not yet committed.
-    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
-    let mut turn = other.begin().await.unwrap();
-    sqlx::query("SELECT pg_advisory_xact_lock(448546171748)")
-        .execute(&mut *turn)
-        .await
-        .unwrap();
-    let leased = sqlx::query(
-        "UPDATE hookd.deliveries SET status = 3, next_attempt_at = 61000
-         WHERE message_id IN (SELECT message_id FROM hookd.deliveries
-                              ORDER BY next_attempt_at LIMIT 3)",
-    )
-    .execute(&mut *turn)
-    .await
-    .unwrap();
-    assert_eq!(leased.rows_affected(), 3);
+    let mut turn = a_claim_in_its_turn(&url).await;
 
     let message = message_of(&owner, 1_000);
     let publish = store.create_message(&message);
     let commit_once_waited_for = async {
         wait_for_a_lock_wait(store.pool()).await;
-        turn.commit().await.unwrap();
+        sqlx::query("COMMIT").execute(&mut turn).await.unwrap();
     };
     let (created, ()) = tokio::join!(publish, commit_once_waited_for);
     assert_eq!(created.unwrap().queued, 1, "handed over past a full cap");
