@@ -419,7 +419,9 @@ fn section(args: &Args, machine: &Machine, scale: &[ScaleRun], outbox: &OutboxRu
          receipt. With few cores the point is that the total holds while the work is shared, \
          not that it grows. Deliveries per claim and per record batch are the engines' (all \
          processes', from their `/metrics`) over the measured phase: the fewer, the more \
-         statements each delivery costs the database.\n\n\
+         statements each delivery costs the database. Deliveries a publish hands to its own \
+         process's engine need no claim at all, so few per claim can also mean that claims \
+         find little left to take.\n\n\
          - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
          - Date: {}\n\
          - Machine: {}\n\
