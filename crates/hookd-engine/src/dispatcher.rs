@@ -253,9 +253,9 @@ impl Engine {
 
     /// Claims as much due work as there are free workers (half of them, when new deliveries
     /// are handed over) and starts it. Returns whether the claim was full, i.e. more work may
-    /// be waiting. `handover`: whether new deliveries come
-    /// through [`Handoff`], so that a claim that finds nothing means nothing waits, at least
-    /// until a wake-up (or, shared, until attempts finish; see `RECHECK`).
+    /// be waiting. `handover`: whether new deliveries come through [`Handoff`], so that a
+    /// claim that finds nothing means nothing waits, at least until a wake-up (or, shared,
+    /// until attempts finish; see `RECHECK`).
     async fn dispatch_due(self: Arc<Self>, handover: Handover) -> bool {
         if !self.maybe_queued.load(Ordering::Acquire) {
             return false;
