@@ -39,11 +39,7 @@ pub struct Harness {
 impl Harness {
     /// Starts an engine with `config` (loopback allowed, fast polling unless set).
     pub async fn start(config: EngineConfig) -> Self {
-        Self::start_with_policy(
-            config,
-            AddressPolicy::default().allow("127.0.0.0/8".parse().unwrap()),
-        )
-        .await
+        Self::start_with_policy(config, loopback()).await
     }
 
     pub async fn start_with_policy(config: EngineConfig, policy: AddressPolicy) -> Self {
@@ -59,8 +55,7 @@ impl Harness {
     pub async fn start_on_postgres(test: &str, config: EngineConfig) -> Option<Self> {
         let (url, db) = hookd_store::testing::fresh_postgres(test).await?;
         let store = hookd_store::postgres::PgStore::connect(&url).await.unwrap();
-        let policy = AddressPolicy::default().allow("127.0.0.0/8".parse().unwrap());
-        Some(Self::start_on(Arc::new(store), config, policy, Box::new(db), Some(url)).await)
+        Some(Self::start_on(Arc::new(store), config, loopback(), Box::new(db), Some(url)).await)
     }
 
     /// Another process's engine on the same PostgreSQL database, with `config`, sharing this
@@ -72,7 +67,6 @@ impl Harness {
             .expect("a harness on PostgreSQL");
         let store: Arc<dyn Store> =
             Arc::new(hookd_store::postgres::PgStore::connect(url).await.unwrap());
-        let policy = AddressPolicy::default().allow("127.0.0.0/8".parse().unwrap());
         let config = EngineConfig {
             keyring: self.keyring.clone(),
             ..config
@@ -81,7 +75,7 @@ impl Harness {
             store.clone(),
             self.clock.clone(),
             config,
-            policy,
+            loopback(),
             Arc::default(),
         );
         store
@@ -252,6 +246,11 @@ impl Harness {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+}
+
+/// The SSRF guard's defaults, with loopback allowed for the tests' receivers.
+fn loopback() -> AddressPolicy {
+    AddressPolicy::default().allow("127.0.0.0/8".parse().unwrap())
 }
 
 /// Runs an engine over `store` until the test ends, woken through `wake`.

@@ -9,13 +9,13 @@
 //! written at once) and writes them in two round trips whatever the batch's size: one read of
 //! the enabled endpoints of all their applications, each message then routed in Rust by its
 //! own filters, and one statement, its own transaction, that inserts the messages and their
-//! deliveries from arrays (`unnest`, inside `publish_batch`). A caller still hears `Ok` only once its message and
-//! deliveries are committed. No `BEGIN` and `COMMIT` round trips: they are a fixed cost per
-//! batch, in hookd and in PostgreSQL, and with several processes on one database each
-//! process's batches are smaller. Reading the endpoints before the insert rather than inside
-//! its transaction changes nothing: each statement of a `READ COMMITTED` transaction reads its
-//! own snapshot anyway, and an endpoint deleted meanwhile fails the insert (its foreign key)
-//! as it did inside the transaction.
+//! deliveries from arrays (`unnest`, inside `publish_batch`). A caller still hears `Ok` only
+//! once its message and deliveries are committed. No `BEGIN` and `COMMIT` round trips: they
+//! are a fixed cost per batch, in hookd and in PostgreSQL, and with several processes on one
+//! database each process's batches are smaller. Reading the endpoints before the insert
+//! rather than inside its transaction changes nothing: each statement of a `READ COMMITTED`
+//! transaction reads its own snapshot anyway, and an endpoint deleted meanwhile fails the
+//! insert (its foreign key) as it did inside the transaction.
 //!
 //! Every caller gets the answer it would get publishing alone:
 //! - A taken `eventId`, in the database or by an earlier publish of the same batch, is that
@@ -360,6 +360,7 @@ async fn insert_batch(
     limits: Limits,
 ) -> Result<Written, sqlx::Error> {
     let messages: Vec<&Message> = positions.iter().map(|&i| &batch[i].message).collect();
+    // The batch's time, for the leases still live: its newest message's (the API's clock).
     let now = messages.iter().map(|m| m.created_at).max();
     let rows = sqlx::query(PUBLISH)
         .bind(column(&messages, |m| m.id.as_str()))
