@@ -5,6 +5,8 @@
 
 mod harness;
 
+use std::sync::Arc;
+
 use harness::fixtures::{app, at, endpoint, first_page, message};
 use hookd_core::model::{
     Application, Attempt, Delivery, DeliveryStatus, Endpoint, EventType, Message, SealedKeys,
@@ -12,8 +14,8 @@ use hookd_core::model::{
 };
 use hookd_core::{AttemptId, EndpointId, MessageId};
 use hookd_store::{
-    ApiToken, AttemptFilter, Cursor, EndpointStats, MessageFilter, PageRequest, Route, Store,
-    StoreError, StoredResponse,
+    ApiToken, AttemptFilter, Cursor, EndpointStats, Handoff, MessageFilter, PageRequest, Reserved,
+    Route, Store, StoreError, StoredResponse,
 };
 
 async fn apps_round_trip_and_look_up_by_id_or_uid(store: &dyn Store) {
@@ -836,6 +838,36 @@ async fn concurrent_publishes_are_routed_each_by_its_own_filters(store: &dyn Sto
     for ep in &endpoints {
         store.create_endpoint(ep).await.unwrap();
     }
+    publish_and_check_routes(store, &apps, &endpoints, 0).await;
+    // With an engine to hand deliveries to, a PostgreSQL publish reads whole endpoint rows
+    // rather than their filters alone; this one takes none, so every delivery stays pending.
+    let engine: Arc<dyn Handoff> = Arc::new(TakesNothing);
+    store.hand_off_new_deliveries(Arc::downgrade(&engine));
+    publish_and_check_routes(store, &apps, &endpoints, 200).await;
+}
+
+/// An engine with no room for any new delivery.
+struct TakesNothing;
+
+impl Handoff for TakesNothing {
+    fn reserve(&self, _endpoint: &EndpointId) -> Option<Reserved> {
+        None
+    }
+
+    fn per_endpoint(&self) -> usize {
+        0
+    }
+}
+
+/// Publishes 200 messages to `apps` at once, created from `first` on, each application
+/// seeing every event type and channel set, and checks that each was routed to the
+/// `endpoints` its filters take.
+async fn publish_and_check_routes(
+    store: &dyn Store,
+    apps: &[Application],
+    endpoints: &[Endpoint],
+    first: usize,
+) {
     let takes = |uid: &str, event_type: &str, channels: &[&str]| match uid {
         "all" => true,
         "paid" => event_type == "order.paid",
@@ -856,7 +888,7 @@ async fn concurrent_publishes_are_routed_each_by_its_own_filters(store: &dyn Sto
             event_type,
             None,
             (!channels.is_empty()).then_some(channels),
-            i64::try_from(i).unwrap(),
+            i64::try_from(first + i).unwrap(),
         );
         let mut uids: Vec<String> = endpoints
             .iter()

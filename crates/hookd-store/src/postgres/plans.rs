@@ -48,6 +48,11 @@ async fn array_statements_read_tables_by_key_even_when_first_planned_on_empty_ta
             super::publish::SUBSCRIBERS.as_str(),
             1,
         ),
+        (
+            "publish: subscribers' filters",
+            super::publish::SUBSCRIBER_FILTERS,
+            1,
+        ),
     ];
     for (name, sql, params) in statements {
         let plan = generic_plan(&mut conn, sql, params).await;

@@ -78,6 +78,13 @@ pub(super) static SUBSCRIBERS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// The same endpoints' routing columns only, for a process whose engine takes no new
+/// deliveries (an API-only process): it never needs their keys, headers or metadata.
+pub(super) const SUBSCRIBER_FILTERS: &str =
+    "SELECT e.id, e.app_id, e.event_types, e.channels FROM unnest($1::text[]) a(app_id)
+     CROSS JOIN LATERAL (SELECT id, app_id, event_types, channels FROM endpoints
+         WHERE app_id = a.app_id AND NOT disabled OFFSET 0) e";
+
 /// The engine new deliveries are offered to, set once it runs, shared by the store's clones.
 pub(super) type HandoffSlot = Arc<RwLock<Option<Taker>>>;
 
@@ -184,7 +191,9 @@ async fn publish_loop(
 /// Writes one batch and answers each of its callers.
 async fn write(pool: &PgPool, taker: Option<Taker>, batch: Vec<Publish>) {
     let candidates = candidates(&batch);
-    let subscribers = match subscribers_of(pool, candidates.iter().map(|&i| &batch[i])).await {
+    let handoff = taker.as_ref().and_then(|t| t.handoff.upgrade());
+    let written = candidates.iter().map(|&i| &batch[i]);
+    let subscribers = match subscribers_of(pool, written, handoff.is_some()).await {
         Ok(subscribers) => subscribers,
         // Each message written alone reads its own (and fails at once if the database is
         // gone).
@@ -193,7 +202,6 @@ async fn write(pool: &PgPool, taker: Option<Taker>, batch: Vec<Publish>) {
             return write_each(pool, batch).await;
         }
     };
-    let handoff = taker.as_ref().and_then(|t| t.handoff.upgrade());
     let (routes, rooms) = route(&batch, &candidates, &subscribers, handoff.as_deref());
     let limits = Limits {
         per_endpoint: handoff.as_deref().map_or(0, Handoff::per_endpoint),
@@ -429,6 +437,7 @@ fn column<'a, T>(messages: &[&'a Message], field: impl Fn(&'a Message) -> T) -> 
 /// The enabled endpoints of the applications a batch publishes to.
 struct Subscribers {
     by_app: HashMap<String, Vec<Subscriber>>,
+    /// The whole rows, by id; read only when an engine may take the deliveries.
     endpoints: HashMap<String, Endpoint>,
 }
 
@@ -442,10 +451,12 @@ impl Subscribers {
 }
 
 /// The enabled endpoints of every application the `written` publishes route to subscribers,
-/// in one read.
+/// in one read: whole rows when an engine may be handed their deliveries (`whole`), else only
+/// what routing reads.
 async fn subscribers_of(
     pool: &PgPool,
     written: impl Iterator<Item = &Publish>,
+    whole: bool,
 ) -> Result<Subscribers, StoreError> {
     let mut apps: Vec<&str> = written
         .filter(|p| p.route == Route::Subscribers)
@@ -458,6 +469,22 @@ async fn subscribers_of(
         endpoints: HashMap::new(),
     };
     if apps.is_empty() {
+        return Ok(subscribers);
+    }
+    if !whole {
+        let rows: Vec<(String, String, Option<String>, Option<String>)> =
+            sqlx::query_as(SUBSCRIBER_FILTERS)
+                .bind(&apps)
+                .fetch_all(pool)
+                .await?;
+        for (id, app_id, event_types, channels) in rows {
+            let subscriber = Subscriber::decode(id, event_types, channels)?;
+            subscribers
+                .by_app
+                .entry(app_id)
+                .or_default()
+                .push(subscriber);
+        }
         return Ok(subscribers);
     }
     let rows = sqlx::query(AssertSqlSafe(SUBSCRIBERS.as_str()))
