@@ -66,7 +66,7 @@ pub struct Args {
     /// default 4, and even 16, holds one fast endpoint well below what the machine does. On
     /// PostgreSQL the cap is the cluster's and counts a delivery until its attempt is
     /// recorded (send, then a record batch of several milliseconds): 128 held one endpoint
-    /// to about 4,500 deliveries/s, with the machine a third idle.
+    /// to about 4,500 deliveries/s, with a fifth of the machine idle.
     #[arg(long, default_value_t = 512)]
     endpoint_concurrency: usize,
     /// hookd's `--workers` (attempts in flight in all, each held until recorded).
