@@ -442,6 +442,10 @@ struct Subscribers {
 }
 
 impl Subscribers {
+    fn add(&mut self, app_id: String, subscriber: Subscriber) {
+        self.by_app.entry(app_id).or_default().push(subscriber);
+    }
+
     /// The subscribers of `message`'s application.
     fn of(&self, message: &Message) -> &[Subscriber] {
         self.by_app
@@ -471,36 +475,27 @@ async fn subscribers_of(
     if apps.is_empty() {
         return Ok(subscribers);
     }
-    if !whole {
+    if whole {
+        let rows = sqlx::query(AssertSqlSafe(SUBSCRIBERS.as_str()))
+            .bind(&apps)
+            .fetch_all(pool)
+            .await?;
+        for row in rows {
+            let endpoint = rows::endpoint(&row)?;
+            subscribers.add(endpoint.app_id.to_string(), Subscriber::of(&endpoint));
+            subscribers
+                .endpoints
+                .insert(endpoint.id.to_string(), endpoint);
+        }
+    } else {
         let rows: Vec<(String, String, Option<String>, Option<String>)> =
             sqlx::query_as(SUBSCRIBER_FILTERS)
                 .bind(&apps)
                 .fetch_all(pool)
                 .await?;
         for (id, app_id, event_types, channels) in rows {
-            let subscriber = Subscriber::decode(id, event_types, channels)?;
-            subscribers
-                .by_app
-                .entry(app_id)
-                .or_default()
-                .push(subscriber);
+            subscribers.add(app_id, Subscriber::decode(id, event_types, channels)?);
         }
-        return Ok(subscribers);
-    }
-    let rows = sqlx::query(AssertSqlSafe(SUBSCRIBERS.as_str()))
-        .bind(&apps)
-        .fetch_all(pool)
-        .await?;
-    for row in rows {
-        let endpoint = rows::endpoint(&row)?;
-        subscribers
-            .by_app
-            .entry(endpoint.app_id.to_string())
-            .or_default()
-            .push(Subscriber::of(&endpoint));
-        subscribers
-            .endpoints
-            .insert(endpoint.id.to_string(), endpoint);
     }
     Ok(subscribers)
 }
