@@ -6,6 +6,9 @@
 //! the table on every batch after, however large it grew. These statements are written so that
 //! even that first generic plan reads only the rows the arrays name, by key. A statement with
 //! no such form is planned for each batch instead, and must not be kept prepared.
+//!
+//! `record_batch` (migration 0011) keeps generic plans for the statements it writes small
+//! batches with, and plans one statement for each large batch; both ways must record the same.
 
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
 use hookd_core::{AttemptId, EndpointId, MessageId, Timestamp};
