@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::hookd::Hookd;
 use crate::load::Requests;
-use crate::publish::message;
+use crate::publish::{Bodies, message};
 
 /// What a publisher records per accepted message: its id (from the 202 answer) and when its
 /// publish was sent, in unix nanoseconds (the clock the receiver stamps receipts with).
@@ -137,7 +137,8 @@ impl Api {
         Ok(())
     }
 
-    /// The request the load generator repeats: publish [`message`] `i` to `app`, expect 202.
+    /// The request the load generator repeats: publish [`message`] `i` (one of [`Bodies`]) to
+    /// `app`, expect 202.
     /// With a log, each accepted message's id and send time are added to it.
     pub fn publisher(&self, app: &str, log: Option<SendLog>) -> anyhow::Result<Requests> {
         let url = reqwest::Url::parse(&self.url(&format!("/app/{app}/msg")))
@@ -145,12 +146,13 @@ impl Api {
         let client = self.client.clone();
         let authorization = self.authorization.clone();
         let json = HeaderValue::from_static("application/json");
+        let bodies = Bodies::new(|i| message(i).to_string());
         Ok(Arc::new(move |i| {
             let request = client
                 .post(url.clone())
                 .header(AUTHORIZATION, authorization.clone())
                 .header(CONTENT_TYPE, json.clone())
-                .body(message(i).to_string());
+                .body(bodies.get(i));
             let log = log.clone();
             // When the load generator asked for it, which may be before a connection is free.
             let sent = unix_nanos();
@@ -168,11 +170,10 @@ impl Api {
                     return Err(format!("HTTP {}", status.as_u16()));
                 }
                 if let Some(log) = log {
-                    let id = serde_json::from_slice::<Value>(&body)
-                        .ok()
-                        .and_then(|m| m["id"].as_str().map(str::to_owned))
-                        .ok_or("202 without a message id")?;
-                    log.lock().expect("the send log").push((id, sent));
+                    // Only the id: the rest of the answer is left unparsed.
+                    let accepted = serde_json::from_slice::<Accepted>(&body)
+                        .map_err(|_| "202 without a message id")?;
+                    log.lock().expect("the send log").push((accepted.id, sent));
                 }
                 Ok(())
             })
@@ -247,6 +248,12 @@ impl Api {
         }
         serde_json::from_str(&text).with_context(|| format!("POST {path} answered {text}"))
     }
+}
+
+/// The one field of a publish's answer the load generator reads.
+#[derive(serde::Deserialize)]
+struct Accepted {
+    id: String,
 }
 
 /// The engine's claims and record batches, with the deliveries they carried.

@@ -7,6 +7,7 @@
 //! receiver; what it costs the publishes is part of the result.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
@@ -195,6 +196,28 @@ async fn measure(database: &Database, args: &Args) -> anyhow::Result<Run> {
         delivered,
         outcome,
     })
+}
+
+/// Request bodies built once and cycled through, so that building one costs a load loop
+/// nothing: the publishing harness and the ceiling's sender then spend alike per request.
+#[derive(Clone)]
+pub struct Bodies(Arc<Vec<bytes::Bytes>>);
+
+impl Bodies {
+    /// How many distinct bodies are cycled.
+    const COUNT: u64 = 1_024;
+
+    /// Bodies `build(0)` to `build(COUNT - 1)`.
+    pub fn new(build: impl Fn(u64) -> String) -> Self {
+        Self(Arc::new(
+            (0..Self::COUNT).map(|i| build(i).into()).collect(),
+        ))
+    }
+
+    /// The body for request number `i`.
+    pub fn get(&self, i: u64) -> bytes::Bytes {
+        self.0[(i % Self::COUNT) as usize].clone()
+    }
 }
 
 /// Message number `i`: an `invoice.paid` event with a ~300-byte payload, distinct per `i`.
