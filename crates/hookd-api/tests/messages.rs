@@ -64,6 +64,33 @@ async fn a_message_is_accepted_with_its_bytes_kept_and_routed() {
 }
 
 #[tokio::test]
+async fn the_publish_answer_shows_the_payload_sent_unless_asked_without_content() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    let payload = json!({"orderId": 1004, "lines": [{"sku": "A", "quantity": 2}]});
+    let message = json!({"eventType": "order.shipped", "payload": payload});
+    let (status, shown) = api
+        .call(
+            Method::POST,
+            &format!("/app/{app}/msg"),
+            Some(message.clone()),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{shown}");
+    assert_eq!(shown["payload"], payload);
+    let (status, without) = api
+        .call(
+            Method::POST,
+            &format!("/app/{app}/msg?with_content=false"),
+            Some(message),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{without}");
+    assert_eq!(without["payload"], json!({}));
+    assert_eq!(without["eventType"], "order.shipped");
+}
+
+#[tokio::test]
 async fn publishing_wakes_the_engine_only_when_deliveries_were_written() {
     let api = start_default().await;
     let app = api.app("Acme", None).await;

@@ -65,8 +65,8 @@ impl MessageOut {
     /// The message as the API shows it; `with_content: false` shows `{}` in place of the
     /// payload, and a payload expunged or past its retention shows `{"expired": true}`, as
     /// Svix does.
-    pub fn new(message: Message, with_content: bool) -> Self {
-        let payload = match message.payload {
+    pub fn new(mut message: Message, with_content: bool) -> Self {
+        let payload = match message.payload.take() {
             _ if !with_content => raw("{}"),
             None => raw(r#"{"expired":true}"#),
             Some(bytes) => String::from_utf8(bytes)
@@ -74,6 +74,16 @@ impl MessageOut {
                 .and_then(|text| RawValue::from_string(text).ok())
                 .unwrap_or_else(|| raw("{}")),
         };
+        Self::with_payload(message, payload)
+    }
+
+    /// A message just published, answered with the payload as the request carried it: its
+    /// bytes are those stored, and already known to be JSON.
+    fn published(message: Message, payload: Box<RawValue>, with_content: bool) -> Self {
+        Self::with_payload(message, if with_content { payload } else { raw("{}") })
+    }
+
+    fn with_payload(message: Message, payload: Box<RawValue>) -> Self {
         Self {
             id: message.id.to_string(),
             event_type: message.event_type,
@@ -173,7 +183,7 @@ async fn create(
         event_type: input.event_type,
         event_id: input.event_id,
         channels: input.channels,
-        payload: Some(String::from(Box::<str>::from(input.payload)).into_bytes()),
+        payload: Some(input.payload.get().as_bytes().to_vec()),
         created_at: now,
     };
     let created = match expires_at {
@@ -187,7 +197,11 @@ async fn create(
     let with_content = query.flag("with_content", true)?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(MessageOut::new(created.message, with_content)),
+        Json(MessageOut::published(
+            created.message,
+            input.payload,
+            with_content,
+        )),
     ))
 }
 
