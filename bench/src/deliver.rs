@@ -475,9 +475,10 @@ fn section(
     };
     let mut out = format!(
         "## End-to-end delivery\n\n\
-         Publish through the API (`POST /api/v1/app/{{app}}/msg`, ~300-byte payload, one of 1,024 built once, as the ceiling loop's bodies are) → hookd \
-         stores and delivers → a receiver in its own process (`hookd-bench receive`) verifies \
-         every `webhook-signature` with the endpoint's secret and stamps the first verified \
+         Publish through the API (`POST /api/v1/app/{{app}}/msg`, ~300-byte payload, one of \
+         1,024 built once, as the ceiling loop's bodies are) → hookd stores and delivers → a \
+         receiver in its own process (`hookd-bench receive`) verifies every \
+         `webhook-signature` with the endpoint's secret and stamps the first verified \
          receipt of each `webhook-id`. Three processes on one machine: hookd, the publishing \
          harness, the receiver. One application, one endpoint; hookd runs with \
          `{}` (one endpoint may hold {} attempts in flight: with hookd's default 4, or 16, \

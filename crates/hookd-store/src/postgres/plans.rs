@@ -71,13 +71,10 @@ fn attempt(msg: &str, id: &str, at: i64, success: bool) -> AttemptRecord {
         MessageId::from_stored(msg.into()),
         EndpointId::from_stored("ep_1".into()),
     );
-    let (status, next, hold_until) = match success {
-        true => (DeliveryStatus::Success, None, None),
-        false => (
-            DeliveryStatus::Fail,
-            Some(Timestamp::from_millis(at + 1_000)),
-            Some(Timestamp::from_millis(at + 1_000)),
-        ),
+    let later = Some(Timestamp::from_millis(at + 1_000));
+    let (status, code, next_status, next) = match success {
+        true => (DeliveryStatus::Success, 200, DeliveryStatus::Success, None),
+        false => (DeliveryStatus::Fail, 503, DeliveryStatus::Pending, later),
     };
     AttemptRecord {
         attempt: Attempt {
@@ -85,7 +82,7 @@ fn attempt(msg: &str, id: &str, at: i64, success: bool) -> AttemptRecord {
             message_id: message_id.clone(),
             endpoint_id: endpoint_id.clone(),
             url: "https://example.com/hook".into(),
-            response_status_code: if success { 200 } else { 503 },
+            response_status_code: code,
             response: String::new(),
             response_head: String::new(),
             response_duration_ms: 1,
@@ -96,17 +93,13 @@ fn attempt(msg: &str, id: &str, at: i64, success: bool) -> AttemptRecord {
         next: Delivery {
             message_id,
             endpoint_id,
-            status: if success {
-                status
-            } else {
-                DeliveryStatus::Pending
-            },
+            status: next_status,
             attempt_count: 1,
             next_attempt_at: next,
             updated_at: Timestamp::from_millis(at),
         },
         lease: Some(Timestamp::from_millis(3)),
-        hold_until,
+        hold_until: next,
         events: Vec::new(),
     }
 }

@@ -83,7 +83,10 @@ pub(super) async fn call(
     made: &[&AttemptRecord],
     set_from: i32,
 ) -> Result<Vec<Recorded>, StoreError> {
-    let text = |f: fn(&AttemptRecord) -> String| made.iter().map(|r| f(r)).collect::<Vec<_>>();
+    // Borrowed, not copied: a response body may be kilobytes, and every attempt is recorded.
+    let text = |f: for<'r> fn(&'r AttemptRecord) -> &'r str| {
+        made.iter().map(|r| f(r)).collect::<Vec<&str>>()
+    };
     let number = |f: fn(&AttemptRecord) -> i64| made.iter().map(|r| f(r)).collect::<Vec<_>>();
     let time = |f: fn(&AttemptRecord) -> Option<Timestamp>| -> Vec<Option<i64>> {
         made.iter()
@@ -102,17 +105,17 @@ pub(super) async fn call(
     let (delivery_endpoints, delivery_messages): (Vec<&str>, Vec<&str>) =
         deliveries.into_iter().unzip();
     let rows = sqlx::query::<Postgres>(RECORD_BATCH)
-        .bind(text(|r| r.next.message_id.to_string()))
-        .bind(text(|r| r.next.endpoint_id.to_string()))
+        .bind(text(|r| r.next.message_id.as_str()))
+        .bind(text(|r| r.next.endpoint_id.as_str()))
         .bind(number(|r| i64::from(r.next.status.code())))
         .bind(number(|r| i64::from(r.next.attempt_count)))
         .bind(time(|r| r.next.next_attempt_at))
         .bind(number(|r| r.next.updated_at.as_millis()))
-        .bind(text(|r| r.attempt.id.to_string()))
-        .bind(text(|r| r.attempt.url.clone()))
+        .bind(text(|r| r.attempt.id.as_str()))
+        .bind(text(|r| &r.attempt.url))
         .bind(number(|r| i64::from(r.attempt.response_status_code)))
-        .bind(text(|r| r.attempt.response.clone()))
-        .bind(text(|r| r.attempt.response_head.clone()))
+        .bind(text(|r| &r.attempt.response))
+        .bind(text(|r| &r.attempt.response_head))
         .bind(number(|r| r.attempt.response_duration_ms))
         .bind(number(|r| i64::from(r.attempt.status.code())))
         .bind(number(|r| i64::from(r.attempt.trigger_type.code())))
