@@ -9,6 +9,9 @@
 //!
 //! `record_batch` (migration 0011) keeps generic plans for the statements it writes small
 //! batches with, and plans one statement for each large batch; both ways must record the same.
+//! `claim_due` (migration 0012) keeps one, made whenever the tables' statistics stand: made
+//! on tables of a row or beside a large backlog, it must read only the endpoints with work
+//! and their rows, by key.
 
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
 use hookd_core::{AttemptId, EndpointId, MessageId, Timestamp};
@@ -254,4 +257,100 @@ async fn a_batch_written_at_once_or_attempt_by_attempt_records_the_same() {
         ]
     );
     assert_eq!(seen[0], seen[1]);
+}
+
+/// `claim_due` keeps one generic plan per connection, here made while `ep_1` is the only
+/// endpoint. With a thousand more endpoints, none with anything queued (one with a thousand
+/// deliveries done), a claim of `ep_1`'s due delivery reads `ep_1`'s row and its delivery,
+/// and no others: a claim's cost follows the endpoints with work, not every endpoint in the
+/// database, nor the deliveries they are done with.
+#[tokio::test]
+async fn a_claim_reads_only_the_endpoints_with_queued_deliveries() {
+    let Some((store, _db)) = store_with_deliveries("postgres::plans_claim", &["msg_1"]).await
+    else {
+        return;
+    };
+    let mut conn = store.pool.acquire().await.unwrap();
+    // Planned now, on tables of a row each: the delivery is in flight, nothing is due.
+    assert_eq!(claim(&mut conn, 1).await, 0);
+    sqlx::raw_sql(
+        "INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
+             secret, created_at, updated_at)
+         SELECT 'ep_idle_' || i, 'app_1', 'https://example.com/hook', '', false, '{}', '{}',
+             's', 0, 0
+         FROM generate_series(1, 1000) i;
+         INSERT INTO messages (id, app_id, event_type, created_at)
+         SELECT 'msg_done_' || i, 'app_1', 't', 0 FROM generate_series(1, 1000) i;
+         INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, updated_at)
+         SELECT 'msg_done_' || i, 'ep_idle_1', 2, 1, 0 FROM generate_series(1, 1000) i;
+         UPDATE deliveries SET status = 1, next_attempt_at = 5 WHERE message_id = 'msg_1';",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    claim_reads_by_key(&mut conn).await;
+}
+
+/// Claims `ep_1`'s one due delivery at 10 in a transaction of its own, and asserts that it read
+/// no more than a few rows of `endpoints` and `deliveries` to do so.
+async fn claim_reads_by_key(conn: &mut PgConnection) {
+    let mut tx = conn.begin().await.unwrap();
+    let before = rows_read(&mut tx).await;
+    assert_eq!(claim(&mut tx, 10).await, 1);
+    let after = rows_read(&mut tx).await;
+    assert_eq!(after.len(), 2, "both tables are counted: {after:?}");
+    for ((table, n), (_, m)) in after.iter().zip(&before) {
+        assert!(n - m < 10, "the claim read {} rows of {table}", n - m);
+    }
+}
+
+/// Deliveries `claim_due` takes at `now_ms`, at most 8, 4 an endpoint, under cluster limits.
+async fn claim(conn: &mut PgConnection, now_ms: i64) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM claim_due($1, '{}', 8, 4, $1 + 90000, true)")
+        .bind(now_ms)
+        .fetch_one(conn)
+        .await
+        .unwrap()
+}
+
+/// Rows of `endpoints` and `deliveries` this backend has read and not yet reported, by any
+/// scan.
+async fn rows_read(conn: &mut PgConnection) -> Vec<(String, i64)> {
+    sqlx::query_as(
+        "SELECT relname::text, COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0)
+         FROM pg_stat_xact_user_tables WHERE relname IN ('endpoints', 'deliveries')
+         ORDER BY relname",
+    )
+    .fetch_all(conn)
+    .await
+    .unwrap()
+}
+
+/// `claim_due`'s plan made beside a backlog (an endpoint with 20,000 retries scheduled, the
+/// tables analyzed) still reaches the deliveries it claims by key, not by hashing the table.
+#[tokio::test]
+async fn a_claim_planned_beside_a_large_backlog_reads_by_key() {
+    let Some((store, _db)) = store_with_deliveries("postgres::plans_backlog", &["msg_1"]).await
+    else {
+        return;
+    };
+    let mut conn = store.pool.acquire().await.unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
+             secret, created_at, updated_at)
+         VALUES ('ep_backlog', 'app_1', 'https://example.com/hook', '', false, '{}', '{}', 's',
+             0, 0);
+         INSERT INTO messages (id, app_id, event_type, created_at)
+         SELECT 'msg_later_' || i, 'app_1', 't', 0 FROM generate_series(1, 20000) i;
+         INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
+             next_attempt_at, updated_at)
+         SELECT 'msg_later_' || i, 'ep_backlog', 1, 1, 1000000 + i, 0
+         FROM generate_series(1, 20000) i;
+         UPDATE deliveries SET status = 1, next_attempt_at = 5 WHERE message_id = 'msg_1';
+         ANALYZE endpoints, messages, deliveries;",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    claim_reads_by_key(&mut conn).await;
 }

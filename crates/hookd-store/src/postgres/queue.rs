@@ -10,7 +10,8 @@
 //! transaction-scoped advisory lock, so each claim sees every earlier claim committed, and
 //! counts an endpoint's deliveries in flight (`sending` with a live lease) against its
 //! concurrency cap. The claim is one statement, a call of the function `claim_due` (migration
-//! 0008; 0009 locks no more of an endpoint's rows than the claim may take), which takes the
+//! 0008; 0009 locks no more of an endpoint's rows than the claim may take; 0012 looks only at
+//! endpoints with deliveries queued, and reads every row by key), which takes the
 //! lock, claims and commits inside the server: the turn never waits on a round trip to a
 //! claimer, which on a busy machine may not be scheduled to send its `COMMIT` for
 //! milliseconds. Nor on the WAL flush: the claim's commit does not wait for it. A

@@ -184,10 +184,22 @@ impl DeliveryQueue for SqliteStore {
 
 /// The enabled endpoints not skipped (`?2`, a JSON array) with a delivery due by `?1`, the one
 /// waiting longest first.
-const READY_ENDPOINTS: &str = "SELECT id FROM (
+///
+/// Only endpoints with queued deliveries are looked at, found by stepping through the distinct
+/// endpoint ids of `deliveries_endpoint_due` (`queued`, one probe each): a deployment has many
+/// more endpoints than endpoints with work, and a claim runs on the writer thread, so it must
+/// not cost a probe per endpoint (23 ms a claim with 50,000 endpoints did).
+const READY_ENDPOINTS: &str = "WITH RECURSIVE queued(id) AS (
+        SELECT MIN(endpoint_id) FROM deliveries WHERE next_attempt_at IS NOT NULL
+        UNION ALL
+        SELECT (SELECT MIN(d.endpoint_id) FROM deliveries d
+                WHERE d.next_attempt_at IS NOT NULL AND d.endpoint_id > q.id)
+        FROM queued q WHERE q.id IS NOT NULL
+    )
+    SELECT id FROM (
         SELECT e.id, (SELECT MIN(d.next_attempt_at) FROM deliveries d
                       WHERE d.endpoint_id = e.id AND d.next_attempt_at IS NOT NULL) AS oldest
-        FROM endpoints e
+        FROM queued q JOIN endpoints e ON e.id = q.id
         WHERE e.disabled = 0 AND e.id NOT IN (SELECT value FROM json_each(?2))
     ) WHERE oldest <= ?1 ORDER BY oldest";
 
@@ -200,7 +212,7 @@ const OLDEST_DUE: &str = "SELECT message_id, next_attempt_at FROM deliveries
 /// attempts need. Runs on the writer thread, so nothing else writes in between.
 ///
 /// Endpoint by endpoint, never scanning a backlog: one probe of deliveries_endpoint_due per
-/// enabled endpoint finds its oldest due time; the `limit` endpoints waiting longest each give
+/// endpoint with queued deliveries finds its oldest due time; the `limit` endpoints waiting longest each give
 /// at most `per_endpoint` of their oldest due deliveries.
 fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDelivery>, StoreError> {
     let skip: Vec<&str> = request
@@ -394,5 +406,37 @@ mod tests {
             let statement = conn.prepare_cached(sql).unwrap();
             assert_eq!(statement.get_status(StatementStatus::RePrepare), 0, "{sql}");
         }
+    }
+
+    #[test]
+    fn a_claim_steps_through_the_endpoints_with_queued_deliveries_not_every_endpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = super::super::db::migrated(&dir.path().join("hookd.db"));
+        conn.execute_batch(super::super::db::TWO_MESSAGES_TO_ONE_ENDPOINT)
+            .unwrap();
+        conn.execute_batch(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)
+             INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
+                 secret, created_at, updated_at)
+             SELECT 'ep_idle_' || i, 'app_1', 'http://localhost/', '', 0, '{}', '{}', 's', 0, 0
+             FROM n;
+             INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
+                 next_attempt_at, updated_at)
+                 VALUES ('msg_1', 'ep_1', 0, 0, 0, 0);",
+        )
+        .unwrap();
+        let now = Timestamp::from_millis(1_000);
+        let request = ClaimRequest {
+            now,
+            lease_until: now.plus(Duration::from_secs(90)),
+            limit: 8,
+            per_endpoint: 4,
+            skip_endpoints: Vec::new(),
+        };
+        let claimed = claim(&conn, &request).unwrap();
+        assert_eq!(claimed.len(), 1);
+        let statement = conn.prepare_cached(READY_ENDPOINTS).unwrap();
+        let scanned = statement.get_status(StatementStatus::FullscanStep);
+        assert!(scanned < 10, "the claim stepped through {scanned} rows");
     }
 }
