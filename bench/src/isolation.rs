@@ -6,7 +6,9 @@
 //! application that answers only after `--slow-seconds` (default 20 s, past hookd's default
 //! 15 s attempt timeout, so every attempt to it holds a connection until it times out and is
 //! retried). The fast endpoint's publish-to-receipt latency in the two runs is the result.
-//! hookd runs with its default engine settings.
+//! hookd runs with its default engine settings. With `--idle-endpoints N`, each run first
+//! creates N endpoints of another application, which get nothing: a deployment has many more
+//! endpoints than endpoints with work, and finding the work must not cost a look at each.
 
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -39,6 +41,9 @@ pub struct Args {
     /// How long the slow endpoint takes to answer.
     #[arg(long, default_value_t = 20)]
     slow_seconds: u64,
+    /// Endpoints of another application, created before publishing, that get no messages.
+    #[arg(long, default_value_t = 0)]
+    idle_endpoints: u64,
     #[command(flatten)]
     postgres: PostgresServer,
     #[command(flatten)]
@@ -49,11 +54,12 @@ impl Args {
     fn command(&self) -> String {
         format!(
             "target/release/hookd-bench isolation --backend {} --rate {} --seconds {} \
-             --slow-seconds {}{}",
+             --slow-seconds {} --idle-endpoints {}{}",
             self.backend.flag(),
             self.rate,
             self.seconds,
             self.slow_seconds,
+            self.idle_endpoints,
             self.output.flags()
         )
     }
@@ -98,7 +104,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             let run = measure(backend, beside_slow, &database, &args).await;
             database.remove().await;
             let run = run?;
-            println!("{}", row(&run));
+            println!("{}", row(&run, args.idle_endpoints));
             runs.push(run);
         }
     }
@@ -120,6 +126,7 @@ async fn measure(
     let url = database.url().to_owned();
     let hookd = tokio::task::spawn_blocking(move || Hookd::start(&url, &[])).await??;
     let api = Api::new(&hookd, 64)?;
+    create_idle_endpoints(&api, args.idle_endpoints).await?;
     let app = api.create_app("isolation").await?;
     let (fast, secret) = api.endpoints_with_secrets(&app, 1).await?.remove(0);
     let fast_receiver = ReceiverProcess::start(&[secret])?;
@@ -175,9 +182,42 @@ async fn measure(
     })
 }
 
+/// Creates `count` endpoints of an application of their own, 64 requests at a time, aimed at
+/// a port nothing listens on; nothing is published to them.
+async fn create_idle_endpoints(api: &Api, count: u64) -> anyhow::Result<()> {
+    if count == 0 {
+        return Ok(());
+    }
+    let app = api.create_app("idle").await?;
+    let api = api.clone();
+    let created = load::run(
+        64,
+        0..count,
+        Arc::new(move |_| {
+            let (api, app) = (api.clone(), app.clone());
+            async move {
+                api.create_endpoint(&app, "http://127.0.0.1:9/idle")
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+        }),
+    )
+    .await;
+    if created.error_count() > 0 {
+        bail!("creating the idle endpoints failed: {:?}", created.errors);
+    }
+    println!(
+        "{count} idle endpoints created in {:.1} s",
+        created.elapsed.as_secs_f64()
+    );
+    Ok(())
+}
+
 fn header() -> String {
     report::header(&[
         "backend",
+        "idle endpoints",
         "slow endpoint",
         "publishes",
         "fast p50",
@@ -191,13 +231,14 @@ fn header() -> String {
     ])
 }
 
-fn row(run: &Run) -> String {
+fn row(run: &Run, idle_endpoints: u64) -> String {
     let flag = |n: u64| match n {
         0 => "0".to_owned(),
         n => format!("**{} (flagged)**", report::thousands(n)),
     };
     report::row(&[
         run.backend.name().to_owned(),
+        report::thousands(idle_endpoints),
         if run.beside_slow { "yes" } else { "no" }.to_owned(),
         report::thousands(run.publishes.completed),
         report::millis(run.latency(0.50)),
@@ -224,9 +265,11 @@ fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
          database: the fast endpoint alone, then beside a second endpoint of the same \
          application that answers only after {} s (every message goes to both; with hookd's \
          default 15 s attempt timeout each attempt to it holds a connection until it times \
-         out, and is retried on the schedule). hookd runs with its default engine settings. \
-         If one slow endpoint held up the others, the fast endpoint's latency would grow in \
-         the second row of each backend.\n\n\
+         out, and is retried on the schedule). Before publishing, {} endpoints of another \
+         application are created, which get nothing (a deployment has many more endpoints than \
+         endpoints with work). hookd runs with its default engine settings. If one slow \
+         endpoint held up the others, the fast endpoint's latency would grow in the second row \
+         of each backend.\n\n\
          - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
          - Date: {}\n\
          - Machine: {}\n\
@@ -235,6 +278,7 @@ fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
         args.rate,
         args.seconds,
         args.slow_seconds,
+        report::thousands(args.idle_endpoints),
         args.command(),
         report::now(),
         machine.summary(),
@@ -242,7 +286,7 @@ fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
         header(),
     );
     for run in runs {
-        out.push_str(&row(run));
+        out.push_str(&row(run, args.idle_endpoints));
         out.push('\n');
     }
     out
