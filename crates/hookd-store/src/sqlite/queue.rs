@@ -4,7 +4,7 @@
 //! claim atomic without row locks: no other write can run between choosing the due rows and
 //! marking them `sending`, so two claimers never get the same delivery.
 
-use std::sync::Weak;
+use std::sync::{LazyLock, Weak};
 
 use async_trait::async_trait;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Message};
@@ -119,19 +119,13 @@ impl DeliveryQueue for SqliteStore {
         until: Option<Timestamp>,
         now: Timestamp,
     ) -> Result<u64, StoreError> {
-        let endpoint = endpoint.clone();
-        self.db
-            .write(move |conn| {
-                let rows = conn
-                    .prepare_cached(
-                        "UPDATE deliveries SET status = ?2, attempt_count = 0, next_attempt_at = ?5,
-                         updated_at = ?5, manual = 0
-                         WHERE endpoint_id = ?1 AND status = ?6 AND EXISTS (
-                             SELECT 1 FROM messages m WHERE m.id = deliveries.message_id
-                             AND m.created_at >= ?3 AND (?4 IS NULL OR m.created_at < ?4)
-                             AND m.payload IS NOT NULL)",
-                    )?
-                    .execute(params![
+        let mut recovered = 0;
+        loop {
+            let endpoint = endpoint.clone();
+            let requeued = self
+                .db
+                .write(move |conn| {
+                    let rows = conn.prepare_cached(&RECOVER)?.execute(params![
                         endpoint.as_str(),
                         DeliveryStatus::Pending.code(),
                         since.as_millis(),
@@ -139,9 +133,14 @@ impl DeliveryQueue for SqliteStore {
                         now.as_millis(),
                         DeliveryStatus::Fail.code(),
                     ])?;
-                Ok(rows as u64)
-            })
-            .await
+                    Ok(rows as u64)
+                })
+                .await?;
+            recovered += requeued;
+            if requeued < RECOVER_CHUNK {
+                return Ok(recovered);
+            }
+        }
     }
 
     async fn release_claims(
@@ -181,6 +180,28 @@ impl DeliveryQueue for SqliteStore {
         Handover::Sole
     }
 }
+
+/// Deliveries one write of a recover re-queues at most. The writer runs one write at a time,
+/// and a recover after a long outage may re-queue hundreds of thousands (0.8 s for 100,000 in
+/// one statement): in chunks, the publishes waiting meanwhile get their turns in between.
+const RECOVER_CHUNK: u64 = 1_000;
+
+/// Up to [`RECOVER_CHUNK`] of endpoint `?1`'s failed deliveries of messages created in
+/// `[?3, ?4)` (`?4` NULL: open-ended) that still have their payload, made pending (`?2`) and due
+/// at `?5`. The chunk is in the text: SQLite prepares a statement again for each LIMIT bound.
+static RECOVER: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE deliveries SET status = ?2, attempt_count = 0, next_attempt_at = ?5,
+             updated_at = ?5, manual = 0
+         WHERE (message_id, endpoint_id) IN (
+             SELECT d.message_id, d.endpoint_id FROM deliveries d
+             WHERE d.endpoint_id = ?1 AND d.status = ?6 AND EXISTS (
+                 SELECT 1 FROM messages m WHERE m.id = d.message_id
+                 AND m.created_at >= ?3 AND (?4 IS NULL OR m.created_at < ?4)
+                 AND m.payload IS NOT NULL)
+             LIMIT {RECOVER_CHUNK})"
+    )
+});
 
 /// The enabled endpoints not skipped (`?2`, a JSON array) with a delivery due by `?1`, the one
 /// waiting longest first.
@@ -406,6 +427,40 @@ mod tests {
             let statement = conn.prepare_cached(sql).unwrap();
             assert_eq!(statement.get_status(StatementStatus::RePrepare), 0, "{sql}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_recover_of_more_than_a_chunk_requeues_every_failed_delivery() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hookd.db");
+        let conn = super::super::db::migrated(&path);
+        conn.execute_batch(super::super::db::TWO_MESSAGES_TO_ONE_ENDPOINT)
+            .unwrap();
+        let failed = 2 * RECOVER_CHUNK + RECOVER_CHUNK / 2;
+        conn.execute_batch(&format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {failed})
+             INSERT INTO messages (id, app_id, event_type, payload, created_at)
+             SELECT 'msg_failed_' || i, 'app_1', 't', x'7b7d', 0 FROM n;
+             INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, updated_at)
+             SELECT id, 'ep_1', {}, 10, 0 FROM messages WHERE id LIKE 'msg_failed_%';",
+            DeliveryStatus::Fail.code()
+        ))
+        .unwrap();
+        let store = SqliteStore::open(&path).await.unwrap();
+        let (ep, now) = (
+            EndpointId::from_stored("ep_1".into()),
+            Timestamp::from_millis(5),
+        );
+        let recovered = store.recover(&ep, Timestamp::from_millis(0), None, now);
+        assert_eq!(recovered.await.unwrap(), failed);
+        let pending: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM deliveries WHERE status = ?1 AND next_attempt_at = 5",
+                [DeliveryStatus::Pending.code()],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(pending as u64, failed);
     }
 
     #[test]
