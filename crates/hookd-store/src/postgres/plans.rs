@@ -9,9 +9,9 @@
 //!
 //! `record_batch` (migration 0011) keeps generic plans for the statements it writes small
 //! batches with, and plans one statement for each large batch; both ways must record the same.
-//! `claim_due` (migration 0012) keeps one, made whenever the tables' statistics stand: made
-//! on tables of a row or beside a large backlog, it must read only the endpoints with work
-//! and their rows, by key.
+//! `claim_due` (migration 0012) keeps one, made at its first claim and again after an
+//! ANALYZE: made on tables of a row or beside a large backlog, it must read only the endpoints
+//! with work and their rows, by key.
 
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
 use hookd_core::{AttemptId, EndpointId, MessageId, Timestamp};
