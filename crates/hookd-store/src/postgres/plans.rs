@@ -153,7 +153,7 @@ async fn recording_reads_every_row_by_key_with_plans_made_on_empty_tables() {
     let mut tx = store.pool.begin().await.unwrap();
     // This backend's counts not yet reported, the fixture's own scans among them: the call's
     // are the difference.
-    let before = sequential_scans(&mut tx).await;
+    let before = table_counts(&mut tx, SEQUENTIAL_SCANS).await;
     // The first moves the delivery and starts the endpoint's streak; the second, stale, is
     // only logged. Every statement of the function runs.
     let batch = [
@@ -172,30 +172,40 @@ async fn recording_reads_every_row_by_key_with_plans_made_on_empty_tables() {
             Recorded::Stale
         ]
     );
-    let after = sequential_scans(&mut tx).await;
-    assert_eq!(after.len(), 5, "every table is counted: {after:?}");
-    let scans: Vec<(&String, i64)> = after
-        .iter()
-        .zip(&before)
-        .map(|((table, n), (_, m))| (table, n - m))
-        .collect();
+    let scans = growth(&before, &table_counts(&mut tx, SEQUENTIAL_SCANS).await);
     assert!(
         scans.iter().all(|(_, n)| *n == 0),
         "recording scanned tables whole: {scans:?}"
     );
 }
 
-/// Sequential scans this backend has counted and not yet reported, per table the record
-/// touches.
-async fn sequential_scans(conn: &mut PgConnection) -> Vec<(String, i64)> {
-    sqlx::query_as(
-        "SELECT relname::text, seq_scan FROM pg_stat_xact_user_tables
+/// What [`table_counts`] counts: sequential scans begun, or rows read by any scan.
+const SEQUENTIAL_SCANS: &str = "seq_scan";
+const ROWS_READ: &str = "COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0)";
+
+/// `counted` (an expression over `pg_stat_xact_user_tables`) for each table a record or a
+/// claim touches, as this backend has counted it and not yet reported.
+async fn table_counts(conn: &mut PgConnection, counted: &str) -> Vec<(String, i64)> {
+    let sql = format!(
+        "SELECT relname::text, {counted} FROM pg_stat_xact_user_tables
          WHERE relname IN ('applications', 'endpoints', 'messages', 'deliveries', 'attempts')
-         ORDER BY relname",
-    )
-    .fetch_all(conn)
-    .await
-    .unwrap()
+         ORDER BY relname"
+    );
+    let counts: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
+        .fetch_all(conn)
+        .await
+        .unwrap();
+    assert_eq!(counts.len(), 5, "every table is counted: {counts:?}");
+    counts
+}
+
+/// Each table's count in `after` less its count in `before`.
+fn growth(before: &[(String, i64)], after: &[(String, i64)]) -> Vec<(String, i64)> {
+    after
+        .iter()
+        .zip(before)
+        .map(|((table, n), (_, m))| (table.clone(), n - m))
+        .collect()
 }
 
 /// A batch of every kind of outcome, recorded by one statement for all and by one statement
@@ -292,16 +302,13 @@ async fn a_claim_reads_only_the_endpoints_with_queued_deliveries() {
 }
 
 /// Claims `ep_1`'s one due delivery at 10 in a transaction of its own, and asserts that it read
-/// no more than a few rows of `endpoints` and `deliveries` to do so.
+/// no more than a few rows of any table to do so.
 async fn claim_reads_by_key(conn: &mut PgConnection) {
     let mut tx = conn.begin().await.unwrap();
-    let before = rows_read(&mut tx).await;
+    let before = table_counts(&mut tx, ROWS_READ).await;
     assert_eq!(claim(&mut tx, 10).await, 1);
-    let after = rows_read(&mut tx).await;
-    assert_eq!(after.len(), 2, "both tables are counted: {after:?}");
-    for ((table, n), (_, m)) in after.iter().zip(&before) {
-        assert!(n - m < 10, "the claim read {} rows of {table}", n - m);
-    }
+    let read = growth(&before, &table_counts(&mut tx, ROWS_READ).await);
+    assert!(read.iter().all(|(_, n)| *n < 10), "the claim read {read:?}");
 }
 
 /// Deliveries `claim_due` takes at `now_ms`, at most 8, 4 an endpoint, under cluster limits.
@@ -311,19 +318,6 @@ async fn claim(conn: &mut PgConnection, now_ms: i64) -> i64 {
         .fetch_one(conn)
         .await
         .unwrap()
-}
-
-/// Rows of `endpoints` and `deliveries` this backend has read and not yet reported, by any
-/// scan.
-async fn rows_read(conn: &mut PgConnection) -> Vec<(String, i64)> {
-    sqlx::query_as(
-        "SELECT relname::text, COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0)
-         FROM pg_stat_xact_user_tables WHERE relname IN ('endpoints', 'deliveries')
-         ORDER BY relname",
-    )
-    .fetch_all(conn)
-    .await
-    .unwrap()
 }
 
 /// `claim_due`'s plan made beside a backlog (an endpoint with 20,000 retries scheduled, the

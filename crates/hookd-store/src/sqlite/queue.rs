@@ -400,12 +400,32 @@ mod tests {
 
     use super::*;
 
+    /// A migrated database in `dir` with application `app_1`, its endpoint `ep_1` and
+    /// messages `msg_1` and `msg_2`; its path and a connection to it.
+    fn one_endpoint(dir: &tempfile::TempDir) -> (std::path::PathBuf, Connection) {
+        let path = dir.path().join("hookd.db");
+        let conn = super::super::db::migrated(&path);
+        conn.execute_batch(super::super::db::TWO_MESSAGES_TO_ONE_ENDPOINT)
+            .unwrap();
+        (path, conn)
+    }
+
+    /// A claim at `at` ms of at most `limit` deliveries, 4 an endpoint, under a 90 s lease.
+    fn request(at: i64, limit: usize) -> ClaimRequest {
+        let now = Timestamp::from_millis(at);
+        ClaimRequest {
+            now,
+            lease_until: now.plus(Duration::from_secs(90)),
+            limit,
+            per_endpoint: 4,
+            skip_endpoints: Vec::new(),
+        }
+    }
+
     #[test]
     fn claims_of_different_sizes_reuse_their_prepared_queries() {
         let dir = tempfile::tempdir().unwrap();
-        let conn = super::super::db::migrated(&dir.path().join("hookd.db"));
-        conn.execute_batch(super::super::db::TWO_MESSAGES_TO_ONE_ENDPOINT)
-            .unwrap();
+        let (_, conn) = one_endpoint(&dir);
         conn.execute_batch(
             "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
                  next_attempt_at, updated_at)
@@ -413,15 +433,7 @@ mod tests {
         )
         .unwrap();
         for (limit, at) in [(7, 1_000), (1, 2_000), (30, 3_000)] {
-            let now = Timestamp::from_millis(at);
-            let request = ClaimRequest {
-                now,
-                lease_until: now.plus(Duration::from_secs(90)),
-                limit,
-                per_endpoint: 4,
-                skip_endpoints: Vec::new(),
-            };
-            claim(&conn, &request).unwrap();
+            claim(&conn, &request(at, limit)).unwrap();
         }
         for sql in [READY_ENDPOINTS, OLDEST_DUE] {
             let statement = conn.prepare_cached(sql).unwrap();
@@ -432,10 +444,7 @@ mod tests {
     #[tokio::test]
     async fn a_recover_of_more_than_a_chunk_requeues_every_failed_delivery() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("hookd.db");
-        let conn = super::super::db::migrated(&path);
-        conn.execute_batch(super::super::db::TWO_MESSAGES_TO_ONE_ENDPOINT)
-            .unwrap();
+        let (path, conn) = one_endpoint(&dir);
         let failed = 2 * RECOVER_CHUNK + RECOVER_CHUNK / 2;
         conn.execute_batch(&format!(
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {failed})
@@ -466,9 +475,7 @@ mod tests {
     #[test]
     fn a_claim_steps_through_the_endpoints_with_queued_deliveries_not_every_endpoint() {
         let dir = tempfile::tempdir().unwrap();
-        let conn = super::super::db::migrated(&dir.path().join("hookd.db"));
-        conn.execute_batch(super::super::db::TWO_MESSAGES_TO_ONE_ENDPOINT)
-            .unwrap();
+        let (_, conn) = one_endpoint(&dir);
         conn.execute_batch(
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)
              INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
@@ -480,15 +487,7 @@ mod tests {
                  VALUES ('msg_1', 'ep_1', 0, 0, 0, 0);",
         )
         .unwrap();
-        let now = Timestamp::from_millis(1_000);
-        let request = ClaimRequest {
-            now,
-            lease_until: now.plus(Duration::from_secs(90)),
-            limit: 8,
-            per_endpoint: 4,
-            skip_endpoints: Vec::new(),
-        };
-        let claimed = claim(&conn, &request).unwrap();
+        let claimed = claim(&conn, &request(1_000, 8)).unwrap();
         assert_eq!(claimed.len(), 1);
         let statement = conn.prepare_cached(READY_ENDPOINTS).unwrap();
         let scanned = statement.get_status(StatementStatus::FullscanStep);
