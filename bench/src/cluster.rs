@@ -1,12 +1,14 @@
 //! `hookd-bench cluster`: several hookd processes on one PostgreSQL database, and the
 //! transactional outbox's commit-to-receipt latency.
 //!
-//! - **scale-out**: for 1, 2, … `--max-processes` hookd processes (each API and engine) on a
-//!   fresh database, this harness publishes `--messages` through their APIs in turn (a closed
-//!   loop of `--concurrency`) to one endpoint; a verifying receiver process
-//!   (`hookd-bench receive`) stamps each message's first receipt. Deliveries/s runs from the
-//!   first publish sent to the last receipt. On a machine with few cores the point is that
-//!   the total holds while the work is shared, not that it grows.
+//! - **scale-out**: for each `--concurrency` and for 1, 2, … `--max-processes` hookd processes
+//!   (each API and engine) on a fresh database, this harness publishes `--messages` through
+//!   their APIs in turn (a closed loop of that many publishes in flight) to one endpoint; a
+//!   verifying receiver process (`hookd-bench receive`) stamps each message's first receipt.
+//!   Deliveries/s runs from the first publish sent to the last receipt. On a machine with few
+//!   cores the point is that the total holds while the work is shared, not that it grows. A
+//!   few publishes in flight leave one process waiting on round trips with cores idle; many
+//!   keep every configuration busy, so the totals compare what the machine can do.
 //! - **outbox latency**: one hookd process; a producer connection commits single-row
 //!   transactions into `hookd.outbox` open loop at `--outbox-rate` for `--outbox-seconds`,
 //!   stamping each commit's return; latency is the receipt stamp minus that (same machine,
@@ -37,9 +39,10 @@ pub struct Args {
     /// Scale-out runs with 1, 2, … this many hookd processes.
     #[arg(long, default_value_t = 3)]
     max_processes: usize,
-    /// Scale-out: publishes in flight at all times, spread over the processes.
-    #[arg(long, default_value_t = 32)]
-    concurrency: usize,
+    /// Scale-out: publishes in flight at all times, spread over the processes; one set of
+    /// runs per value.
+    #[arg(long, value_delimiter = ',', default_values_t = [32, 512])]
+    concurrency: Vec<usize>,
     /// Scale-out: messages published in the measured phase.
     #[arg(long, default_value_t = 20_000)]
     messages: u64,
@@ -72,7 +75,7 @@ impl Args {
              --warmup {} --endpoint-concurrency {} --workers {} --outbox-rate {} \
              --outbox-seconds {}{}",
             self.max_processes,
-            self.concurrency,
+            report::joined(&self.concurrency, ","),
             self.messages,
             self.warmup,
             self.endpoint_concurrency,
@@ -95,6 +98,8 @@ impl Args {
 
 /// One scale-out run.
 struct ScaleRun {
+    /// Publishes in flight.
+    concurrency: usize,
     processes: usize,
     publishes: Outcome,
     delivered: u64,
@@ -126,8 +131,12 @@ impl OutboxRun {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.max_processes == 0 || args.concurrency == 0 || args.messages == 0 {
-        bail!("--max-processes, --concurrency and --messages must be at least 1");
+    if args.max_processes == 0
+        || args.concurrency.is_empty()
+        || args.concurrency.contains(&0)
+        || args.messages == 0
+    {
+        bail!("--max-processes, --concurrency values and --messages must be at least 1");
     }
     if args.outbox_rate <= 0.0 || args.outbox_seconds == 0 {
         bail!("--outbox-rate and --outbox-seconds must be positive");
@@ -137,14 +146,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     println!("machine: {}", machine.summary());
     println!("{}", scale_header());
     let mut scale = Vec::new();
-    for processes in 1..=args.max_processes {
-        machine::settle(args.output.quiet_below).await?;
-        let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
-        let result = scale_out(processes, &database, &args).await;
-        database.remove().await;
-        let run = result?;
-        println!("{}", scale_row(&run));
-        scale.push(run);
+    for &concurrency in &args.concurrency {
+        for processes in 1..=args.max_processes {
+            machine::settle(args.output.quiet_below).await?;
+            let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
+            let result = scale_out(concurrency, processes, &database, &args).await;
+            database.remove().await;
+            let run = result?;
+            println!("{}", scale_row(&run));
+            scale.push(run);
+        }
     }
     machine::settle(args.output.quiet_below).await?;
     let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
@@ -204,19 +215,19 @@ fn round_robin(apis: &[Api], app: &str, log: Option<SendLog>) -> anyhow::Result<
     }))
 }
 
-async fn scale_out(processes: usize, database: &Database, args: &Args) -> anyhow::Result<ScaleRun> {
+async fn scale_out(
+    concurrency: usize,
+    processes: usize,
+    database: &Database,
+    args: &Args,
+) -> anyhow::Result<ScaleRun> {
     let hookds = start_processes(processes, database, args).await?;
     let apis = hookds
         .iter()
-        .map(|h| Api::new(h, args.concurrency))
+        .map(|h| Api::new(h, concurrency))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let (app, receiver) = receiver_for(&apis[0], "cluster").await?;
-    let warmup = load::run(
-        args.concurrency,
-        0..args.warmup,
-        round_robin(&apis, &app, None)?,
-    )
-    .await;
+    let warmup = load::run(concurrency, 0..args.warmup, round_robin(&apis, &app, None)?).await;
     drain(&receiver, args.warmup - warmup.error_count()).await?;
 
     let log: SendLog = Arc::new(Mutex::new(Vec::new()));
@@ -227,7 +238,7 @@ async fn scale_out(processes: usize, database: &Database, args: &Args) -> anyhow
         .collect::<anyhow::Result<Vec<_>>>()?;
     let started = Instant::now();
     let publishes = load::run(
-        args.concurrency,
+        concurrency,
         args.warmup..args.warmup + args.messages,
         round_robin(&apis, &app, Some(log.clone()))?,
     )
@@ -257,6 +268,7 @@ async fn scale_out(processes: usize, database: &Database, args: &Args) -> anyhow
     let first = sent.iter().map(|(_, at)| *at).min().unwrap_or(0);
     let span = Duration::from_nanos(last.saturating_sub(first));
     Ok(ScaleRun {
+        concurrency,
         processes,
         publishes,
         delivered,
@@ -348,6 +360,7 @@ async fn outbox_latency(database: &Database, args: &Args) -> anyhow::Result<Outb
 
 fn scale_header() -> String {
     report::header(&[
+        "in flight",
         "processes",
         "publish rate",
         "deliveries/s",
@@ -365,6 +378,7 @@ fn scale_header() -> String {
 fn scale_row(run: &ScaleRun) -> String {
     let cores: Vec<String> = run.cores.iter().map(|c| format!("{c:.2}")).collect();
     report::row(&[
+        run.concurrency.to_string(),
         run.processes.to_string(),
         format!(
             "{}/s",
@@ -380,6 +394,49 @@ fn scale_row(run: &ScaleRun) -> String {
         run.writes.claims.rows_per_write(),
         run.writes.records.rows_per_write(),
     ])
+}
+
+/// How far the total may fall below one process's and still count as held: runs of the same
+/// build differ by about this much from one minute to the next on a shared VM.
+const HELD_WITHIN: f64 = 0.05;
+
+/// Each set of runs' totals against its one-process total, and whether every one held.
+fn scale_verdict(concurrencies: &[usize], scale: &[ScaleRun]) -> String {
+    let mut held = true;
+    let mut levels = Vec::new();
+    for &concurrency in concurrencies {
+        let runs: Vec<&ScaleRun> = scale
+            .iter()
+            .filter(|r| r.concurrency == concurrency)
+            .collect();
+        let Some(one) = runs.iter().find(|r| r.processes == 1) else {
+            continue;
+        };
+        let changes: Vec<String> = runs
+            .iter()
+            .filter(|r| r.processes > 1)
+            .map(|r| {
+                let ratio = r.deliveries_per_s / one.deliveries_per_s.max(1e-9);
+                held &= ratio >= 1.0 - HELD_WITHIN;
+                format!("{} processes {:+.0} %", r.processes, (ratio - 1.0) * 100.0)
+            })
+            .collect();
+        levels.push(format!(
+            "{concurrency} in flight: {}",
+            if changes.is_empty() {
+                "one process only".to_owned()
+            } else {
+                changes.join(", ")
+            }
+        ));
+    }
+    format!(
+        "Scale-out target (the total does not drop as processes are added: every total within \
+         {:.0} % of one process's, at every number in flight): **{}** ({}).",
+        HELD_WITHIN * 100.0,
+        if held { "met" } else { "not met" },
+        levels.join("; "),
+    )
 }
 
 fn outbox_header() -> String {
@@ -430,7 +487,7 @@ fn section(args: &Args, machine: &Machine, scale: &[ScaleRun], outbox: &OutboxRu
         args.max_processes,
         args.hookd_options().join(" "),
         report::thousands(args.messages),
-        args.concurrency,
+        report::joined(&args.concurrency, " or "),
         report::thousands(args.warmup),
         args.endpoint_concurrency,
         args.command(),
@@ -443,6 +500,7 @@ fn section(args: &Args, machine: &Machine, scale: &[ScaleRun], outbox: &OutboxRu
         out.push_str(&scale_row(run));
         out.push('\n');
     }
+    out.push_str(&format!("\n{}\n", scale_verdict(&args.concurrency, scale)));
     out.push_str(&format!(
         "\n**Outbox commit-to-receipt**: one hookd process; a producer commits single-row \
          transactions into `hookd.outbox` at {} per second for {} s (open loop); latency is \
