@@ -105,6 +105,11 @@ pub fn node() -> Option<&'static str> {
         return None;
     }
     let dir = example_dir("node");
+    // Tests asking at once would run `npm ci` in one directory at once, each removing the
+    // other's files: the first installs, the rest wait for it (a lock on the lockfile, which
+    // `npm ci` only reads, so test processes wait for each other too).
+    let lockfile = std::fs::File::open(dir.join("package-lock.json")).expect("open the lockfile");
+    lockfile.lock().expect("lock the lockfile");
     if !dir.join("node_modules/standardwebhooks").exists() {
         let status = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund"])
