@@ -87,11 +87,16 @@ impl Args {
     }
 
     fn hookd_options(&self) -> Vec<String> {
+        // Room for every publishing connection and the harness's own few: a connection past
+        // hookd's bound waits, unserved, until one closes.
+        let connections = self.concurrency.iter().max().unwrap_or(&0) + 64;
         vec![
             "--endpoint-concurrency".into(),
             self.endpoint_concurrency.to_string(),
             "--workers".into(),
             self.workers.to_string(),
+            "--max-connections".into(),
+            connections.to_string(),
         ]
     }
 }

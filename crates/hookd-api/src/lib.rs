@@ -16,6 +16,8 @@
 //! - `cache`: the short-lived token and application caches of the hot path.
 //! - `overload`: the bounds on open connections ([`ConnectionLimit`]) and on requests in
 //!   progress (503 past it).
+//! - `server`: the accept loop ([`serve`]): HTTP/1.1, every connection closed once it has
+//!   waited too long for a request head, so a silent one cannot hold a slot of the limit.
 //! - [`observe`]: the `x-request-id` of every request, its tracing span, and the request
 //!   metrics by route template.
 //! - `extract`: JSON body and query extractors whose errors name the field.
@@ -34,6 +36,7 @@ pub mod observe;
 mod overload;
 mod rate_limit;
 pub mod routes;
+mod server;
 pub mod state;
 mod validate;
 
@@ -45,6 +48,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 pub use auth::{NewToken, Principal, create_admin_token, issue_token, token_hash};
 pub use error::ApiError;
 pub use overload::ConnectionLimit;
+pub use server::serve;
 pub use state::{ApiConfig, ApiState};
 
 /// Room for the envelope around the largest accepted payload.

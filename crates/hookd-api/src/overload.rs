@@ -202,7 +202,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let limited = ConnectionLimit::new(listener, 1);
-        tokio::spawn(async move { axum::serve(limited, app).await.unwrap() });
+        tokio::spawn(crate::serve(limited, app, LONG, std::future::pending()));
 
         let mut first = TcpStream::connect(address).await.unwrap();
         assert!(ask(&mut first).await.starts_with("HTTP/1.1 200"));
@@ -218,5 +218,59 @@ mod tests {
         );
         drop(first);
         assert!(answer(&mut second).await.starts_with("HTTP/1.1 200"));
+    }
+
+    /// A header timeout no test waits out.
+    const LONG: Duration = Duration::from_secs(3600);
+
+    /// Long enough for a request written at once to be read, short for a test to wait out.
+    const SHORT: Duration = Duration::from_millis(200);
+
+    /// Serves "ok" at `/` on a listener that holds one connection, closing connections that
+    /// wait `SHORT` for a request head; answers its address.
+    async fn one_connection_server() -> std::net::SocketAddr {
+        let app = Router::new().route("/", get(|| async { "ok" }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let limited = ConnectionLimit::new(listener, 1);
+        tokio::spawn(crate::serve(limited, app, SHORT, std::future::pending()));
+        address
+    }
+
+    /// Asks on a new connection; its answer, however long the wait for a slot (a test that
+    /// hangs instead fails after a minute).
+    async fn ask_in_turn(address: std::net::SocketAddr) -> String {
+        let mut stream = TcpStream::connect(address).await.unwrap();
+        let asked = tokio::time::timeout(Duration::from_secs(60), ask(&mut stream)).await;
+        asked.expect("the connection was never served")
+    }
+
+    /// Whether the server closed `stream` (a read sees its end).
+    async fn closed(stream: &mut TcpStream) -> bool {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(60), stream.read(&mut byte)).await;
+        matches!(read, Ok(Ok(0)) | Ok(Err(_)))
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_sends_nothing_is_closed_and_frees_its_slot() {
+        let address = one_connection_server().await;
+        let mut silent = TcpStream::connect(address).await.unwrap();
+
+        assert!(ask_in_turn(address).await.starts_with("HTTP/1.1 200"));
+        assert!(
+            closed(&mut silent).await,
+            "the silent connection is still open"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_kept_alive_connection_left_idle_is_closed_and_frees_its_slot() {
+        let address = one_connection_server().await;
+        let mut idle = TcpStream::connect(address).await.unwrap();
+        assert!(ask(&mut idle).await.starts_with("HTTP/1.1 200"));
+
+        assert!(ask_in_turn(address).await.starts_with("HTTP/1.1 200"));
+        assert!(closed(&mut idle).await, "the idle connection is still open");
     }
 }

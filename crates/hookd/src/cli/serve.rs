@@ -13,7 +13,6 @@
 //! written by any process is picked up at once by whichever engine is free.
 
 use std::ffi::OsStr;
-use std::future::IntoFuture;
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -81,6 +80,11 @@ pub struct Args {
     /// bounded however fast clients connect.
     #[arg(long, env = "HOOKD_MAX_CONNECTIONS", default_value_t = 512)]
     max_connections: usize,
+    /// Seconds a connection may wait to send a whole request head (its first, or the next on a
+    /// kept-alive connection) before hookd closes it, so that silent or idle connections
+    /// cannot hold every one of `--max-connections`.
+    #[arg(long, env = "HOOKD_HEADER_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    header_timeout: u64,
     /// What this process runs: `all` (the API, the delivery engine and the outbox relay),
     /// `api` (the API alone) or `engine` (the engine and the relay, no listener). Several
     /// processes on one PostgreSQL database may run any mix.
@@ -290,16 +294,15 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             .merge(hookd_portal::router())
             .merge(metrics.router());
         let listener = hookd_api::ConnectionLimit::new(listener, args.max_connections);
-        let server = axum::serve(listener, app)
-            .with_graceful_shutdown(stop_on_signal)
-            .into_future();
+        let header_timeout = Duration::from_secs(args.header_timeout);
+        let server = hookd_api::serve(listener, app, header_timeout, stop_on_signal);
         // Open connections get the grace to finish their requests, as attempts do.
         let grace_over = async {
             until(stopped.clone()).await;
             tokio::time::sleep(shutdown_grace).await;
         };
         tokio::select! {
-            served = server => served?,
+            () = server => {}
             () = grace_over => tracing::warn!("API requests still open after the shutdown grace are cut off"),
         }
     } else {
