@@ -33,6 +33,10 @@ const STORE_WRITE_BUCKETS: &[f64] = &[
 /// How often the database-wide gauges are sampled.
 const SAMPLE_EVERY: Duration = Duration::from_secs(10);
 
+/// Connections the metrics listener holds at once: scrapers are few, and a flood of
+/// connections there must not take the file descriptors the API needs.
+const SCRAPERS: usize = 16;
+
 const QUEUE_DEPTH: &str = "hookd_queue_depth";
 const IN_FLIGHT: &str = "hookd_deliveries_in_flight";
 const OLDEST_DUE: &str = "hookd_queue_oldest_due_age_seconds";
@@ -87,18 +91,16 @@ impl Metrics {
             .with_state(self.clone())
     }
 
-    /// Serves `/metrics` alone on `listener` until `stop` completes.
+    /// Serves `/metrics` alone on `listener` until `stop` completes, as the API is served
+    /// (see [`hookd_api::serve`]), holding at most [`SCRAPERS`] connections.
     pub async fn serve_alone(
         self,
         listener: tokio::net::TcpListener,
+        header_timeout: Duration,
         stop: impl Future<Output = ()> + Send + 'static,
     ) {
-        let served = axum::serve(listener, self.router())
-            .with_graceful_shutdown(stop)
-            .await;
-        if let Err(error) = served {
-            tracing::warn!(%error, "the metrics listener failed");
-        }
+        let listener = hookd_api::ConnectionLimit::new(listener, SCRAPERS);
+        hookd_api::serve(listener, self.router(), header_timeout, stop).await;
     }
 
     /// Samples the database-wide gauges every [`SAMPLE_EVERY`], and keeps the exporter's

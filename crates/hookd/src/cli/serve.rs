@@ -248,7 +248,12 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("cannot listen on {address} for metrics: {e}"))?;
         tracing::info!(%address, "serving /metrics");
         let stop = until(stopped.clone());
-        background.push(tokio::spawn(metrics.clone().serve_alone(listener, stop)));
+        let header_timeout = Duration::from_secs(args.header_timeout);
+        background.push(tokio::spawn(metrics.clone().serve_alone(
+            listener,
+            header_timeout,
+            stop,
+        )));
     }
     if args.role.engine() {
         let engine = Engine::new(
