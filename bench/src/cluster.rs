@@ -401,8 +401,8 @@ fn scale_row(run: &ScaleRun) -> String {
     ])
 }
 
-/// How far the total may fall below one process's and still count as held: runs of the same
-/// build differ by about this much from one minute to the next on a shared VM.
+/// How far a total may fall below one process's and still count as held: an allowance for
+/// noise only (runs of one build on a shared VM have differed by more, minute to minute).
 const HELD_WITHIN: f64 = 0.05;
 
 /// Each set of runs' totals against its one-process total, and whether every one held.
