@@ -238,6 +238,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         new_work.clone()
     };
     let shutdown_grace = engine_config.shutdown_grace;
+    // For every listener: the API's and the metrics' own.
+    let header_timeout = Duration::from_secs(args.header_timeout);
     let (stop, stopped) = watch::channel(false);
     let mut background = Vec::new();
     let metrics = args.metrics.install()?;
@@ -248,7 +250,6 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("cannot listen on {address} for metrics: {e}"))?;
         tracing::info!(%address, "serving /metrics");
         let stop = until(stopped.clone());
-        let header_timeout = Duration::from_secs(args.header_timeout);
         background.push(tokio::spawn(metrics.clone().serve_alone(
             listener,
             header_timeout,
@@ -299,7 +300,6 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             .merge(hookd_portal::router())
             .merge(metrics.router());
         let listener = hookd_api::ConnectionLimit::new(listener, args.max_connections);
-        let header_timeout = Duration::from_secs(args.header_timeout);
         let server = hookd_api::serve(listener, app, header_timeout, stop_on_signal);
         // Open connections get the grace to finish their requests, as attempts do.
         let grace_over = async {
