@@ -27,7 +27,7 @@ const SECTION: &str = "ceiling";
 #[derive(Clone, Debug, clap::Args)]
 pub struct Loop {
     /// Requests in flight; each value is measured and the best reported.
-    #[arg(id = "ceiling_concurrency", long = "ceiling-concurrency", value_delimiter = ',', default_values_t = [32, 64])]
+    #[arg(id = "ceiling_concurrency", long = "ceiling-concurrency", value_delimiter = ',', default_values_t = [32, 64, 128])]
     pub concurrency: Vec<usize>,
     /// Requests sent per concurrency in the measured phase.
     #[arg(

@@ -492,7 +492,7 @@ fn section(args: &Args, machine: &Machine, scale: &[ScaleRun], outbox: &OutboxRu
         args.max_processes,
         args.hookd_options().join(" "),
         report::thousands(args.messages),
-        report::joined(&args.concurrency, " or "),
+        report::listed(&args.concurrency, "or"),
         report::thousands(args.warmup),
         args.endpoint_concurrency,
         args.command(),

@@ -136,10 +136,19 @@ pub fn millis(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// Numbers joined by `separator`: `32,64` for a flag, `32 and 64` for prose.
+/// Numbers joined by `separator`: `32,64` for a flag.
 pub fn joined(values: &[usize], separator: &str) -> String {
     let texts: Vec<String> = values.iter().map(usize::to_string).collect();
     texts.join(separator)
+}
+
+/// Values as prose: `32`, `32 and 64`, `32, 64 and 128` (with `and` as `conjunction`).
+pub fn listed(values: &[usize], conjunction: &str) -> String {
+    match values.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} {conjunction} {last}", joined(rest, ", ")),
+        None => String::new(),
+    }
 }
 
 /// An integer with thousands separators: `12,345`.
@@ -214,6 +223,9 @@ mod tests {
         assert_eq!(thousands(1234567), "1,234,567");
         assert_eq!(millis(Duration::from_micros(3270)), "3.27 ms");
         assert_eq!(header(&["a", "b"]), "| a | b |\n|---|---|");
+        assert_eq!(listed(&[32], "and"), "32");
+        assert_eq!(listed(&[32, 64], "or"), "32 or 64");
+        assert_eq!(listed(&[32, 64, 128], "and"), "32, 64 and 128");
     }
 }
 
