@@ -43,6 +43,11 @@ pub struct Args {
     /// runs per value.
     #[arg(long, value_delimiter = ',', default_values_t = [32, 512])]
     concurrency: Vec<usize>,
+    /// Scale-out: rounds of runs (1, 2, … processes each) per number in flight; the verdict
+    /// compares each process count's median over the rounds, since single runs of one build
+    /// differ by a fifth from one minute to the next.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Scale-out: messages published in the measured phase.
     #[arg(long, default_value_t = 20_000)]
     messages: u64,
@@ -71,11 +76,12 @@ impl Args {
     /// The command that reproduces these results, every parameter spelled out.
     fn command(&self) -> String {
         format!(
-            "target/release/hookd-bench cluster --max-processes {} --concurrency {} --messages {} \
-             --warmup {} --endpoint-concurrency {} --workers {} --outbox-rate {} \
+            "target/release/hookd-bench cluster --max-processes {} --concurrency {} --rounds {} \
+             --messages {} --warmup {} --endpoint-concurrency {} --workers {} --outbox-rate {} \
              --outbox-seconds {}{}",
             self.max_processes,
             report::joined(&self.concurrency, ","),
+            self.rounds,
             self.messages,
             self.warmup,
             self.endpoint_concurrency,
@@ -139,9 +145,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.max_processes == 0
         || args.concurrency.is_empty()
         || args.concurrency.contains(&0)
+        || args.rounds == 0
         || args.messages == 0
     {
-        bail!("--max-processes, --concurrency values and --messages must be at least 1");
+        bail!("--max-processes, --concurrency values, --rounds and --messages must be at least 1");
     }
     if args.outbox_rate <= 0.0 || args.outbox_seconds == 0 {
         bail!("--outbox-rate and --outbox-seconds must be positive");
@@ -151,16 +158,19 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     println!("machine: {}", machine.summary());
     println!("{}", scale_header());
     let mut scale = Vec::new();
-    for &concurrency in &args.concurrency {
-        for processes in 1..=args.max_processes {
-            machine::settle(args.output.quiet_below).await?;
-            let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
-            let result = scale_out(concurrency, processes, &database, &args).await;
-            database.remove().await;
-            let run = result?;
-            println!("{}", scale_row(&run));
-            scale.push(run);
-        }
+    // Rounds alternate the process counts (1, 2, 3, 1, 2, 3, …), so a slow minute falls on
+    // one run of each rather than on every run of one.
+    let runs = args.concurrency.iter().flat_map(|&concurrency| {
+        (0..args.rounds).flat_map(move |_| (1..=args.max_processes).map(move |p| (concurrency, p)))
+    });
+    for (concurrency, processes) in runs {
+        machine::settle(args.output.quiet_below).await?;
+        let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
+        let result = scale_out(concurrency, processes, &database, &args).await;
+        database.remove().await;
+        let run = result?;
+        println!("{}", scale_row(&run));
+        scale.push(run);
     }
     machine::settle(args.output.quiet_below).await?;
     let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
@@ -405,25 +415,34 @@ fn scale_row(run: &ScaleRun) -> String {
 /// noise only (runs of one build on a shared VM have differed by more, minute to minute).
 const HELD_WITHIN: f64 = 0.05;
 
-/// Each set of runs' totals against its one-process total, and whether every one held.
-fn scale_verdict(concurrencies: &[usize], scale: &[ScaleRun]) -> String {
+/// The median total of the runs with `processes` processes at `concurrency` in flight.
+fn median_total(scale: &[ScaleRun], concurrency: usize, processes: usize) -> Option<f64> {
+    report::median(
+        scale
+            .iter()
+            .filter(|r| r.concurrency == concurrency && r.processes == processes)
+            .map(|r| r.deliveries_per_s)
+            .collect(),
+    )
+}
+
+/// Each process count's median total against one process's, and whether every one held.
+fn scale_verdict(args: &Args, scale: &[ScaleRun]) -> String {
     let mut held = true;
     let mut levels = Vec::new();
-    for &concurrency in concurrencies {
-        let runs: Vec<&ScaleRun> = scale
-            .iter()
-            .filter(|r| r.concurrency == concurrency)
-            .collect();
-        let Some(one) = runs.iter().find(|r| r.processes == 1) else {
+    for &concurrency in &args.concurrency {
+        let Some(one) = median_total(scale, concurrency, 1) else {
             continue;
         };
-        let changes: Vec<String> = runs
-            .iter()
-            .filter(|r| r.processes > 1)
-            .map(|r| {
-                let ratio = r.deliveries_per_s / one.deliveries_per_s.max(1e-9);
+        let changes: Vec<String> = (2..=args.max_processes)
+            .filter_map(|processes| {
+                let total = median_total(scale, concurrency, processes)?;
+                let ratio = total / one.max(1e-9);
                 held &= ratio >= 1.0 - HELD_WITHIN;
-                format!("{} processes {:+.0} %", r.processes, (ratio - 1.0) * 100.0)
+                Some(format!(
+                    "{processes} processes {:+.0} %",
+                    (ratio - 1.0) * 100.0
+                ))
             })
             .collect();
         levels.push(format!(
@@ -435,9 +454,14 @@ fn scale_verdict(concurrencies: &[usize], scale: &[ScaleRun]) -> String {
             }
         ));
     }
+    let measure = if args.rounds > 1 {
+        format!("the median of {} rounds", args.rounds)
+    } else {
+        "one run".to_owned()
+    };
     format!(
-        "Scale-out target (the total does not drop as processes are added: every total within \
-         {:.0} % of one process's, at every number in flight): **{}** ({}).",
+        "Scale-out target (the total does not drop as processes are added: every total, \
+         {measure}, within {:.0} % of one process's, at every number in flight): **{}** ({}).",
         HELD_WITHIN * 100.0,
         if held { "met" } else { "not met" },
         levels.join("; "),
@@ -470,12 +494,24 @@ fn outbox_row(args: &Args, run: &OutboxRun) -> String {
     ])
 }
 
+/// How the runs were repeated, for the docs.
+fn rounds_text(args: &Args) -> String {
+    match args.rounds {
+        1 => "one run per process count".to_owned(),
+        n => format!(
+            "{n} rounds, each running 1 to {} processes in turn, so the runs of each count \
+             alternate with the others'",
+            args.max_processes
+        ),
+    }
+}
+
 fn section(args: &Args, machine: &Machine, scale: &[ScaleRun], outbox: &OutboxRun) -> String {
     let mut out = format!(
         "## Several processes on one PostgreSQL, and the outbox\n\n\
          **Scale-out**: 1 to {} `hookd serve` processes (each API and engine, `{}`) on one \
          fresh PostgreSQL database; the harness publishes {} messages ({} in flight, after {} \
-         warm-up messages) through their APIs in turn to one endpoint, whose cap of {} \
+         warm-up messages; {}) through their APIs in turn to one endpoint, whose cap of {} \
          attempts in flight holds across the whole cluster; a receiver in its own process \
          verifies every signature. Deliveries/s from the first publish sent to the last \
          receipt. With few cores the point is that the total holds while the work is shared, \
@@ -494,6 +530,7 @@ fn section(args: &Args, machine: &Machine, scale: &[ScaleRun], outbox: &OutboxRu
         report::thousands(args.messages),
         report::listed(&args.concurrency, "or"),
         report::thousands(args.warmup),
+        rounds_text(args),
         args.endpoint_concurrency,
         args.command(),
         report::now(),
@@ -505,7 +542,7 @@ fn section(args: &Args, machine: &Machine, scale: &[ScaleRun], outbox: &OutboxRu
         out.push_str(&scale_row(run));
         out.push('\n');
     }
-    out.push_str(&format!("\n{}\n", scale_verdict(&args.concurrency, scale)));
+    out.push_str(&format!("\n{}\n", scale_verdict(args, scale)));
     out.push_str(&format!(
         "\n**Outbox commit-to-receipt**: one hookd process; a producer commits single-row \
          transactions into `hookd.outbox` at {} per second for {} s (open loop); latency is \

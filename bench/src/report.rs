@@ -151,6 +151,17 @@ pub fn listed(values: &[usize], conjunction: &str) -> String {
     }
 }
 
+/// The middle value (the mean of the two middle ones for an even count); `None` if empty.
+pub fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    match values.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(values[middle]),
+        _ => Some((values[middle - 1] + values[middle]) / 2.0),
+    }
+}
+
 /// An integer with thousands separators: `12,345`.
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
@@ -226,6 +237,14 @@ mod tests {
         assert_eq!(listed(&[32], "and"), "32");
         assert_eq!(listed(&[32, 64], "or"), "32 or 64");
         assert_eq!(listed(&[32, 64, 128], "and"), "32, 64 and 128");
+    }
+
+    #[test]
+    fn the_median_is_the_middle_value_in_order() {
+        assert_eq!(median(vec![]), None);
+        assert_eq!(median(vec![7.0]), Some(7.0));
+        assert_eq!(median(vec![9.0, 1.0, 5.0]), Some(5.0));
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), Some(2.5));
     }
 }
 

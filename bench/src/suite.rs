@@ -92,6 +92,8 @@ impl Args {
                 "cluster",
                 &[],
                 &[
+                    "--rounds",
+                    "1",
                     "--messages",
                     "1000",
                     "--warmup",
