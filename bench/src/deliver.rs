@@ -222,7 +222,6 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let ceilings = Ceilings {
         before: ceiling.as_ref(),
         after: ceiling_after.as_ref(),
-        latency_rate: ceiling_rate,
         target: target_ceiling,
     };
     let body = section(&args, &machine, &ceilings, &runs, &verdicts);
@@ -298,8 +297,13 @@ async fn measure(
 fn in_flight(mode: Mode, args: &Args) -> usize {
     match mode {
         Mode::Throughput(concurrency) => concurrency,
-        Mode::Latency(_) => args.concurrency.iter().copied().max().unwrap_or(1),
+        Mode::Latency(_) => latency_connections(args),
     }
+}
+
+/// The open loop's connections: as many as the largest closed loop's.
+fn latency_connections(args: &Args) -> usize {
+    args.concurrency.iter().copied().max().unwrap_or(1)
 }
 
 /// How many messages the measured phase publishes.
@@ -481,10 +485,9 @@ fn verdicts(target_ceiling: f64, runs: &[Run]) -> Vec<String> {
 struct Ceilings<'a> {
     /// Measured before the runs (`None`: given with `--ceiling-rate`).
     before: Option<&'a Ceiling>,
-    /// Measured again after them.
+    /// Measured again after them; the first measured (or the given) rate sets the latency
+    /// runs' rate.
     after: Option<&'a Ceiling>,
-    /// The rate the latency runs publish an eighth of: the first measured, or the given one.
-    latency_rate: f64,
     /// The rate the throughput target is set against: the higher of before and after.
     target: f64,
 }
@@ -559,7 +562,7 @@ fn section(
         report::listed(&args.concurrency, "and"),
         report::thousands(args.messages),
         args.latency_seconds,
-        in_flight(Mode::Latency(ceilings.latency_rate / 8.0), args),
+        latency_connections(args),
         ceilings.describe(),
         args.command(),
         report::now(),
