@@ -177,10 +177,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     println!("machine: {}", machine.summary());
     let ceiling = match args.ceiling_rate {
         Some(_) => None,
-        None => {
-            machine::settle(args.output.quiet_below).await?;
-            Some(ceiling::measure(&args.ceiling).await?)
-        }
+        None => Some(measure_ceiling(&args).await?),
     };
     let ceiling_rate = args
         .ceiling_rate
@@ -199,31 +196,27 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     // Measured again at the end; the throughput target takes the higher (see the module docs).
-    let ceiling_after = match ceiling {
-        Some(_) => {
-            machine::settle(args.output.quiet_below).await?;
-            Some(ceiling::measure(&args.ceiling).await?)
+    let measured = match ceiling {
+        Some(before) => {
+            let after = measure_ceiling(&args).await?;
+            println!(
+                "ceiling loop rate after the runs: {:.0} requests/s",
+                after.rate()
+            );
+            Some((before, after))
         }
         None => None,
     };
-    let target_ceiling = ceiling_after
-        .as_ref()
-        .map_or(ceiling_rate, |after| after.rate().max(ceiling_rate));
-    if let Some(after) = &ceiling_after {
-        println!(
-            "ceiling loop rate after the runs: {:.0} requests/s",
-            after.rate()
-        );
-    }
-    let verdicts = verdicts(target_ceiling, &runs);
+    let ceilings = Ceilings {
+        target: measured
+            .as_ref()
+            .map_or(ceiling_rate, |(_, after)| after.rate().max(ceiling_rate)),
+        measured: measured.as_ref(),
+    };
+    let verdicts = verdicts(ceilings.target, &runs);
     for verdict in &verdicts {
         println!("{verdict}");
     }
-    let ceilings = Ceilings {
-        before: ceiling.as_ref(),
-        after: ceiling_after.as_ref(),
-        target: target_ceiling,
-    };
     let body = section(&args, &machine, &ceilings, &runs, &verdicts);
     args.output.write(SECTION, &body)?;
     if runs.iter().any(Run::flagged) {
@@ -231,6 +224,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The ceiling loop's rate, once the machine is quiet.
+async fn measure_ceiling(args: &Args) -> anyhow::Result<Ceiling> {
+    machine::settle(args.output.quiet_below).await?;
+    ceiling::measure(&args.ceiling).await
 }
 
 /// Fresh database, hookd and receiver; set up; warm up; measure; tear down.
@@ -483,12 +482,10 @@ fn verdicts(target_ceiling: f64, runs: &[Run]) -> Vec<String> {
 
 /// The ceiling loop's rates a run used.
 struct Ceilings<'a> {
-    /// Measured before the runs (`None`: given with `--ceiling-rate`).
-    before: Option<&'a Ceiling>,
-    /// Measured again after them; the first measured (or the given) rate sets the latency
-    /// runs' rate.
-    after: Option<&'a Ceiling>,
-    /// The rate the throughput target is set against: the higher of before and after.
+    /// Measured before the runs (which sets the latency runs' rate) and again after them;
+    /// `None` when the rate was given with `--ceiling-rate`.
+    measured: Option<&'a (Ceiling, Ceiling)>,
+    /// The rate the throughput target is set against: the higher of the two, or the given one.
     target: f64,
 }
 
@@ -502,8 +499,8 @@ impl Ceilings<'_> {
                 c.best().concurrency
             )
         };
-        match (self.before, self.after) {
-            (Some(before), Some(after)) => format!(
+        match self.measured {
+            Some((before, after)) => format!(
                 "Ceiling loop rate (see the ceiling section for the method): {} measured \
                  first, which sets the latency runs' rate; {} measured again after the runs. \
                  The throughput target is set against the higher, {} requests/s; end-to-end \
@@ -513,7 +510,7 @@ impl Ceilings<'_> {
                 report::thousands(self.target.round() as u64),
                 report::thousands((self.target / 2.0).round() as u64),
             ),
-            _ => format!(
+            None => format!(
                 "Ceiling loop rate: {} requests/s, given with `--ceiling-rate`; end-to-end \
                  ceiling (half): {} messages/s.",
                 report::thousands(self.target.round() as u64),
