@@ -3,7 +3,8 @@
 //! A throughput figure means nothing without the CPU, core count, memory, OS and compiler
 //! behind it, so every documented result carries this description. The load average check
 //! lets a run wait for other work (compiles) to settle before measuring, and the CPU-time
-//! reading shows whether hookd or the harness used the cores.
+//! readings show whether hookd or the harness used the cores, and how much of the machine
+//! stayed idle.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -146,6 +147,7 @@ pub struct MachineCpu {
 }
 
 impl MachineCpu {
+    /// The reading now.
     pub fn read() -> anyhow::Result<Self> {
         let stat = std::fs::read_to_string("/proc/stat")?;
         Self::parse(&stat).ok_or_else(|| anyhow::anyhow!("unexpected /proc/stat"))
