@@ -414,7 +414,7 @@ fn scale_row(run: &ScaleRun) -> String {
         report::thousands(run.bad_signatures),
         report::thousands(run.publishes.error_count()),
         format!("{} cores", cores.join(" + ")),
-        format!("{:.0} %", run.idle * 100.0),
+        report::percent(run.idle),
         run.writes.claims.rows_per_write(),
         run.writes.records.rows_per_write(),
     ])
@@ -448,8 +448,7 @@ fn median_total(scale: &[ScaleRun], concurrency: usize, processes: usize) -> Opt
 /// How much of the machine one process left idle at `concurrency` in flight (the median), as
 /// text.
 fn idle_of_one(scale: &[ScaleRun], concurrency: usize) -> String {
-    median_of(scale, concurrency, 1, |r| r.idle)
-        .map_or_else(|| "?".to_owned(), |idle| format!("{:.0} %", idle * 100.0))
+    median_of(scale, concurrency, 1, |r| r.idle).map_or_else(|| "?".to_owned(), report::percent)
 }
 
 /// Each process count's median total against one process's at `concurrency`, and whether
@@ -504,9 +503,9 @@ fn scale_verdict(args: &Args, scale: &[ScaleRun]) -> String {
     let mut verdict = format!(
         "Scale-out target (the total does not drop as processes are added: at the most in \
          flight, {judged}, where one process left {} of the machine idle, every total, \
-         {measure}, within {:.0} % of one process's): **{}** ({judged_changes}).",
+         {measure}, within {} of one process's): **{}** ({judged_changes}).",
         idle_of_one(scale, judged),
-        HELD_WITHIN * 100.0,
+        report::percent(HELD_WITHIN),
         if held { "met" } else { "not met" },
     );
     if !lighter.is_empty() {

@@ -453,11 +453,11 @@ fn verdicts(target_ceiling: f64, runs: &[Run]) -> Vec<String> {
     if let Some(run) = best {
         out.push(format!(
             "Throughput target (SQLite end to end ≥ 50 % of half the ceiling, ≥ {} deliveries/s): \
-             **{}** (best {} deliveries/s, {:.0} % of half the ceiling).",
+             **{}** (best {} deliveries/s, {} of half the ceiling).",
             report::thousands(target_rate.round() as u64),
             met(run.deliveries_per_s >= target_rate && !run.flagged()),
             report::thousands(run.deliveries_per_s.round() as u64),
-            100.0 * run.deliveries_per_s / (target_ceiling / 2.0),
+            report::percent(run.deliveries_per_s / (target_ceiling / 2.0)),
         ));
     }
     for run in runs.iter().filter(|r| matches!(r.mode, Mode::Latency(_))) {

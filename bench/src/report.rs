@@ -136,6 +136,11 @@ pub fn millis(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// A share as a whole percentage: `0.563` is `56 %`.
+pub fn percent(share: f64) -> String {
+    format!("{:.0} %", share * 100.0)
+}
+
 /// Numbers joined by `separator`: `32,64` for a flag.
 pub fn joined(values: &[usize], separator: &str) -> String {
     let texts: Vec<String> = values.iter().map(usize::to_string).collect();
@@ -233,6 +238,7 @@ mod tests {
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(1234567), "1,234,567");
         assert_eq!(millis(Duration::from_micros(3270)), "3.27 ms");
+        assert_eq!(percent(0.563), "56 %");
         assert_eq!(header(&["a", "b"]), "| a | b |\n|---|---|");
         assert_eq!(listed(&[32], "and"), "32");
         assert_eq!(listed(&[32, 64], "or"), "32 or 64");
