@@ -315,6 +315,7 @@ fn endpoint(
         disabled_at: None,
         throttle_rate: None,
         timeout_secs: None,
+        max_concurrency: None,
         metadata: Default::default(),
         headers: Default::default(),
         // Written straight to the store, so in the clear as schema v1 kept secrets: hookd seals

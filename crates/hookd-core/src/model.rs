@@ -43,6 +43,9 @@ pub struct Endpoint {
     pub throttle_rate: Option<u16>,
     /// This endpoint's attempt timeout in seconds (1..=30), if not the server's default.
     pub timeout_secs: Option<u16>,
+    /// At most this many attempts in flight to this endpoint at once (across every process),
+    /// if lower than the server's ceiling (`--endpoint-max-concurrency`).
+    pub max_concurrency: Option<u16>,
     pub metadata: Metadata,
     /// Extra headers sent with every delivery (never ones that collide with ours).
     pub headers: BTreeMap<String, String>,
@@ -251,6 +254,7 @@ mod tests {
             disabled_at: None,
             throttle_rate: None,
             timeout_secs: None,
+            max_concurrency: None,
             metadata: Metadata::new(),
             headers: BTreeMap::new(),
             keys: SealedKeys::from_stored("hk1:x:y".into()),

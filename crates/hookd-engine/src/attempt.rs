@@ -289,6 +289,7 @@ mod tests {
             disabled_at: None,
             throttle_rate: None,
             timeout_secs: None,
+            max_concurrency: None,
             metadata: BTreeMap::new(),
             headers: BTreeMap::from([("X-Tenant".into(), "42".into())]),
             keys,

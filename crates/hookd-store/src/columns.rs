@@ -9,10 +9,10 @@ pub const APP_COLUMNS: &str = "id, uid, name, metadata, throttle_rate, created_a
 
 pub const ENDPOINT_COLUMNS: &str = "e.id, e.app_id, e.uid, e.url, e.description, e.event_types, \
     e.channels, e.disabled, e.throttle_rate, e.metadata, e.headers, e.secret, e.created_at, e.updated_at, \
-    e.disabled_reason, e.disabled_at, e.timeout_secs";
+    e.disabled_reason, e.disabled_at, e.timeout_secs, e.max_concurrency";
 
 /// How many columns [`ENDPOINT_COLUMNS`] has: where the next record starts in a join.
-pub const ENDPOINT_WIDTH: usize = 17;
+pub const ENDPOINT_WIDTH: usize = 18;
 
 pub const EVENT_TYPE_COLUMNS: &str =
     "name, description, schemas, archived, deprecated, feature_flag, created_at, updated_at";

@@ -257,6 +257,7 @@ fn endpoint_of(owner: &Application, created: i64, rate: Option<u16>) -> Endpoint
         disabled_at: None,
         throttle_rate: rate,
         timeout_secs: None,
+        max_concurrency: None,
         metadata: BTreeMap::new(),
         headers: BTreeMap::new(),
         keys: SealedKeys::from_stored("hk1:test:sealed".into()),

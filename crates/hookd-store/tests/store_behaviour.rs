@@ -130,6 +130,7 @@ async fn endpoints_round_trip_with_uids_scoped_to_their_app(store: &dyn Store) {
     changed.disabled_reason = Some("paused".into());
     changed.disabled_at = Some(at(9));
     changed.timeout_secs = None;
+    changed.max_concurrency = Some(2);
     changed.event_types = None;
     changed.headers.clear();
     changed.updated_at = at(9);

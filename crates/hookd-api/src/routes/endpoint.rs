@@ -213,6 +213,7 @@ impl EndpointIn {
             disabled_at: None,
             throttle_rate: self.throttle_rate,
             timeout_secs: self.timeout_seconds,
+            max_concurrency: None,
             metadata: self.metadata,
             headers: self.headers.unwrap_or_default(),
             keys,

@@ -145,6 +145,7 @@ impl Harness {
             disabled_at: None,
             throttle_rate: None,
             timeout_secs: None,
+            max_concurrency: None,
             metadata: BTreeMap::new(),
             headers: BTreeMap::new(),
             created_at: now,

@@ -89,6 +89,7 @@ pub fn endpoint_at(row: &PgRow, offset: usize) -> Decoded<Endpoint> {
         disabled_reason: get(row, at(14))?,
         disabled_at: opt_time(row, at(15))?,
         timeout_secs: opt_int(row, at(16))?,
+        max_concurrency: opt_int(row, at(17))?,
     })
 }
 

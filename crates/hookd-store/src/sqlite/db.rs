@@ -55,6 +55,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         7,
         include_str!("../../migrations/sqlite/0007_clustered_queue.sql"),
     ),
+    (
+        8,
+        include_str!("../../migrations/sqlite/0008_endpoint_max_concurrency.sql"),
+    ),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.

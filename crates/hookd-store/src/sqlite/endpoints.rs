@@ -26,8 +26,8 @@ impl EndpointStore for SqliteStore {
                 conn.prepare_cached(
                     "INSERT INTO endpoints (id, app_id, uid, url, description, event_types, channels,
                      disabled, throttle_rate, metadata, headers, secret, created_at, updated_at,
-                     disabled_reason, disabled_at, timeout_secs)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                     disabled_reason, disabled_at, timeout_secs, max_concurrency)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
                 )?
                 .execute(params![
                     ep.id.as_str(),
@@ -47,6 +47,7 @@ impl EndpointStore for SqliteStore {
                     ep.disabled_reason,
                     ep.disabled_at.map(Timestamp::as_millis),
                     ep.timeout_secs,
+                    ep.max_concurrency,
                 ])
                 .map_err(refused(taken::endpoint_uid(ep.uid.as_deref()), "application"))?;
                 insert_events(conn, &events)
@@ -111,6 +112,7 @@ impl EndpointStore for SqliteStore {
                         "UPDATE endpoints SET uid = ?2, url = ?3, description = ?4, event_types = ?5,
                          channels = ?6, disabled = ?7, throttle_rate = ?8, metadata = ?9, headers = ?10,
                          updated_at = ?11, disabled_reason = ?12, disabled_at = ?13, timeout_secs = ?14,
+                         max_concurrency = ?15,
                          failing_since = CASE WHEN disabled AND NOT ?7 THEN NULL ELSE failing_since END
                          WHERE id = ?1",
                     )?
@@ -129,6 +131,7 @@ impl EndpointStore for SqliteStore {
                         ep.disabled_reason,
                         ep.disabled_at.map(Timestamp::as_millis),
                         ep.timeout_secs,
+                        ep.max_concurrency,
                     ])
                     .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
                 insert_events(conn, &events)?;

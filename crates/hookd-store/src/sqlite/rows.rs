@@ -62,6 +62,7 @@ pub fn endpoint_at(row: &Row<'_>, offset: usize) -> Decoded<Endpoint> {
             .get::<_, Option<i64>>(at(15))?
             .map(Timestamp::from_millis),
         timeout_secs: row.get(at(16))?,
+        max_concurrency: row.get(at(17))?,
     })
 }
 

@@ -44,6 +44,7 @@ pub fn endpoint(
         disabled_at: None,
         throttle_rate: Some(10),
         timeout_secs: Some(5),
+        max_concurrency: Some(8),
         metadata: BTreeMap::new(),
         headers: BTreeMap::from([("x-tenant".to_owned(), "42".to_owned())]),
         keys: SealedKeys::from_stored("hk1:test:sealed".into()),
