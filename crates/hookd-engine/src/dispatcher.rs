@@ -1,26 +1,32 @@
-//! The engine's loop: claim due deliveries, run each attempt under the limits, record it.
+//! The engine's loop: claim due deliveries into their endpoints' lanes, run each attempt under
+//! its endpoint's limits, record it.
 //!
-//! One task claims; each claimed delivery gets a task of its own that waits for its endpoint's
-//! in-flight slot and rate limit, sends, and hands its verdict to the recorder (see
-//! [`crate::recorder`]), which writes finished attempts in batches. The loop claims again as soon as it is
-//! woken: by the API ("new messages"), by a finished attempt (capacity freed), or by the poll
-//! interval (retries coming due). Claims are leases, so a process that dies mid-attempt loses
-//! nothing: its deliveries become due again when their lease ends.
+//! One task claims; claimed deliveries wait in their endpoint's lane (see [`crate::lanes`]),
+//! which starts each as soon as the endpoint has a free slot and a global worker is free. An
+//! attempt task sends, hands its slot and worker back the moment the answer is in, and gives
+//! its verdict to the recorder (see [`crate::recorder`]), which writes finished attempts in
+//! batches off the send path. A lane keeps a window of its endpoint's due deliveries claimed
+//! ahead, so a busy endpoint's next send needs no round trip to the database; the loop claims
+//! again when a lane has drained half its window and more may wait for it, when it is woken
+//! (by the API: "new messages"; by a recorded retry), or at the poll interval (retries coming
+//! due). Claims are leases, so a process that dies mid-attempt loses nothing: its deliveries
+//! become due again when their lease ends. What a crash can send twice is bounded by the
+//! deliveries held (claimed and not yet recorded): at most twice the worker budget.
 //!
 //! New deliveries need no claim: the engine takes them as they are written (see
-//! [`hookd_store::Handoff`]), already claimed, whenever a worker and the endpoint have room, and
-//! starts them once committed; one it has no worker for wakes it, to be claimed once a worker
-//! is free. Claims then find only what it had no room for, retries and
-//! recovered deliveries, so the engine claims only when work may be waiting: after a wake-up
-//! (work queued), a poll, or a claim that found some. On PostgreSQL, where several processes
-//! share the queue, a delivery may also wait for room another process's attempts hold, freed
-//! by their records without a wake-up here; so once a claim finds nothing, finished attempts
-//! make the engine look again a little later (`RECHECK`), not at each one.
+//! [`hookd_store::Handoff`]), already claimed, whenever their endpoint's lane has room, and
+//! queues them in the lane once committed. Claims then find only what had no room, retries and
+//! recovered deliveries. On PostgreSQL, where several processes share the queue, a delivery may
+//! also wait for room another process's attempts hold, freed by their records without a
+//! wake-up here; so once a claim finds nothing, finished attempts make the engine look again a
+//! little later (`RECHECK`), not at each one.
 //!
-//! Shutting down, the engine stops claiming and gives the attempts in flight a grace period
-//! to finish and be recorded; the claims of those still running at its end are given back
-//! (due at once), so another process need not wait out their leases.
+//! Shutting down, the engine stops claiming, gives back the claims still waiting in lanes, and
+//! gives the attempts in flight a grace period to finish and be recorded; the claims of those
+//! still running at its end are given back (due at once), so another process need not wait
+//! out their leases.
 
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -32,9 +38,10 @@ use hookd_vault::{Keyring, OpenedKeys};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::MissedTickBehavior;
 
+use crate::adaptive::Signal;
 use crate::attempt::{self, Happened, Verdict};
-use crate::http::WebhookSender;
-use crate::limits::{Claim, EndpointLimits};
+use crate::http::{SendError, SendOutcome, WebhookSender};
+use crate::lanes::{Held, Lanes, Start};
 use crate::operations::Operations;
 use crate::recorder::{Finished, Recorder};
 use crate::schedule::RetrySchedule;
@@ -43,10 +50,13 @@ use crate::telemetry;
 /// How the engine behaves.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
-    /// Attempts in flight across all endpoints.
+    /// Attempts in flight across all endpoints. Twice as many deliveries may be held at once
+    /// (claimed ahead, in flight, or waiting for their record).
     pub workers: usize,
-    /// Attempts in flight to any one endpoint.
-    pub per_endpoint_concurrency: usize,
+    /// The most attempts in flight to any one endpoint (an endpoint's own `maxConcurrency` may
+    /// set fewer); within it, each endpoint's limit adapts to its answers. On PostgreSQL it
+    /// holds across every process.
+    pub endpoint_max_concurrency: usize,
     /// Attempt timeout for endpoints that do not set their own (the spec asks 15..30 s).
     pub attempt_timeout: Duration,
     /// How long a claim lasts before another claimer may take the delivery again. Attempt
@@ -74,8 +84,8 @@ pub struct EngineConfig {
 impl Default for EngineConfig {
     fn default() -> Self {
         Self {
-            workers: 64,
-            per_endpoint_concurrency: 4,
+            workers: 512,
+            endpoint_max_concurrency: 128,
             attempt_timeout: Duration::from_secs(15),
             lease: Duration::from_secs(90),
             poll_interval: Duration::from_secs(1),
@@ -97,7 +107,8 @@ pub struct Engine {
     config: EngineConfig,
     /// Work was queued in the database (by the API, a retry, another process).
     wake: Arc<Notify>,
-    /// Workers were freed (attempts recorded).
+    /// Room was freed (attempts recorded, a lane drained half its window): claim if work
+    /// waits.
     freed: Arc<Notify>,
     /// Whether the database may hold due deliveries no claim has found yet. Starts true.
     maybe_queued: AtomicBool,
@@ -105,8 +116,13 @@ pub struct Engine {
     stopping: AtomicBool,
     /// The engine itself, for the attempts of the deliveries it takes as they are written.
     me: Weak<Self>,
-    limits: Arc<EndpointLimits>,
+    lanes: Lanes,
+    /// Attempts in flight, across endpoints.
     workers: Arc<Semaphore>,
+    /// Deliveries held: claimed and not yet recorded or given back.
+    tickets: Arc<Semaphore>,
+    /// Endpoints with attempts to start but no worker free, in the order they asked.
+    starved: Mutex<VecDeque<EndpointId>>,
     /// Finished attempts, to the recorder.
     finished: mpsc::UnboundedSender<Finished>,
     /// The recorder's end, until [`Engine::run`] starts it.
@@ -137,6 +153,7 @@ impl Engine {
             disable_after: config.disable_after,
             operations: Operations::new(store.clone()),
         };
+        let workers = config.workers.max(1);
         Arc::new_cyclic(|me| Self {
             me: me.clone(),
             freed,
@@ -147,8 +164,10 @@ impl Engine {
             cut_short: watch::Sender::new(false),
             abandoned: Mutex::default(),
             opened_keys: OpenedKeys::new(config.keyring.clone()),
-            limits: EndpointLimits::new(config.per_endpoint_concurrency),
-            workers: Arc::new(Semaphore::new(config.workers.max(1))),
+            lanes: Lanes::new(config.endpoint_max_concurrency),
+            workers: Arc::new(Semaphore::new(workers)),
+            tickets: Arc::new(Semaphore::new(held_budget(workers))),
+            starved: Mutex::default(),
             store,
             clock,
             sender,
@@ -160,6 +179,12 @@ impl Engine {
     /// The handle that wakes the engine when new work is written.
     pub fn waker(&self) -> Arc<Notify> {
         self.wake.clone()
+    }
+
+    /// Each endpoint with work here: its id, its current concurrency limit and its attempts
+    /// in flight.
+    pub fn endpoint_concurrency(&self) -> Vec<(EndpointId, usize, usize)> {
+        self.lanes.snapshot()
     }
 
     /// Claims and dispatches until `shutdown` completes, then lets the attempts in flight
@@ -215,77 +240,98 @@ impl Engine {
         self.drain().await;
     }
 
-    /// Waits (up to the grace) until every worker is free, i.e. every attempt is recorded;
-    /// then stops the attempts still running and releases their claims.
+    /// Gives back the claims waiting in lanes, waits (up to the grace) until every attempt in
+    /// flight is recorded, then stops the attempts still running and releases their claims.
     async fn drain(&self) {
-        let workers = u32::try_from(self.config.workers.max(1)).unwrap_or(u32::MAX);
-        let busy = workers as usize - self.workers.available_permits();
+        let budget = held_budget(self.config.workers.max(1));
+        let waiting = self.lanes.take_waiting();
+        if !waiting.is_empty() {
+            let deliveries: Vec<Delivery> =
+                waiting.iter().map(|h| h.claimed.delivery.clone()).collect();
+            self.release(&deliveries, "claimed ahead and not started")
+                .await;
+        }
+        drop(waiting);
+        let busy = budget - self.tickets.available_permits();
         if busy > 0 {
             tracing::info!(attempts = busy, grace = ?self.config.shutdown_grace, "stopped claiming; waiting for the attempts in flight");
         }
         let all_done = tokio::time::timeout(
             self.config.shutdown_grace,
-            self.workers.acquire_many(workers),
+            self.tickets.acquire_many(budget as u32),
         )
         .await;
         if all_done.is_ok() {
             return;
         }
         self.cut_short.send_replace(true);
-        // Stopped attempts free their workers at once; finished ones once recorded.
-        let _all = self.workers.acquire_many(workers).await;
+        // Stopped attempts give their tickets back at once; finished ones once recorded.
+        let _all = self.tickets.acquire_many(budget as u32).await;
         let abandoned = std::mem::take(&mut *self.abandoned.lock().expect("abandoned poisoned"));
+        self.release(
+            &abandoned,
+            "still running after the shutdown grace were stopped",
+        )
+        .await;
+    }
+
+    /// Gives back the claims of deliveries not attempted: due at once, for any claimer.
+    async fn release(&self, deliveries: &[Delivery], what: &str) {
         match self
             .store
-            .release_claims(&abandoned, self.clock.now())
+            .release_claims(deliveries, self.clock.now())
             .await
         {
             Ok(released) => tracing::info!(
-                stopped = abandoned.len(),
+                deliveries = deliveries.len(),
                 released,
-                "attempts still running after the shutdown grace were stopped; their deliveries are due again"
+                "deliveries {what}; their claims are given back, due again at once"
             ),
             Err(error) => {
-                tracing::warn!(%error, stopped = abandoned.len(), "cannot give back the claims of stopped attempts; they are due again when their leases end")
+                tracing::warn!(%error, deliveries = deliveries.len(), "cannot give back the claims of deliveries {what}; they are due again when their leases end")
             }
         }
     }
 
-    /// Claims as much due work as there are free workers (half of them, when new deliveries
-    /// are handed over) and starts it. Returns whether the claim was full, i.e. more work may
-    /// be waiting. `handover`: whether new deliveries come through [`Handoff`], so that a
-    /// claim that finds nothing means nothing waits, at least until a wake-up (or, shared,
-    /// until attempts finish; see `RECHECK`).
+    /// Claims due work into the lanes, within their rooms and the deliveries the engine may
+    /// hold, and starts what the lanes may start. Returns whether the claim was full, i.e.
+    /// more work may be waiting. `handover`: whether new deliveries come through [`Handoff`],
+    /// so that a claim that finds nothing means nothing waits, at least until a wake-up (or,
+    /// shared, until attempts finish; see `RECHECK`).
     async fn dispatch_due(self: Arc<Self>, handover: Handover) -> bool {
-        if !self.maybe_queued.load(Ordering::Acquire) {
+        if !self.maybe_queued.swap(false, Ordering::AcqRel) && !self.lanes.any_wants_refill() {
             return false;
         }
-        let free = self.workers.available_permits();
-        // Every finished attempt wakes the loop. When nearly all workers are busy, claiming for
-        // each one as it frees would cost a database write per delivery; waiting until a
-        // sixteenth of them are free claims in batches, and only under saturation, where the
-        // wait is short beside the queue anyway.
-        if free < (self.config.workers / 16).max(1) {
+        let free = self.tickets.available_permits();
+        // Every freed ticket could wake a claim. When nearly all are held, claiming for each
+        // as it frees would cost a database write per delivery; waiting until a sixteenth are
+        // free claims in batches, and only under saturation, where the wait is short beside
+        // the queue anyway.
+        if free < (held_budget(self.config.workers.max(1)) / 16).max(1) {
+            self.maybe_queued.store(true, Ordering::Release);
             return false;
         }
-        // Held before claiming: new deliveries taken meanwhile use workers too. When they are
-        // handed over, a claim leaves them half: one in flight (on PostgreSQL, milliseconds)
-        // would otherwise leave a delivery written meanwhile no worker, to wait for a claim of
-        // its own. A full claim is followed by the next at once, so a backlog loses nothing.
+        // When new deliveries are handed over, a claim leaves them half the tickets: one in
+        // flight (on PostgreSQL, milliseconds) would otherwise leave a delivery written
+        // meanwhile no room, to wait for a claim of its own. A full claim is followed by the
+        // next at once, so a backlog loses nothing.
         let asked = match handover {
             Handover::None => free,
             Handover::Sole | Handover::Shared => free.div_ceil(2),
         };
-        let Ok(mut workers) = self.workers.clone().try_acquire_many_owned(asked as u32) else {
+        let Ok(mut tickets) = self.tickets.clone().try_acquire_many_owned(asked as u32) else {
+            self.maybe_queued.store(true, Ordering::Release);
             return false;
         };
         let now = self.clock.now();
+        let rooms = self.lanes.rooms();
         let request = ClaimRequest {
             now,
             lease_until: now.plus(self.config.lease),
             limit: asked,
-            per_endpoint: self.config.per_endpoint_concurrency,
-            skip_endpoints: self.limits.full(),
+            per_endpoint: self.lanes.fresh_room(),
+            rooms,
+            ceiling: self.config.endpoint_max_concurrency,
         };
         let started = Instant::now();
         let claimed = match self.store.claim_due(&request).await {
@@ -299,55 +345,129 @@ impl Engine {
             }
         };
         let full = claimed.len() == asked;
-        let found = !claimed.is_empty() || !request.skip_endpoints.is_empty();
-        self.maybe_queued
-            .store(found || handover == Handover::None, Ordering::Release);
+        if full || (!claimed.is_empty() && handover == Handover::None) {
+            self.maybe_queued.store(true, Ordering::Release);
+        }
+        let mut took: HashMap<EndpointId, usize> = HashMap::new();
         for delivery in claimed {
-            let worker = workers.split(1).expect("claims never exceed free workers");
-            let claim = self.limits.claim(&delivery.endpoint.id);
-            tokio::spawn(self.clone().attempt(delivery, claim, worker));
+            *took.entry(delivery.endpoint.id.clone()).or_default() += 1;
+            let ticket = tickets
+                .split(1)
+                .expect("claims never exceed the tickets taken");
+            self.lanes.admit(
+                Held {
+                    claimed: delivery,
+                    ticket,
+                },
+                false,
+            );
+        }
+        self.lanes.claimed(&request.rooms, &took);
+        for endpoint in took.keys() {
+            self.pump(endpoint);
         }
         full
     }
 
-    async fn attempt(
-        self: Arc<Self>,
-        claimed: ClaimedDelivery,
-        claim: Claim,
-        worker: OwnedSemaphorePermit,
-    ) {
+    /// Starts what `endpoint`'s lane may start now.
+    fn pump(self: &Arc<Self>, endpoint: &EndpointId) {
+        if self.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let workers = &self.workers;
+        let (starts, starved) = self.lanes.next_starts(
+            endpoint,
+            || workers.clone().try_acquire_owned().ok(),
+            |claimed| claimed.endpoint.throttle_rate,
+        );
+        if starved {
+            self.starved
+                .lock()
+                .expect("starved poisoned")
+                .push_back(endpoint.clone());
+        }
+        for start in starts {
+            tokio::spawn(self.clone().attempt(start));
+        }
+    }
+
+    /// Starts the lanes that waited for a worker, in the order they asked, while workers are
+    /// free.
+    fn pump_starved(self: &Arc<Self>) {
+        let mut seen = HashSet::new();
+        while self.workers.available_permits() > 0 {
+            let next = self.starved.lock().expect("starved poisoned").pop_front();
+            let Some(endpoint) = next else { return };
+            if seen.insert(endpoint.clone()) {
+                self.pump(&endpoint);
+            }
+        }
+    }
+
+    async fn attempt(self: Arc<Self>, start: Start) {
+        let Start {
+            held,
+            started,
+            at,
+            worker,
+        } = start;
+        let endpoint = held.claimed.endpoint.id.clone();
         let mut cut_short = self.cut_short.subscribe();
-        let verdict = tokio::select! {
-            verdict = async {
-                let slot = claim.ready(claimed.endpoint.throttle_rate).await;
-                if self.would_outlive_its_lease(&claimed) {
+        let sent = tokio::select! {
+            sent = async {
+                tokio::time::sleep_until(at).await;
+                if self.would_outlive_its_lease(&held.claimed) {
                     return None;
                 }
-                let verdict = self.send(&claimed).await;
-                drop(slot);
-                Some(verdict)
-            } => verdict,
+                Some(self.send(&held.claimed).await)
+            } => sent,
             Ok(_) = cut_short.wait_for(|stop| *stop) => {
                 // Shutting down past the grace: nothing recorded, the claim is given back.
-                self.abandoned.lock().expect("abandoned poisoned").push(claimed.delivery);
+                self.lanes.abandoned(&endpoint);
+                self.abandoned.lock().expect("abandoned poisoned").push(held.claimed.delivery);
                 return;
             }
         };
-        let Some(verdict) = verdict else {
-            self.give_back(claimed.delivery).await;
+        let Some((verdict, signal)) = sent else {
+            self.lanes.abandoned(&endpoint);
+            drop(worker);
+            self.pump(&endpoint);
+            self.give_back(held.claimed.delivery).await;
             return;
         };
-        // This process holds the endpoint at once; the others, once the record is written.
-        if let Some(pause) = verdict.slow_down {
-            self.limits.hold(&claimed.endpoint.id, pause);
+        // The slot and the worker are free the moment the answer is in; the delivery stays
+        // leased (and its ticket held) until its record is written.
+        let mut resume = self
+            .lanes
+            .answered(&endpoint, started, signal, verdict.slow_down);
+        drop(worker);
+        if verdict.disable.is_some() {
+            let (waiting, until) = self.lanes.close(&endpoint, CLOSING);
+            resume = until.or(resume);
+            let deliveries: Vec<Delivery> =
+                waiting.iter().map(|h| h.claimed.delivery.clone()).collect();
+            if !deliveries.is_empty() {
+                self.release(&deliveries, "waiting for an endpoint being disabled")
+                    .await;
+            }
         }
-        // The endpoint is free for its next delivery while this one is recorded (its row stays
-        // leased until then); the worker goes with the verdict to the recorder.
-        drop(claim);
+        if let Some(resume) = resume {
+            let engine = self.clone();
+            let endpoint = endpoint.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep_until(resume).await;
+                engine.pump(&endpoint);
+            });
+        }
+        self.pump(&endpoint);
+        self.pump_starved();
+        if self.lanes.wants_refill(&endpoint) {
+            self.freed.notify_one();
+        }
         telemetry::settled(verdict.next.status);
         let finished = Finished {
             verdict,
-            _worker: worker,
+            _ticket: held.ticket,
         };
         if let Err(unsent) = self.finished.send(finished) {
             let attempt = &unsent.0.verdict.attempt;
@@ -367,9 +487,9 @@ impl Engine {
     }
 
     /// Whether an attempt started now could still run when its claim's lease ends. A delivery
-    /// waits for its endpoint's slot and rate limit after its claim, and may wait that long
-    /// (a low `rateLimit` under a high `--endpoint-concurrency`). Once the lease is over,
-    /// another claim may take the delivery, and its message would be in flight twice.
+    /// waits in its endpoint's lane after its claim, and may wait that long (a low
+    /// `rateLimit`, a receiver that asked for a pause). Once the lease is over, another claim
+    /// may take the delivery, and its message would be in flight twice.
     fn would_outlive_its_lease(&self, claimed: &ClaimedDelivery) -> bool {
         let lease_until = claimed.delivery.next_attempt_at;
         lease_until.is_some_and(|end| self.clock.now().plus(self.timeout(claimed)) > end)
@@ -393,7 +513,8 @@ impl Engine {
         self.wake.notify_one();
     }
 
-    async fn send(&self, claimed: &ClaimedDelivery) -> Verdict {
+    /// Makes the attempt; its verdict, and what its answer says of the endpoint's capacity.
+    async fn send(&self, claimed: &ClaimedDelivery) -> (Verdict, Signal) {
         let started = self.clock.now();
         let jitter = random_fraction();
         let (schedule, failing_after) = (&self.config.schedule, self.config.failing_after);
@@ -411,7 +532,7 @@ impl Engine {
                     jitter,
                 );
                 made(&verdict, telemetry::outcome(&outcome), outcome.duration);
-                verdict
+                (verdict, signal(&outcome))
             }
             Err(error) => {
                 let verdict = attempt::judge(
@@ -423,38 +544,90 @@ impl Engine {
                     jitter,
                 );
                 made(&verdict, telemetry::NOT_SENT, Duration::ZERO);
-                verdict
+                (verdict, Signal::None)
             }
         }
     }
 }
 
 impl Handoff for Engine {
-    /// Takes a new delivery when a worker is free and its endpoint below its concurrency, so
-    /// its attempt starts at once.
+    /// Takes a new delivery when its endpoint's lane has room and the engine may hold one
+    /// more, so its attempt starts as soon as the endpoint has a free slot.
     fn reserve(&self, endpoint: &EndpointId) -> Option<Reserved> {
         if self.stopping.load(Ordering::Acquire) {
             return None;
         }
         let engine = self.me.upgrade()?;
-        let Ok(worker) = self.workers.clone().try_acquire_owned() else {
-            // Queued instead. A claim in flight holds every free worker and may have read
-            // before this delivery was written: claim again once it is done, rather than
-            // count on the writer's wake-up.
+        let Ok(ticket) = self.tickets.clone().try_acquire_owned() else {
+            // Queued instead. A claim in flight holds tickets and may have read before this
+            // delivery was written: claim again once it is done, rather than count on the
+            // writer's wake-up.
             self.wake.notify_one();
             return None;
         };
-        let claim = self.limits.try_claim(endpoint)?;
+        if !self.lanes.reserve(endpoint) {
+            return None;
+        }
         let lease_until = self.clock.now().plus(self.config.lease);
+        let reservation = Reservation {
+            engine,
+            endpoint: endpoint.clone(),
+            ticket: Some(ticket),
+        };
         Some(Reserved::new(lease_until, move |claimed| {
-            tokio::spawn(engine.attempt(claimed, claim, worker));
+            reservation.fulfil(claimed);
         }))
     }
 
     fn per_endpoint(&self) -> usize {
-        self.config.per_endpoint_concurrency
+        self.config.endpoint_max_concurrency
     }
 }
+
+/// Room a lane holds for a delivery being written; given back if dropped unfulfilled.
+struct Reservation {
+    engine: Arc<Engine>,
+    endpoint: EndpointId,
+    ticket: Option<OwnedSemaphorePermit>,
+}
+
+impl Reservation {
+    fn fulfil(mut self, claimed: ClaimedDelivery) {
+        let ticket = self.ticket.take().expect("fulfilled once");
+        self.engine.lanes.admit(Held { claimed, ticket }, true);
+        self.engine.pump(&self.endpoint);
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.ticket.is_some() {
+            self.engine.lanes.unreserve(&self.endpoint);
+        }
+    }
+}
+
+/// Deliveries an engine of `workers` may hold at once: claimed ahead, in flight or waiting
+/// for their record. Bounds its memory, and what a crash can send twice.
+fn held_budget(workers: usize) -> usize {
+    2 * workers
+}
+
+/// What an attempt's outcome says of its endpoint's capacity (see [`crate::adaptive`]).
+fn signal(outcome: &SendOutcome) -> Signal {
+    match (outcome.status, &outcome.error) {
+        (Some(429 | 502 | 503 | 504), _) => Signal::Overloaded,
+        (Some(_), _) => Signal::Answered(outcome.duration),
+        (None, Some(SendError::Timeout | SendError::Connect(_) | SendError::Request(_))) => {
+            Signal::Overloaded
+        }
+        (None, _) => Signal::None,
+    }
+}
+
+/// How long an endpoint being disabled (it answered `410 Gone`) starts nothing, so that no
+/// attempt starts between the answer and the write that disables it.
+const CLOSING: Duration = Duration::from_secs(10);
 
 /// With a shared handover (PostgreSQL), how long after a claim that found nothing the engine
 /// looks again once attempts finish. What waits then was refused for want of room at its

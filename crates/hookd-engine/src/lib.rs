@@ -11,7 +11,9 @@
 //! - [`relay`]: [`Relay`], which turns committed outbox rows into messages and deliveries.
 //! - [`retention`]: [`Purger`], which purges the content of settled messages past their
 //!   retention, in small batches.
-//! - `limits`: per-endpoint concurrency and rate limits (fairness).
+//! - `lanes`: each endpoint's claimed deliveries waiting for its slots (its adaptive
+//!   concurrency, rate limit and pauses), so one endpoint never holds up another.
+//! - `adaptive`: the per-endpoint concurrency limit learned from the answers.
 //! - `attempt`: the signed request for a delivery (signed with every key of the endpoint live
 //!   at that instant, opened from their sealed form), and what its outcome means.
 //! - `recorder`: writes finished attempts to the store, many per transaction.
@@ -25,10 +27,11 @@
 //!   deliveries settled), through the `metrics` facade.
 //! - `testing` (cargo feature `testing`): a recording HTTP receiver for tests.
 
+mod adaptive;
 mod attempt;
 pub mod dispatcher;
 pub mod http;
-mod limits;
+mod lanes;
 mod operations;
 mod recorder;
 pub mod relay;

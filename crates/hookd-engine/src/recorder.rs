@@ -3,10 +3,11 @@
 //! Every attempt ends in a write: its row for the delivery log and its delivery's next state.
 //! One transaction per attempt would make the database, not the receivers, the limit on
 //! deliveries per second. So attempt tasks hand their verdicts to one recorder task, which
-//! writes whatever has finished since its last write in one batch. Each attempt's worker is
-//! held until its record is written: a slow database slows claiming instead of piling up
-//! unrecorded attempts, and a crash before the write only lets the lease run out (the attempt
-//! is made again: at least once).
+//! writes whatever has finished since its last write in one batch. The endpoint's slot and the
+//! worker are free as soon as the answer is in; the attempt's ticket (its place among the
+//! deliveries the engine may hold) is kept until its record is written, so a slow database
+//! slows claiming instead of piling up unrecorded attempts, and a crash before the write only
+//! lets the lease run out (the attempt is made again: at least once).
 //!
 //! The operational webhooks an attempt causes (see [`crate::operations`]) go into the same
 //! write as its record, and `endpoint.disabled` into the write that disables the endpoint.
@@ -27,11 +28,12 @@ use crate::telemetry;
 /// Most attempts written in one transaction.
 const MAX_BATCH: usize = 256;
 
-/// A finished attempt waiting for its write, with the worker it holds until then.
+/// A finished attempt waiting for its write, with the ticket it holds until then.
 pub struct Finished {
     pub verdict: Verdict,
-    /// Held, not read: dropping it frees the worker.
-    pub _worker: OwnedSemaphorePermit,
+    /// Held, not read: dropping it gives its place in the deliveries the engine may hold
+    /// back.
+    pub _ticket: OwnedSemaphorePermit,
 }
 
 /// The recorder's side: what it needs to write and to react to what it wrote.
@@ -40,7 +42,7 @@ pub struct Recorder {
     /// Woken after a batch that queued work (a retry, an operational webhook): the engine
     /// claims it.
     pub wake: Arc<Notify>,
-    /// Woken after any other batch: the workers it frees may claim again, if work waits.
+    /// Woken after any other batch: the tickets it frees may claim again, if work waits.
     pub freed: Arc<Notify>,
     /// An endpoint failing without a single success for this long is disabled.
     pub disable_after: Duration,
@@ -54,7 +56,7 @@ impl Recorder {
         let mut batch = Vec::with_capacity(MAX_BATCH);
         while finished.recv_many(&mut batch, MAX_BATCH).await > 0 {
             let queued = self.write(&batch).await;
-            batch.clear(); // frees the workers
+            batch.clear(); // gives the tickets back
             if queued {
                 self.wake.notify_one();
             } else {

@@ -228,7 +228,7 @@ async fn a_delivery_that_waited_out_its_lease_is_given_back_not_sent_twice() {
 async fn a_delivery_waiting_for_room_another_process_held_goes_out_without_a_poll() {
     let (receiver, gate) = gated_receiver(StatusCode::OK).await;
     let config = EngineConfig {
-        per_endpoint_concurrency: 1,
+        endpoint_max_concurrency: 1,
         poll_interval: Duration::from_secs(3_600),
         ..Harness::config()
     };
@@ -259,7 +259,7 @@ async fn gone_disables_the_endpoint_and_its_other_deliveries_wait() {
     // The first request is answered only once the second message waits behind it.
     let (receiver, gate) = gated_receiver(StatusCode::GONE).await;
     let h = Harness::start(EngineConfig {
-        per_endpoint_concurrency: 1,
+        endpoint_max_concurrency: 1,
         // No poll between the 410's record and the endpoint's disabling.
         poll_interval: Duration::from_secs(3_600),
         ..Harness::config()
@@ -268,8 +268,8 @@ async fn gone_disables_the_endpoint_and_its_other_deliveries_wait() {
     let endpoint = h.endpoint(&receiver.url).await;
     let first = h.publish("{}").await;
     receiver.wait_for(1).await;
+    // Taken into the endpoint's lane as it is written, behind the first.
     let other = h.publish("{}").await;
-    assert_eq!(h.status(&other, &endpoint).await, DeliveryStatus::Pending);
     gate.add_permits(1);
 
     h.wait_for_status(&first, &endpoint, DeliveryStatus::Fail)
@@ -453,7 +453,7 @@ async fn no_more_than_the_endpoint_cap_is_in_flight_at_once() {
     })
     .await;
     let h = Harness::start(EngineConfig {
-        per_endpoint_concurrency: 3,
+        endpoint_max_concurrency: 3,
         ..Harness::config()
     })
     .await;
@@ -532,14 +532,14 @@ async fn a_due_retry_goes_out_on_the_poll_while_other_deliveries_keep_succeeding
 }
 
 #[tokio::test]
-async fn a_delivery_queued_for_want_of_a_worker_goes_out_when_one_frees_without_a_wake_up() {
-    // The first request waits until the test lets it answer.
+async fn a_delivery_taken_while_no_worker_is_free_goes_out_when_one_frees_without_a_wake_up() {
+    // The first two requests wait until the test lets them answer.
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let held = gate.clone();
     let receiver = Receiver::start(move |n| {
         let held = held.clone();
         async move {
-            if n == 0 {
+            if n < 2 {
                 let _ = held.acquire().await;
             }
             StatusCode::OK
@@ -547,30 +547,31 @@ async fn a_delivery_queued_for_want_of_a_worker_goes_out_when_one_frees_without_
     })
     .await;
     let h = Harness::start(EngineConfig {
-        workers: 1,
+        workers: 2,
         poll_interval: Duration::from_secs(3_600),
         ..Harness::config()
     })
     .await;
-    let endpoint = h.endpoint(&receiver.url).await;
-    h.store
-        .create_message(&h.message("order.shipped", "{}"))
-        .await
-        .unwrap();
-    receiver.wait_for(1).await;
-
-    // Its attempt holds the only worker: the next message is queued, with no wake-up.
-    let second = h.message("order.shipped", "{}");
-    let created = h.store.create_message(&second).await.unwrap();
-    assert_eq!(
-        created.queued, 1,
-        "no worker was free to take it as written"
-    );
-    gate.add_permits(1);
-
+    let first_endpoint = h.endpoint(&receiver.url).await;
+    for _ in 0..2 {
+        let message = h.message("order.shipped", "{}");
+        h.store.create_message(&message).await.unwrap();
+    }
     receiver.wait_for(2).await;
-    h.wait_for_status(&second, &endpoint, DeliveryStatus::Success)
-        .await;
+
+    // Their attempts hold both workers. The next message, to both endpoints, is still taken
+    // as it is written: it waits in each endpoint's lane for a worker.
+    let second_endpoint = h.endpoint(&receiver.url).await;
+    let third = h.message("order.shipped", "{}");
+    let created = h.store.create_message(&third).await.unwrap();
+    assert_eq!(created.queued, 0, "taken as written, with no worker free");
+    gate.add_permits(2);
+
+    receiver.wait_for(4).await;
+    for endpoint in [&first_endpoint, &second_endpoint] {
+        h.wait_for_status(&third, endpoint, DeliveryStatus::Success)
+            .await;
+    }
 }
 
 #[tokio::test]

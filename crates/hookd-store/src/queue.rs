@@ -98,13 +98,27 @@ pub struct ClaimRequest {
     pub lease_until: Timestamp,
     /// At most this many deliveries in all.
     pub limit: usize,
-    /// At most this many deliveries of any one endpoint, oldest due first, so one endpoint's
-    /// backlog cannot fill a claim. On PostgreSQL (with cluster limits, the default) this is
-    /// the endpoint's cap on deliveries in flight across every process, and an endpoint's
-    /// rate limit is shared by them too.
+    /// At most this many deliveries of an endpoint not named in `rooms`, oldest due first, so
+    /// one endpoint's backlog cannot fill a claim.
     pub per_endpoint: usize,
-    /// Endpoints to leave alone this time (at their concurrency or rate limit).
-    pub skip_endpoints: Vec<EndpointId>,
+    /// At most this many deliveries of each of these endpoints (the claimer's room for them;
+    /// 0 leaves the endpoint alone this time).
+    pub rooms: Vec<(EndpointId, usize)>,
+    /// The most deliveries of one endpoint in flight at once (claimed and not yet recorded),
+    /// or the endpoint's own `max_concurrency` if lower. On PostgreSQL (with cluster limits,
+    /// the default) a claim holds it across every process, and an endpoint's rate limit is
+    /// shared by them too; where one process claims (SQLite) the claimer holds it itself.
+    pub ceiling: usize,
+}
+
+impl ClaimRequest {
+    /// The most deliveries of `endpoint` this claim may take.
+    pub fn room(&self, endpoint: &str) -> usize {
+        self.rooms
+            .iter()
+            .find(|(id, _)| id.as_str() == endpoint)
+            .map_or(self.per_endpoint, |(_, room)| *room)
+    }
 }
 
 /// A delivery claimed for one attempt, with everything the attempt needs.

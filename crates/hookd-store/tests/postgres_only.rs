@@ -199,7 +199,8 @@ async fn concurrent_claimers_never_get_the_same_delivery() {
                 // A cap no endpoint reaches: this test is about claimers racing for rows (the
                 // cluster-wide caps have their own test below).
                 per_endpoint: 100,
-                skip_endpoints: Vec::new(),
+                rooms: Vec::new(),
+                ceiling: 100,
             };
             let mut mine = Vec::new();
             for _ in 0..10_000 {
@@ -301,7 +302,8 @@ fn claim_at(now: i64, per_endpoint: usize) -> ClaimRequest {
         lease_until: Timestamp::from_millis(now + 60_000),
         limit: 100,
         per_endpoint,
-        skip_endpoints: Vec::new(),
+        rooms: Vec::new(),
+        ceiling: per_endpoint,
     }
 }
 

@@ -9,9 +9,10 @@
 //! [`PgStore::with_cluster_limits`] turned that off): claims take turns under one
 //! transaction-scoped advisory lock, so each claim sees every earlier claim committed, and
 //! counts an endpoint's deliveries in flight (`sending` with a live lease) against its
-//! concurrency cap. The claim is one statement, a call of the function `claim_due` (migration
+//! ceiling. The claim is one statement, a call of the function `claim_due` (migration
 //! 0008; 0009 locks no more of an endpoint's rows than the claim may take; 0012 looks only at
-//! endpoints with deliveries queued, and reads every row by key), which takes the
+//! endpoints with deliveries queued, and reads every row by key; 0014 takes each endpoint's
+//! room as the claimer asks, under the endpoint's own ceiling), which takes the
 //! lock, claims and commits inside the server: the turn never waits on a round trip to a
 //! claimer, which on a busy machine may not be scheduled to send its `COMMIT` for
 //! milliseconds. Nor on the WAL flush: the claim's commit does not wait for it. A
@@ -44,7 +45,7 @@ use crate::{
 static CLAIM: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}, {ENDPOINT_COLUMNS}
-         FROM claim_due($1, $2, $3, $4, $5, $6) c
+         FROM claim_due($1, $2, $3, $4, $5, $6, $7, $8) c
          CROSS JOIN LATERAL (SELECT (c.delivery).*) d
          CROSS JOIN LATERAL (SELECT (c.message).*) m
          CROSS JOIN LATERAL (SELECT (c.endpoint).*) e
@@ -55,19 +56,21 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
 #[async_trait]
 impl DeliveryQueue for PgStore {
     async fn claim_due(&self, request: &ClaimRequest) -> Result<Vec<ClaimedDelivery>, StoreError> {
-        if request.limit == 0 || request.per_endpoint == 0 {
+        if request.limit == 0 || request.ceiling == 0 {
             return Ok(Vec::new());
         }
-        let skip: Vec<&str> = request
-            .skip_endpoints
+        let (room_ids, room_n): (Vec<&str>, Vec<i64>) = request
+            .rooms
             .iter()
-            .map(EndpointId::as_str)
-            .collect();
+            .map(|(id, room)| (id.as_str(), sql_count(*room)))
+            .unzip();
         let rows = sqlx::query(AssertSqlSafe(CLAIM.as_str()))
             .bind(request.now.as_millis())
-            .bind(&skip)
+            .bind(&room_ids)
+            .bind(&room_n)
             .bind(sql_count(request.limit))
             .bind(sql_count(request.per_endpoint))
+            .bind(sql_count(request.ceiling))
             .bind(request.lease_until.as_millis())
             .bind(self.cluster_limits)
             .fetch_all(&self.pool)

@@ -24,7 +24,7 @@ use crate::{
 #[async_trait]
 impl DeliveryQueue for SqliteStore {
     async fn claim_due(&self, request: &ClaimRequest) -> Result<Vec<ClaimedDelivery>, StoreError> {
-        if request.limit == 0 || request.per_endpoint == 0 {
+        if request.limit == 0 {
             return Ok(Vec::new());
         }
         let request = request.clone();
@@ -203,8 +203,8 @@ static RECOVER: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// The enabled endpoints not skipped (`?2`, a JSON array) with a delivery due by `?1`, the one
-/// waiting longest first.
+/// The enabled endpoints not skipped (`?2`, a JSON array: those the claimer has no room for)
+/// with a delivery due by `?1`, the one waiting longest first.
 ///
 /// Only endpoints with queued deliveries are looked at, found by stepping through the distinct
 /// endpoint ids of `deliveries_endpoint_due` (`queued`, one probe each): a deployment has many
@@ -233,13 +233,14 @@ const OLDEST_DUE: &str = "SELECT message_id, next_attempt_at FROM deliveries
 /// attempts need. Runs on the writer thread, so nothing else writes in between.
 ///
 /// Endpoint by endpoint, never scanning a backlog: one probe of deliveries_endpoint_due per
-/// endpoint with queued deliveries finds its oldest due time; the `limit` endpoints waiting longest each give
-/// at most `per_endpoint` of their oldest due deliveries.
+/// endpoint with queued deliveries finds its oldest due time; the `limit` endpoints waiting
+/// longest each give at most their room of their oldest due deliveries.
 fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDelivery>, StoreError> {
     let skip: Vec<&str> = request
-        .skip_endpoints
+        .rooms
         .iter()
-        .map(EndpointId::as_str)
+        .filter(|(_, room)| *room == 0)
+        .map(|(id, _)| id.as_str())
         .collect();
     let now = request.now.as_millis();
     let ready: Vec<String> = conn
@@ -259,7 +260,7 @@ fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDeliver
                 endpoint.clone(),
             ))
         })?;
-        for row in rows.take(request.per_endpoint) {
+        for row in rows.take(request.room(endpoint)) {
             picked.push(row?);
         }
     }
@@ -418,7 +419,8 @@ mod tests {
             lease_until: now.plus(Duration::from_secs(90)),
             limit,
             per_endpoint: 4,
-            skip_endpoints: Vec::new(),
+            rooms: Vec::new(),
+            ceiling: 4,
         }
     }
 

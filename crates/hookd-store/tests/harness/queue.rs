@@ -20,7 +20,8 @@ pub fn request(now: i64, limit: usize, per_endpoint: usize, skip: &[&Endpoint]) 
         lease_until: at(now + LEASE_MS),
         limit,
         per_endpoint,
-        skip_endpoints: skip.iter().map(|e| e.id.clone()).collect(),
+        rooms: skip.iter().map(|e| (e.id.clone(), 0)).collect(),
+        ceiling: per_endpoint,
     }
 }
 

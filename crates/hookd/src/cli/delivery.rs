@@ -13,11 +13,18 @@ use ipnet::IpNet;
 #[derive(Debug, clap::Args)]
 pub struct DeliveryOptions {
     /// Attempts in flight across all endpoints.
-    #[arg(long, env = "HOOKD_WORKERS", default_value_t = 64)]
+    #[arg(long, env = "HOOKD_WORKERS", default_value_t = 512)]
     workers: usize,
-    /// Attempts in flight to any one endpoint.
-    #[arg(long, env = "HOOKD_ENDPOINT_CONCURRENCY", default_value_t = 4)]
-    endpoint_concurrency: usize,
+    /// The most attempts in flight to any one endpoint, across every process (an endpoint's
+    /// `maxConcurrency` may set fewer). Within it, each endpoint's limit adapts to how its
+    /// receiver answers.
+    #[arg(
+        long,
+        visible_alias = "endpoint-concurrency",
+        env = "HOOKD_ENDPOINT_MAX_CONCURRENCY",
+        default_value_t = 128
+    )]
+    endpoint_max_concurrency: usize,
     /// Attempt timeout for endpoints without their own, in seconds (1..=30).
     #[arg(long, env = "HOOKD_ATTEMPT_TIMEOUT", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=30))]
     attempt_timeout: u64,
@@ -77,7 +84,7 @@ impl DeliveryOptions {
         };
         Ok(EngineConfig {
             workers: self.workers.max(1),
-            per_endpoint_concurrency: self.endpoint_concurrency.max(1),
+            endpoint_max_concurrency: self.endpoint_max_concurrency.max(1),
             attempt_timeout: Duration::from_secs(self.attempt_timeout),
             lease: duration("lease", &self.lease)?.max(Duration::from_secs(2)),
             schedule,
