@@ -106,7 +106,13 @@ impl AdaptiveLimit {
             Signal::Answered(latency) => {
                 let latency = latency.as_secs_f64();
                 let baseline = self.observe(latency, in_flight <= 1);
-                let recent = self.recent.unwrap_or(latency);
+                // Slow start doubles the limit each round trip: judge each answer as it
+                // comes, so it stops at the first sign of queueing rather than a moving
+                // average's few answers later.
+                let recent = match self.recent {
+                    Some(recent) if !self.slow_start => recent,
+                    _ => latency,
+                };
                 if recent > baseline * TOLERANCE + SLACK.as_secs_f64() {
                     if fresh {
                         self.cut(EASE_OFF);

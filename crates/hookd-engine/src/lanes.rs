@@ -91,10 +91,13 @@ impl Lane {
         (2 * self.limit.current()).saturating_sub(self.held())
     }
 
-    /// Whether it would take a claim's worth more: half its window is free and the database
-    /// may hold more of its deliveries.
+    /// Whether it would take a claim's worth more: at most half its window is left waiting
+    /// (so the refill arrives before the slots run dry) and the database may hold more of its
+    /// deliveries.
     fn wants_refill(&self) -> bool {
-        self.backlog && self.room() >= self.limit.current()
+        self.backlog
+            && !self.paused()
+            && 2 * (self.waiting.len() + self.reserved) <= self.limit.current()
     }
 
     fn note_idle(&mut self) {

@@ -32,6 +32,8 @@ pub struct Harness {
     pub keyring: Arc<Keyring>,
     /// The PostgreSQL database's URL, on PostgreSQL.
     pub postgres_url: Option<String>,
+    /// The engine, to read what it learned.
+    pub engine: Arc<Engine>,
     /// What keeps the database: its directory, or its PostgreSQL guard (dropped last).
     _database: Box<dyn std::any::Any + Send + Sync>,
 }
@@ -91,7 +93,7 @@ impl Harness {
         let clock = Arc::new(ManualClock::new(Timestamp::from_millis(START)));
         let wake = Arc::new(Notify::new());
         let keyring = config.keyring.clone();
-        spawn_engine(store.clone(), clock.clone(), config, policy, wake.clone());
+        let engine = spawn_engine(store.clone(), clock.clone(), config, policy, wake.clone());
         let app = Application {
             id: AppId::new(Timestamp::from_millis(START)),
             uid: None,
@@ -109,6 +111,7 @@ impl Harness {
             app,
             keyring,
             postgres_url,
+            engine,
             _database: database,
         }
     }
@@ -125,6 +128,23 @@ impl Harness {
     pub async fn endpoint(&self, url: &str) -> Endpoint {
         let keys = EndpointKeys::new(&[Scheme::V1], Some(Secret::parse(SECRET).unwrap())).unwrap();
         self.endpoint_with_keys(url, &keys).await
+    }
+
+    /// An endpoint at `url` that takes at most `max` attempts at once.
+    pub async fn endpoint_at_most(&self, url: &str, max: u16) -> Endpoint {
+        let mut endpoint = self.endpoint(url).await;
+        endpoint.max_concurrency = Some(max);
+        self.store.update_endpoint(&endpoint).await.unwrap();
+        endpoint
+    }
+
+    /// The engine's current concurrency limit for `endpoint`, while it has a lane.
+    pub fn limit_of(&self, endpoint: &Endpoint) -> Option<usize> {
+        self.engine
+            .endpoint_concurrency()
+            .into_iter()
+            .find(|(id, _, _)| *id == endpoint.id)
+            .map(|(_, limit, _)| limit)
     }
 
     /// An endpoint at `url` signing with `keys`.
@@ -261,14 +281,15 @@ fn spawn_engine(
     config: EngineConfig,
     policy: AddressPolicy,
     wake: Arc<Notify>,
-) {
+) -> Arc<Engine> {
     let sender = WebhookSender::new(HttpConfig {
         policy,
         ..HttpConfig::default()
     })
     .unwrap();
     let engine = Engine::new(store, clock, sender, config, wake);
-    tokio::spawn(engine.run(std::future::pending()));
+    tokio::spawn(engine.clone().run(std::future::pending()));
+    engine
 }
 
 impl Harness {
