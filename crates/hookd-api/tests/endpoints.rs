@@ -1,5 +1,6 @@
-//! Endpoints over real HTTP on loopback and a real SQLite file: validation, secrets, custom
-//! headers, the disabled state and timeouts, and what attempts show.
+//! Endpoints over real HTTP on loopback and a real SQLite file (and PostgreSQL where a test
+//! says so): validation, secrets, custom headers, the disabled state, timeouts and the ceiling
+//! on requests in flight, and what attempts show.
 
 mod common;
 
@@ -265,4 +266,69 @@ async fn attempts_show_the_response_head() {
         "HTTP/1.1 503 Service Unavailable\r\nretry-after: 30\r\n"
     );
     assert_eq!(attempts["data"][0]["response"], "busy");
+}
+
+#[tokio::test]
+async fn an_endpoints_max_concurrency_is_set_replaced_patched_and_bounded() {
+    for api in common::start_default_on_each_backend("endpoints::max_concurrency").await {
+        let app = api.app("Acme", None).await;
+        let path = format!("/app/{app}/endpoint");
+        for ceiling in [
+            json!(0),
+            json!(1001),
+            json!(70_000),
+            json!(-1),
+            json!("ten"),
+        ] {
+            let body = json!({"url": "http://example.com", "maxConcurrency": ceiling});
+            let (status, out) = api.call(Method::POST, &path, Some(body)).await;
+            assert_invalid_field(status, &out, "maxConcurrency");
+        }
+        let unset = api
+            .endpoint(&app, json!({"url": "http://example.com"}))
+            .await;
+        assert_eq!(unset.get("maxConcurrency"), Some(&Value::Null), "{unset}");
+        let created = api
+            .endpoint(
+                &app,
+                json!({"url": "http://example.com", "uid": "e", "maxConcurrency": 1000}),
+            )
+            .await;
+        assert_eq!(created["maxConcurrency"], 1000);
+        let one = format!("{path}/e");
+        let stored =
+            || async { api.call(Method::GET, &one, None).await.1["maxConcurrency"].clone() };
+        assert_eq!(stored().await, 1000);
+
+        let replace = |ceiling: Value| json!({"url": "http://example.com", "uid": "e", "maxConcurrency": ceiling});
+        let (status, out) = api
+            .call(Method::PUT, &one, Some(replace(json!(1001))))
+            .await;
+        assert_invalid_field(status, &out, "maxConcurrency");
+        let (status, out) = api.call(Method::PUT, &one, Some(replace(json!(16)))).await;
+        assert_eq!(
+            (status, &out["maxConcurrency"]),
+            (StatusCode::OK, &json!(16))
+        );
+        assert_eq!(stored().await, 16);
+        // PUT replaces: without the field, the endpoint has no ceiling of its own.
+        let body = json!({"url": "http://example.com", "uid": "e"});
+        let (_, out) = api.call(Method::PUT, &one, Some(body)).await;
+        assert_eq!(out["maxConcurrency"], Value::Null);
+        assert_eq!(stored().await, Value::Null);
+
+        let patch = |body: Value| api.call(Method::PATCH, &one, Some(body));
+        let (status, out) = patch(json!({"maxConcurrency": 0})).await;
+        assert_invalid_field(status, &out, "maxConcurrency");
+        let (_, out) = patch(json!({"maxConcurrency": 1})).await;
+        assert_eq!(out["maxConcurrency"], 1);
+        assert_eq!(stored().await, 1);
+        // Absent leaves it; null clears it.
+        let (_, out) = patch(json!({"description": "kept"})).await;
+        assert_eq!(out["maxConcurrency"], 1);
+        assert_eq!(stored().await, 1);
+        let (_, out) = patch(json!({"maxConcurrency": null})).await;
+        assert_eq!(out["maxConcurrency"], Value::Null);
+        assert_eq!(stored().await, Value::Null);
+    }
 }

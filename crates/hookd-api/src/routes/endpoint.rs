@@ -70,6 +70,8 @@ struct EndpointIn {
     throttle_rate: Option<u16>,
     /// hookd addition: this endpoint's attempt timeout, 1..=30 seconds.
     timeout_seconds: Option<u16>,
+    /// hookd addition: at most this many attempts in flight to the endpoint, 1..=1000.
+    max_concurrency: Option<u16>,
     /// hookd addition: `v1` (HMAC, the default), `v1a` (ed25519) or both.
     signature_schemes: Option<Vec<Scheme>>,
 }
@@ -91,6 +93,8 @@ struct EndpointPatch {
     throttle_rate: Option<Option<u16>>,
     #[serde(default, deserialize_with = "patch_field")]
     timeout_seconds: Option<Option<u16>>,
+    #[serde(default, deserialize_with = "patch_field")]
+    max_concurrency: Option<Option<u16>>,
     signature_schemes: Option<Vec<Scheme>>,
 }
 
@@ -112,6 +116,8 @@ pub struct EndpointOut {
     rate_limit: Option<u16>,
     /// hookd addition: the attempt timeout in seconds, when not the server's default.
     timeout_seconds: Option<u16>,
+    /// hookd addition: the endpoint's own ceiling on attempts in flight, if it has one.
+    max_concurrency: Option<u16>,
     metadata: Metadata,
     created_at: String,
     updated_at: String,
@@ -149,6 +155,7 @@ impl From<Endpoint> for EndpointOut {
             throttle_rate: ep.throttle_rate,
             rate_limit: ep.throttle_rate,
             timeout_seconds: ep.timeout_secs,
+            max_concurrency: ep.max_concurrency,
             metadata: ep.metadata,
             created_at: ep.created_at.to_rfc3339(),
             updated_at: ep.updated_at.to_rfc3339(),
@@ -168,6 +175,7 @@ impl EndpointIn {
             validate::custom_headers("headers", headers)?;
         }
         validate::timeout_seconds("timeoutSeconds", self.timeout_seconds)?;
+        validate::max_concurrency("maxConcurrency", self.max_concurrency)?;
         validate::throttle_rate("throttleRate", self.throttle_rate)?;
         if let Some(schemes) = &self.signature_schemes {
             schemes_field(schemes)?;
@@ -213,7 +221,7 @@ impl EndpointIn {
             disabled_at: None,
             throttle_rate: self.throttle_rate,
             timeout_secs: self.timeout_seconds,
-            max_concurrency: None,
+            max_concurrency: self.max_concurrency,
             metadata: self.metadata,
             headers: self.headers.unwrap_or_default(),
             keys,
@@ -234,6 +242,7 @@ impl EndpointIn {
         ep.metadata = self.metadata;
         ep.throttle_rate = self.throttle_rate;
         ep.timeout_secs = self.timeout_seconds;
+        ep.max_concurrency = self.max_concurrency;
         if let Some(headers) = self.headers {
             ep.headers = headers;
         }
@@ -555,6 +564,10 @@ async fn patch(
         validate::timeout_seconds("timeoutSeconds", timeout)?;
         ep.timeout_secs = timeout;
     }
+    if let Some(ceiling) = input.max_concurrency {
+        validate::max_concurrency("maxConcurrency", ceiling)?;
+        ep.max_concurrency = ceiling;
+    }
     if let Some(schemes) = &input.signature_schemes {
         schemes_field(schemes)?;
     }
@@ -794,6 +807,7 @@ mod tests {
             throttle_rate: Some(5),
             rate_limit: Some(5),
             timeout_seconds: Some(10),
+            max_concurrency: Some(8),
             metadata: Metadata::new(),
             created_at: "2026-01-01T00:00:00+00:00".into(),
             updated_at: "2026-01-01T00:00:00+00:00".into(),
