@@ -1,6 +1,6 @@
 //! Endpoints over real HTTP on loopback and a real SQLite file (and PostgreSQL where a test
 //! says so): validation, secrets, custom headers, the disabled state, timeouts and the ceiling
-//! on requests in flight, and what attempts show.
+//! on requests in flight.
 
 mod common;
 
@@ -214,58 +214,6 @@ async fn a_rate_limit_of_zero_is_refused_on_create_and_replace_but_not_on_patch(
         .await;
     assert_eq!(status, StatusCode::OK, "{patched}");
     assert_eq!(patched["throttleRate"], 0);
-}
-
-#[tokio::test]
-async fn attempts_show_the_response_head() {
-    let api = start_default().await;
-    let app = api.app("Acme", None).await;
-    let ep = api
-        .endpoint(&app, json!({"url": "http://example.com", "uid": "e"}))
-        .await;
-    let (status, msg) = api
-        .call(
-            Method::POST,
-            &format!("/app/{app}/msg"),
-            Some(json!({"eventType": "order.shipped", "payload": {}})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{msg}");
-    let now = hookd_core::Timestamp::from_millis(1_700_000_000_000);
-    let (message_id, endpoint_id) = (
-        hookd_core::MessageId::from_stored(msg["id"].as_str().unwrap().to_owned()),
-        hookd_core::EndpointId::from_stored(ep["id"].as_str().unwrap().to_owned()),
-    );
-    let attempt = hookd_core::model::Attempt {
-        id: hookd_core::AttemptId::new(now),
-        message_id: message_id.clone(),
-        endpoint_id: endpoint_id.clone(),
-        url: "http://example.com".into(),
-        response_status_code: 503,
-        response: "busy".into(),
-        response_head: "HTTP/1.1 503 Service Unavailable\r\nretry-after: 30\r\n".into(),
-        response_duration_ms: 12,
-        status: hookd_core::model::DeliveryStatus::Fail,
-        trigger_type: hookd_core::model::TriggerType::Scheduled,
-        created_at: now,
-    };
-    let next = hookd_core::model::Delivery {
-        message_id,
-        endpoint_id,
-        status: hookd_core::model::DeliveryStatus::Pending,
-        attempt_count: 1,
-        next_attempt_at: Some(now),
-        updated_at: now,
-    };
-    api.store.record_attempt(&attempt, &next).await.unwrap();
-    let (_, attempts) = api
-        .call(Method::GET, &format!("/app/{app}/attempt/endpoint/e"), None)
-        .await;
-    assert_eq!(
-        attempts["data"][0]["responseHead"],
-        "HTTP/1.1 503 Service Unavailable\r\nretry-after: 30\r\n"
-    );
-    assert_eq!(attempts["data"][0]["response"], "busy");
 }
 
 #[tokio::test]

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use hookd_api::{ApiConfig, ApiState, token_hash};
-use hookd_core::{Clock, SystemClock, Timestamp};
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
+use hookd_core::{AttemptId, Clock, EndpointId, MessageId, SystemClock, Timestamp};
 use hookd_store::testing::{PgDatabaseGuard, postgres_store, sqlite_store};
 use hookd_store::{ApiToken, Store};
 use reqwest::{Method, StatusCode};
@@ -189,6 +190,35 @@ impl TestApi {
             .await;
         assert_eq!(status, StatusCode::CREATED, "{out}");
         out
+    }
+
+    /// Records a failed attempt of message `msg` to endpoint `ep`, answered 500 with `head`
+    /// and `body`, as the engine would; the delivery is left failed. Returns the attempt's id.
+    pub async fn failed_attempt(&self, msg: &str, ep: &str, head: &str, body: &str) -> String {
+        let now = SystemClock.now();
+        let attempt = Attempt {
+            id: AttemptId::new(now),
+            message_id: MessageId::from_stored(msg.to_owned()),
+            endpoint_id: EndpointId::from_stored(ep.to_owned()),
+            url: "http://example.com".into(),
+            response_status_code: 500,
+            response: body.into(),
+            response_head: head.into(),
+            response_duration_ms: 7,
+            status: DeliveryStatus::Fail,
+            trigger_type: TriggerType::Scheduled,
+            created_at: now,
+        };
+        let failed = Delivery {
+            message_id: attempt.message_id.clone(),
+            endpoint_id: attempt.endpoint_id.clone(),
+            status: DeliveryStatus::Fail,
+            attempt_count: 1,
+            next_attempt_at: None,
+            updated_at: now,
+        };
+        self.store.record_attempt(&attempt, &failed).await.unwrap();
+        attempt.id.to_string()
     }
 
     /// Stores a token scoped to one application and returns its text.
