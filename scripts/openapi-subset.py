@@ -43,6 +43,12 @@ TIMEOUT = {
     "the server's default.",
     "format": "uint16", "maximum": 30, "minimum": 1, "nullable": True, "type": "integer",
 }
+MAX_CONCURRENCY = {
+    "description": "hookd addition: at most this many attempts in flight to this endpoint at "
+    "once (across every hookd process), when lower than the server's ceiling "
+    "(`--endpoint-max-concurrency`).",
+    "format": "uint16", "maximum": 1000, "minimum": 1, "nullable": True, "type": "integer",
+}
 DISABLED = {
     "disabledAt": {
         "description": "When the endpoint was disabled, while it is.",
@@ -129,22 +135,40 @@ ADDITIONS = {
         [],
     ),
     "EndpointIn": (
-        {"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT_IN, "signatureSchemes": SCHEMES}, []
-    ),
-    "EndpointUpdate": (
-        {"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT_IN, "signatureSchemes": SCHEMES}, []
-    ),
-    "EndpointPatch": (
-        {"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT, "signatureSchemes": SCHEMES}, []
-    ),
-    "EndpointOut": (
         {
-            "timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT, **DISABLED,
-            "signatureSchemes": SCHEMES, "publicKey": PUBLIC_KEY,
+            "timeoutSeconds": TIMEOUT, "maxConcurrency": MAX_CONCURRENCY,
+            "rateLimit": RATE_LIMIT_IN, "signatureSchemes": SCHEMES,
         },
         [],
     ),
-    "MessageEndpointOut": ({"timeoutSeconds": TIMEOUT, "rateLimit": RATE_LIMIT, **DISABLED}, []),
+    "EndpointUpdate": (
+        {
+            "timeoutSeconds": TIMEOUT, "maxConcurrency": MAX_CONCURRENCY,
+            "rateLimit": RATE_LIMIT_IN, "signatureSchemes": SCHEMES,
+        },
+        [],
+    ),
+    "EndpointPatch": (
+        {
+            "timeoutSeconds": TIMEOUT, "maxConcurrency": MAX_CONCURRENCY,
+            "rateLimit": RATE_LIMIT, "signatureSchemes": SCHEMES,
+        },
+        [],
+    ),
+    "EndpointOut": (
+        {
+            "timeoutSeconds": TIMEOUT, "maxConcurrency": MAX_CONCURRENCY, "rateLimit": RATE_LIMIT,
+            **DISABLED, "signatureSchemes": SCHEMES, "publicKey": PUBLIC_KEY,
+        },
+        [],
+    ),
+    "MessageEndpointOut": (
+        {
+            "timeoutSeconds": TIMEOUT, "maxConcurrency": MAX_CONCURRENCY, "rateLimit": RATE_LIMIT,
+            **DISABLED,
+        },
+        [],
+    ),
     "MessageAttemptOut": (
         {
             "responseHead": {

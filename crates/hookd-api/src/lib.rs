@@ -23,6 +23,7 @@
 //! - `extract`: JSON body and query extractors whose errors name the field.
 //! - `list`: the list envelope and cursor parameters.
 //! - `validate`: field checks (URLs, names, custom headers).
+//! - `operations`: the operational webhooks the endpoint routes send (`endpoint.created`, …).
 //! - [`error`]: [`ApiError`] and its one mapping to HTTP.
 //! - [`state`]: [`ApiState`] and [`ApiConfig`].
 
@@ -33,6 +34,7 @@ mod extract;
 mod idempotency;
 mod list;
 pub mod observe;
+mod operations;
 mod overload;
 mod rate_limit;
 pub mod routes;

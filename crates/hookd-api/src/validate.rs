@@ -88,6 +88,14 @@ pub fn timeout_seconds(field: &str, value: Option<u16>) -> Result<(), ApiError> 
     }
 }
 
+/// An optional per-endpoint ceiling on attempts in flight: 1 to 1000.
+pub fn max_concurrency(field: &str, value: Option<u16>) -> Result<(), ApiError> {
+    match value {
+        Some(1..=1000) | None => Ok(()),
+        Some(_) => Err(ApiError::body_field(field, "must be between 1 and 1000")),
+    }
+}
+
 /// A rate limit given on create or replace: at least one delivery per second, as Svix's
 /// `EndpointIn`, `EndpointUpdate` and `ApplicationIn` say. (A `PATCH` may send 0, as Svix's
 /// patch schemas allow; hookd reads a rate of 0 as no limit.)

@@ -1,6 +1,6 @@
 //! Access: tokens created, listed and revoked through the API, their expiry, read-only scope
-//! and rate limit (on a clock the test holds still or moves), logout, and Svix's app-portal
-//! access with its fixed link form.
+//! and rate limit (on a clock the test holds still or moves), logout, Svix's app-portal
+//! access with its fixed link form, and `whoami`, which tells a token its scope.
 
 mod common;
 
@@ -274,4 +274,22 @@ async fn app_portal_access_gives_a_scoped_token_and_a_login_link_in_the_fragment
         )
         .await;
     common::assert_invalid_field(status, &body, "capabilities");
+}
+
+#[tokio::test]
+async fn whoami_tells_a_token_its_scope() {
+    let api = start_default().await;
+    let (status, admin) = api.call(Method::GET, "/auth/whoami", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(admin, json!({"scope": "admin", "appId": null}));
+    let app = api.app("Acme", None).await;
+    let token = api.app_token(&app).await;
+    let (_, scoped) = api
+        .call_as(Some(&token), Method::GET, "/auth/whoami", None)
+        .await;
+    assert_eq!(scoped, json!({"scope": "app", "appId": app}));
+    let (status, _) = api
+        .call_as(Some("nobody"), Method::GET, "/auth/whoami", None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
 }

@@ -1,5 +1,6 @@
-//! Endpoints over real HTTP on loopback and a real SQLite file: validation, secrets, custom
-//! headers, the disabled state and timeouts, and what attempts show.
+//! Endpoints over real HTTP on loopback and a real SQLite file (and PostgreSQL where a test
+//! says so): validation, secrets, custom headers, the disabled state, timeouts and the ceiling
+//! on requests in flight.
 
 mod common;
 
@@ -216,53 +217,66 @@ async fn a_rate_limit_of_zero_is_refused_on_create_and_replace_but_not_on_patch(
 }
 
 #[tokio::test]
-async fn attempts_show_the_response_head() {
-    let api = start_default().await;
-    let app = api.app("Acme", None).await;
-    let ep = api
-        .endpoint(&app, json!({"url": "http://example.com", "uid": "e"}))
-        .await;
-    let (status, msg) = api
-        .call(
-            Method::POST,
-            &format!("/app/{app}/msg"),
-            Some(json!({"eventType": "order.shipped", "payload": {}})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{msg}");
-    let now = hookd_core::Timestamp::from_millis(1_700_000_000_000);
-    let (message_id, endpoint_id) = (
-        hookd_core::MessageId::from_stored(msg["id"].as_str().unwrap().to_owned()),
-        hookd_core::EndpointId::from_stored(ep["id"].as_str().unwrap().to_owned()),
-    );
-    let attempt = hookd_core::model::Attempt {
-        id: hookd_core::AttemptId::new(now),
-        message_id: message_id.clone(),
-        endpoint_id: endpoint_id.clone(),
-        url: "http://example.com".into(),
-        response_status_code: 503,
-        response: "busy".into(),
-        response_head: "HTTP/1.1 503 Service Unavailable\r\nretry-after: 30\r\n".into(),
-        response_duration_ms: 12,
-        status: hookd_core::model::DeliveryStatus::Fail,
-        trigger_type: hookd_core::model::TriggerType::Scheduled,
-        created_at: now,
-    };
-    let next = hookd_core::model::Delivery {
-        message_id,
-        endpoint_id,
-        status: hookd_core::model::DeliveryStatus::Pending,
-        attempt_count: 1,
-        next_attempt_at: Some(now),
-        updated_at: now,
-    };
-    api.store.record_attempt(&attempt, &next).await.unwrap();
-    let (_, attempts) = api
-        .call(Method::GET, &format!("/app/{app}/attempt/endpoint/e"), None)
-        .await;
-    assert_eq!(
-        attempts["data"][0]["responseHead"],
-        "HTTP/1.1 503 Service Unavailable\r\nretry-after: 30\r\n"
-    );
-    assert_eq!(attempts["data"][0]["response"], "busy");
+async fn an_endpoints_max_concurrency_is_set_replaced_patched_and_bounded() {
+    for api in common::start_default_on_each_backend("endpoints::max_concurrency").await {
+        let app = api.app("Acme", None).await;
+        let path = format!("/app/{app}/endpoint");
+        for ceiling in [
+            json!(0),
+            json!(1001),
+            json!(70_000),
+            json!(-1),
+            json!("ten"),
+        ] {
+            let body = json!({"url": "http://example.com", "maxConcurrency": ceiling});
+            let (status, out) = api.call(Method::POST, &path, Some(body)).await;
+            assert_invalid_field(status, &out, "maxConcurrency");
+        }
+        let unset = api
+            .endpoint(&app, json!({"url": "http://example.com"}))
+            .await;
+        assert_eq!(unset.get("maxConcurrency"), Some(&Value::Null), "{unset}");
+        let created = api
+            .endpoint(
+                &app,
+                json!({"url": "http://example.com", "uid": "e", "maxConcurrency": 1000}),
+            )
+            .await;
+        assert_eq!(created["maxConcurrency"], 1000);
+        let one = format!("{path}/e");
+        let stored =
+            || async { api.call(Method::GET, &one, None).await.1["maxConcurrency"].clone() };
+        assert_eq!(stored().await, 1000);
+
+        let replace = |ceiling: Value| json!({"url": "http://example.com", "uid": "e", "maxConcurrency": ceiling});
+        let (status, out) = api
+            .call(Method::PUT, &one, Some(replace(json!(1001))))
+            .await;
+        assert_invalid_field(status, &out, "maxConcurrency");
+        let (status, out) = api.call(Method::PUT, &one, Some(replace(json!(16)))).await;
+        assert_eq!(
+            (status, &out["maxConcurrency"]),
+            (StatusCode::OK, &json!(16))
+        );
+        assert_eq!(stored().await, 16);
+        // PUT replaces: without the field, the endpoint has no ceiling of its own.
+        let body = json!({"url": "http://example.com", "uid": "e"});
+        let (_, out) = api.call(Method::PUT, &one, Some(body)).await;
+        assert_eq!(out["maxConcurrency"], Value::Null);
+        assert_eq!(stored().await, Value::Null);
+
+        let patch = |body: Value| api.call(Method::PATCH, &one, Some(body));
+        let (status, out) = patch(json!({"maxConcurrency": 0})).await;
+        assert_invalid_field(status, &out, "maxConcurrency");
+        let (_, out) = patch(json!({"maxConcurrency": 1})).await;
+        assert_eq!(out["maxConcurrency"], 1);
+        assert_eq!(stored().await, 1);
+        // Absent leaves it; null clears it.
+        let (_, out) = patch(json!({"description": "kept"})).await;
+        assert_eq!(out["maxConcurrency"], 1);
+        assert_eq!(stored().await, 1);
+        let (_, out) = patch(json!({"maxConcurrency": null})).await;
+        assert_eq!(out["maxConcurrency"], Value::Null);
+        assert_eq!(stored().await, Value::Null);
+    }
 }

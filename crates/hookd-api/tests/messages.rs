@@ -241,40 +241,6 @@ async fn strict_mode_refuses_unknown_and_archived_event_types() {
 }
 
 #[tokio::test]
-async fn event_types_archive_on_delete_and_expunge_on_request() {
-    let api = start_default().await;
-    let (status, _) = api
-        .call(
-            Method::POST,
-            "/event-type",
-            Some(json!({"name": "a.b", "description": "AB", "schemas": {"1": {}}})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED);
-    let (_, patched) = api
-        .call(
-            Method::PATCH,
-            "/event-type/a.b",
-            Some(json!({"deprecated": true})),
-        )
-        .await;
-    assert_eq!(patched["deprecated"], true);
-    api.call(Method::DELETE, "/event-type/a.b", None).await;
-    let (_, visible) = api.call(Method::GET, "/event-type", None).await;
-    assert_eq!(visible["data"], json!([]));
-    let (_, all) = api
-        .call(Method::GET, "/event-type?include_archived=true", None)
-        .await;
-    assert_eq!(all["data"][0]["archived"], true);
-    api.call(Method::DELETE, "/event-type/a.b?expunge=true", None)
-        .await;
-    assert_eq!(
-        api.call(Method::GET, "/event-type/a.b", None).await.0,
-        StatusCode::NOT_FOUND
-    );
-}
-
-#[tokio::test]
 async fn idempotency_key_replays_the_first_response() {
     let api = start_default().await;
     let app = api.app("Acme", None).await;

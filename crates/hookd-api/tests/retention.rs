@@ -7,8 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{TestApi, assert_invalid_field, start_default};
-use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
-use hookd_core::{AppId, AttemptId, Clock, EndpointId, MessageId, SystemClock};
+use hookd_core::{AppId, Clock, SystemClock};
 use hookd_store::{PurgeCursor, PurgeRequest};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -29,34 +28,6 @@ async fn published(api: &TestApi, body: Value) -> (String, String, String) {
 
 fn order() -> Value {
     json!({"eventType": "order.shipped", "payload": {"card": "4242"}})
-}
-
-/// Records a failed attempt whose response holds something sensitive; returns its id.
-async fn attempted(api: &TestApi, msg: &str, ep: &str) -> String {
-    let now = SystemClock.now();
-    let attempt = Attempt {
-        id: AttemptId::new(now),
-        message_id: MessageId::from_stored(msg.to_owned()),
-        endpoint_id: EndpointId::from_stored(ep.to_owned()),
-        url: "http://127.0.0.1:9/hook".into(),
-        response_status_code: 500,
-        response: "password=hunter2".into(),
-        response_head: "HTTP/1.1 500\r\nset-cookie: session=secret\r\n".into(),
-        response_duration_ms: 4,
-        status: DeliveryStatus::Fail,
-        trigger_type: TriggerType::Scheduled,
-        created_at: now,
-    };
-    let next = Delivery {
-        message_id: attempt.message_id.clone(),
-        endpoint_id: attempt.endpoint_id.clone(),
-        status: DeliveryStatus::Fail,
-        attempt_count: 1,
-        next_attempt_at: None,
-        updated_at: now,
-    };
-    api.store.record_attempt(&attempt, &next).await.unwrap();
-    attempt.id.to_string()
 }
 
 #[tokio::test]
@@ -123,7 +94,10 @@ async fn expunging_a_message_drops_its_payload_and_it_shows_as_expired() {
 async fn expunging_an_attempt_drops_its_response_body_and_head() {
     let api = start_default().await;
     let (app, ep, msg) = published(&api, order()).await;
-    let attempt = attempted(&api, &msg, &ep).await;
+    let head = "HTTP/1.1 500\r\nset-cookie: session=secret\r\n";
+    let attempt = api
+        .failed_attempt(&msg, &ep, head, "password=hunter2")
+        .await;
     let path = format!("/app/{app}/msg/{msg}/attempt/{attempt}");
 
     let (status, body) = api

@@ -1,12 +1,10 @@
 //! The delivery log's search and an endpoint's statistics over real HTTP on loopback and a
 //! real SQLite file: messages by delivery status, the stats of the last day, and the errors
-//! that name a bad parameter; and `whoami`, which tells a token its scope.
+//! that name a bad parameter.
 
 mod common;
 
 use common::{TestApi, assert_invalid_field, start_default};
-use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
-use hookd_core::{AttemptId, Clock, EndpointId, MessageId, SystemClock};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -23,35 +21,11 @@ async fn publish(api: &TestApi, app: &str, event_type: &str) -> String {
     msg["id"].as_str().unwrap().to_owned()
 }
 
-/// Records a failed attempt of `msg` to `ep` that ends its delivery as failed.
-async fn fail(api: &TestApi, msg: &str, ep: &str) {
-    let now = SystemClock.now();
-    let (message_id, endpoint_id) = (
-        MessageId::from_stored(msg.to_owned()),
-        EndpointId::from_stored(ep.to_owned()),
-    );
-    let attempt = Attempt {
-        id: AttemptId::new(now),
-        message_id: message_id.clone(),
-        endpoint_id: endpoint_id.clone(),
-        url: "http://example.com".into(),
-        response_status_code: 500,
-        response: "down".into(),
-        response_head: "HTTP/1.1 500 Internal Server Error\r\n".into(),
-        response_duration_ms: 7,
-        status: DeliveryStatus::Fail,
-        trigger_type: TriggerType::Scheduled,
-        created_at: now,
-    };
-    let failed = Delivery {
-        message_id,
-        endpoint_id,
-        status: DeliveryStatus::Fail,
-        attempt_count: 1,
-        next_attempt_at: None,
-        updated_at: now,
-    };
-    api.store.record_attempt(&attempt, &failed).await.unwrap();
+/// A failed attempt of `msg` to `ep` (the endpoint as the API shows it).
+async fn fail(api: &TestApi, msg: &str, ep: &Value) {
+    let head = "HTTP/1.1 500 Internal Server Error\r\n";
+    let ep = ep["id"].as_str().unwrap();
+    api.failed_attempt(msg, ep, head, "down").await;
 }
 
 fn ids(list: &Value) -> Vec<&str> {
@@ -72,7 +46,7 @@ async fn messages_are_found_by_delivery_status_and_event_type() {
         .await;
     let shipped = publish(&api, &app, "order.shipped").await;
     let paid = publish(&api, &app, "order.paid").await;
-    fail(&api, &shipped, ep["id"].as_str().unwrap()).await;
+    fail(&api, &shipped, &ep).await;
 
     let search = |query: &str| {
         let path = format!("/app/{app}/msg?{query}");
@@ -100,7 +74,7 @@ async fn endpoint_stats_count_the_last_day_and_give_a_success_rate() {
         .await;
     let first = publish(&api, &app, "order.shipped").await;
     publish(&api, &app, "order.shipped").await;
-    fail(&api, &first, ep["id"].as_str().unwrap()).await;
+    fail(&api, &first, &ep).await;
 
     let path = format!("/app/{app}/endpoint/orders/stats");
     let (status, stats) = api.call(Method::GET, &path, None).await;
@@ -141,22 +115,4 @@ async fn endpoint_stats_count_the_last_day_and_give_a_success_rate() {
     let stranger = api.app_token(&other).await;
     let (status, _) = api.call_as(Some(&stranger), Method::GET, &path, None).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-}
-
-#[tokio::test]
-async fn whoami_tells_a_token_its_scope() {
-    let api = start_default().await;
-    let (status, admin) = api.call(Method::GET, "/auth/whoami", None).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(admin, json!({"scope": "admin", "appId": null}));
-    let app = api.app("Acme", None).await;
-    let token = api.app_token(&app).await;
-    let (_, scoped) = api
-        .call_as(Some(&token), Method::GET, "/auth/whoami", None)
-        .await;
-    assert_eq!(scoped, json!({"scope": "app", "appId": app}));
-    let (status, _) = api
-        .call_as(Some("nobody"), Method::GET, "/auth/whoami", None)
-        .await;
-    assert_eq!(status, StatusCode::UNAUTHORIZED);
 }

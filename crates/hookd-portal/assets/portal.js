@@ -446,6 +446,7 @@ async function renderEndpoint(appId, endpointId) {
     eventTypeSuggestions(),
   ]);
   const epBase = `/app/${enc(app.id)}/endpoint/${enc(ep.id)}`;
+  const ceiling = h('dd', {}, ceilingText(ep.maxConcurrency));
   page(ep.url, crumbsTo(app, 'Endpoint'),
     h('dl', { class: 'facts' },
       h('dt', {}, 'Status'), h('dd', {}, endpointState(ep),
@@ -453,7 +454,8 @@ async function renderEndpoint(appId, endpointId) {
       h('dt', {}, 'Endpoint id'), h('dd', { class: 'mono' }, ep.id),
       ep.uid ? [h('dt', {}, 'UID'), h('dd', { class: 'mono' }, ep.uid)] : null,
       h('dt', {}, 'Description'), h('dd', {}, ep.description || '—'),
-      h('dt', {}, 'Event types'), h('dd', {}, ep.eventTypes && ep.eventTypes.length ? ep.eventTypes.join(', ') : 'All')),
+      h('dt', {}, 'Event types'), h('dd', {}, ep.eventTypes && ep.eventTypes.length ? ep.eventTypes.join(', ') : 'All'),
+      h('dt', {}, 'Requests in flight'), ceiling),
     h('h2', {}, 'Last 24 hours'),
     statsView(stats),
     h('h2', {}, 'Actions'),
@@ -464,6 +466,7 @@ async function renderEndpoint(appId, endpointId) {
       recoverAction(epBase),
       secretAction(epBase),
       filterAction(epBase, ep),
+      concurrencyAction(epBase, ep, ceiling),
       await headersAction(epBase)),
     h('h2', {}, 'Recent attempts'),
     attemptTable(attempts.data, app, 'The 20 latest attempts to this endpoint, newest first', true),
@@ -599,6 +602,27 @@ function filterAction(epBase, ep) {
       await call('PATCH', epBase, { eventTypes: list.length ? list : null });
       replace(status, notice('success', list.length ? `Now sends: ${list.join(', ')}.` : 'Now sends every event type.'));
       announce('Filter saved.');
+    });
+}
+
+/** The endpoint's own ceiling on requests in flight, as the facts list shows it. */
+function ceilingText(maxConcurrency) {
+  return maxConcurrency ? `At most ${maxConcurrency}` : 'The server\u2019s limit';
+}
+
+function concurrencyAction(epBase, ep, shown) {
+  const ceiling = h('input', {
+    type: 'number', min: 1, max: 1000, step: 1, value: ep.maxConcurrency || '', inputmode: 'numeric',
+  });
+  return action('Requests in flight', null,
+    field('At most this many requests to this endpoint at once', ceiling, '1 to 1000; leave empty for the server\u2019s limit.'),
+    'Save limit',
+    async (status) => {
+      const value = ceiling.value.trim() ? Number(ceiling.value) : null;
+      const saved = (await call('PATCH', epBase, { maxConcurrency: value })).data;
+      replace(shown, ceilingText(saved.maxConcurrency));
+      replace(status, notice('success', saved.maxConcurrency ? `Now at most ${saved.maxConcurrency} at once.` : 'Now limited by the server only.'));
+      announce('Limit saved.');
     });
 }
 

@@ -2,7 +2,8 @@
 //!
 //! # Layout
 //! - `cli`: one module per subcommand (`serve`'s parts beside it: `database`, `delivery`,
-//!   `master_key`, `metrics`, `clock`); `main` only parses arguments and dispatches.
+//!   `master_key`, `metrics`, `clock`, `shutdown`); `main` only parses arguments and
+//!   dispatches.
 
 mod cli;
 

@@ -1,12 +1,14 @@
-//! A real hookd API on a loopback port over a real SQLite file, and a small client for it.
+//! A real hookd API on a loopback port over a real SQLite file (or a real PostgreSQL database,
+//! where a test runs on both backends), and a small client for it.
 
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
 use std::sync::Arc;
 
 use hookd_api::{ApiConfig, ApiState, token_hash};
-use hookd_core::{Clock, SystemClock, Timestamp};
-use hookd_store::sqlite::SqliteStore;
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
+use hookd_core::{AttemptId, Clock, EndpointId, MessageId, SystemClock, Timestamp};
+use hookd_store::testing::{PgDatabaseGuard, postgres_store, sqlite_store};
 use hookd_store::{ApiToken, Store};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -19,7 +21,14 @@ pub struct TestApi {
     pub store: Arc<dyn Store>,
     pub new_work: Arc<Notify>,
     client: reqwest::Client,
-    _dir: tempfile::TempDir,
+    database: Database,
+}
+
+/// What keeps the test's database alive: the SQLite file's directory, or the PostgreSQL
+/// database's guard (which drops it).
+enum Database {
+    Sqlite(tempfile::TempDir),
+    Postgres(PgDatabaseGuard),
 }
 
 /// Starts the API with `config` (plus the test admin token) and returns once it listens.
@@ -28,13 +37,36 @@ pub async fn start(config: ApiConfig) -> TestApi {
 }
 
 /// [`start`] on `clock` (a [`hookd_core::ManualClock`] for rate limits and expiry).
-pub async fn start_with_clock(mut config: ApiConfig, clock: Arc<dyn Clock>) -> TestApi {
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(dir.path().join("hookd.db"))
-            .await
-            .unwrap(),
-    );
+pub async fn start_with_clock(config: ApiConfig, clock: Arc<dyn Clock>) -> TestApi {
+    let (store, dir) = sqlite_store().await;
+    serve(Arc::new(store), clock, config, Database::Sqlite(dir)).await
+}
+
+/// The API with plain-http endpoints allowed on each backend: SQLite, and PostgreSQL when
+/// `HOOKD_TEST_POSTGRES_URL` names a server (`test` names the caller if it is skipped).
+pub async fn start_default_on_each_backend(test: &str) -> Vec<TestApi> {
+    let mut apis = vec![start_default().await];
+    if let Some((store, guard)) = postgres_store(test).await {
+        let clock = Arc::new(SystemClock);
+        apis.push(
+            serve(
+                Arc::new(store),
+                clock,
+                http_allowed(),
+                Database::Postgres(guard),
+            )
+            .await,
+        );
+    }
+    apis
+}
+
+async fn serve(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    mut config: ApiConfig,
+    database: Database,
+) -> TestApi {
     config
         .configured_admin_token_hashes
         .push(token_hash(ADMIN_TOKEN));
@@ -52,23 +84,29 @@ pub async fn start_with_clock(mut config: ApiConfig, clock: Arc<dyn Clock>) -> T
         store,
         new_work,
         client: reqwest::Client::new(),
-        _dir: dir,
+        database,
     }
 }
 
 /// The API with plain-http endpoints allowed, as most tests want.
 pub async fn start_default() -> TestApi {
-    start(ApiConfig {
+    start(http_allowed()).await
+}
+
+fn http_allowed() -> ApiConfig {
+    ApiConfig {
         allow_http_endpoints: true,
         ..ApiConfig::default()
-    })
-    .await
+    }
 }
 
 impl TestApi {
-    /// The directory holding the database file.
+    /// The directory holding the database file (on SQLite).
     pub fn dir(&self) -> &std::path::Path {
-        self._dir.path()
+        match &self.database {
+            Database::Sqlite(dir) => dir.path(),
+            Database::Postgres(_) => panic!("a PostgreSQL database has no file"),
+        }
     }
 
     /// Sends a request with `token` (if any) and an optional body; returns status and JSON.
@@ -152,6 +190,35 @@ impl TestApi {
             .await;
         assert_eq!(status, StatusCode::CREATED, "{out}");
         out
+    }
+
+    /// Records a failed attempt of message `msg` to endpoint `ep`, answered 500 with `head`
+    /// and `body`, as the engine would; the delivery is left failed. Returns the attempt's id.
+    pub async fn failed_attempt(&self, msg: &str, ep: &str, head: &str, body: &str) -> String {
+        let now = SystemClock.now();
+        let attempt = Attempt {
+            id: AttemptId::new(now),
+            message_id: MessageId::from_stored(msg.to_owned()),
+            endpoint_id: EndpointId::from_stored(ep.to_owned()),
+            url: "http://example.com".into(),
+            response_status_code: 500,
+            response: body.into(),
+            response_head: head.into(),
+            response_duration_ms: 7,
+            status: DeliveryStatus::Fail,
+            trigger_type: TriggerType::Scheduled,
+            created_at: now,
+        };
+        let failed = Delivery {
+            message_id: attempt.message_id.clone(),
+            endpoint_id: attempt.endpoint_id.clone(),
+            status: DeliveryStatus::Fail,
+            attempt_count: 1,
+            next_attempt_at: None,
+            updated_at: now,
+        };
+        self.store.record_attempt(&attempt, &failed).await.unwrap();
+        attempt.id.to_string()
     }
 
     /// Stores a token scoped to one application and returns its text.

@@ -10,6 +10,7 @@ mod metrics;
 mod migrate;
 mod retention;
 mod serve;
+mod shutdown;
 mod sign;
 mod token;
 mod verify;

@@ -1,12 +1,10 @@
 //! `hookd serve`: the server. Opens (and migrates) the database, makes sure an admin token
-//! exists, and runs the API, the portal, the delivery engine and the outbox relay (or, with `--role`, the
-//! API alone or the engine and relay alone) until SIGINT or SIGTERM; the API's listener also serves the portal (`/portal`)
-//! and `/metrics`.
+//! exists, and runs the API, the portal, the delivery engine and the outbox relay (or, with
+//! `--role`, the API alone or the engine and relay alone) until SIGINT or SIGTERM; the API's
+//! listener also serves the portal (`/portal`) and `/metrics`.
 //!
-//! On SIGINT or SIGTERM the engine and relay stop claiming, the API stops accepting
-//! connections, and both drain for up to `--shutdown-grace`: attempts in flight finish and are
-//! recorded, or are stopped at the deadline with their claims given back (see
-//! [`hookd_engine::dispatcher`]).
+//! [`serve`] starts the server in named steps, each a function below; how it stops (who is
+//! told, in what order, with what grace) is [`Shutdown`]'s.
 //!
 //! On PostgreSQL several processes share the database: each one announces the deliveries it
 //! creates (NOTIFY) and listens for the others' and for producers' outbox commits, so work
@@ -22,15 +20,18 @@ use std::time::Duration;
 use hookd_api::{ApiConfig, ApiState};
 use hookd_core::Clock;
 use hookd_engine::http::WebhookSender;
-use hookd_engine::{Engine, Purger, Relay, RelayConfig};
+use hookd_engine::{Engine, EngineConfig, Purger, Relay, RelayConfig, RetentionConfig};
 use hookd_store::{RelayRules, Store, Wakeups};
-use tokio::sync::{Notify, watch};
+use hookd_vault::Keyring;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
 
 use super::database::{Database, runtime};
 use super::delivery::DeliveryOptions;
 use super::master_key::{MasterKeyOptions, reseal};
-use super::metrics::MetricsOptions;
+use super::metrics::{Metrics, MetricsOptions};
 use super::retention::RetentionOptions;
+use super::shutdown::Shutdown;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -161,23 +162,93 @@ fn colours(terminal: bool, no_color: Option<&OsStr>) -> bool {
     terminal && no_color.is_none_or(OsStr::is_empty)
 }
 
+/// Starts every part this process runs, then runs until SIGINT or SIGTERM.
 async fn serve(args: Args) -> anyhow::Result<()> {
-    let (keyring, _) = args.keys.load(&args.database)?;
-    let keyring = Arc::new(keyring);
-    let engine_config = hookd_engine::EngineConfig {
-        keyring: keyring.clone(),
-        ..args.delivery.engine()?
-    };
-    let rotation_overlap = hookd_engine::schedule::parse_duration(&args.rotation_overlap)
-        .map_err(|e| anyhow::anyhow!("--rotation-overlap: {e}"))?;
-    anyhow::ensure!(
-        rotation_overlap <= Duration::from_secs(7 * 24 * 3600),
-        "--rotation-overlap: at most 7 days"
-    );
-    let retention = args.retention.config()?;
-    let sender = WebhookSender::new(args.delivery.http()?)?;
-    let store = args.database.open().await?;
-    let resealed = reseal(store.as_ref(), &keyring).await?;
+    let settings = Settings::from_args(&args)?;
+    let store = open_store(&args.database, &settings.keyring).await?;
+    // Bound before the API is configured: the portal links it hands out name this address.
+    let listener = bind_api(&args).await?;
+    let address = listener.as_ref().map(TcpListener::local_addr).transpose()?;
+    let clock: Arc<dyn Clock> = super::clock::from_env();
+    ensure_operations_app(store.as_ref(), clock.as_ref()).await?;
+    let config = api_config(&args, &settings, address);
+    if args.role.api() && config.configured_admin_token_hashes.is_empty() {
+        ensure_admin_token(store.as_ref(), clock.as_ref()).await?;
+    }
+    let wake = WakeUps::start(&store).await?;
+    // For every listener: the API's and the metrics' own.
+    let header_timeout = Duration::from_secs(args.header_timeout);
+    let mut shutdown = Shutdown::new(settings.engine.shutdown_grace);
+    let metrics =
+        start_metrics(&args.metrics, &store, &clock, header_timeout, &mut shutdown).await?;
+    if args.role.engine() {
+        let rules = RelayRules {
+            strict_event_types: config.strict_event_types,
+            max_payload_bytes: config.max_payload_bytes,
+        };
+        start_delivery(settings, rules, &store, &clock, &wake, &mut shutdown);
+    }
+    match (listener, address) {
+        (Some(listener), Some(address)) => {
+            tracing::info!(%address, database = %args.database.display(), role = ?args.role, "hookd is serving");
+            println!("hookd listening on http://{address}");
+            let state = ApiState::new(store, clock, config, wake.new_work);
+            let app = hookd_api::router(state)
+                .merge(hookd_portal::router())
+                .merge(metrics.router());
+            let listener = hookd_api::ConnectionLimit::new(listener, args.max_connections);
+            let server = hookd_api::serve(listener, app, header_timeout, shutdown.notice());
+            shutdown.start_api(server);
+        }
+        _ => {
+            tracing::info!(database = %args.database.display(), "hookd is delivering (no API)");
+            println!("hookd engine running");
+        }
+    }
+    shutdown.on_signal().await?;
+    tracing::info!("hookd stopped");
+    Ok(())
+}
+
+/// The options turned into each part's configuration, all checked before anything starts.
+struct Settings {
+    /// The master keys that seal endpoint keys at rest.
+    keyring: Arc<Keyring>,
+    engine: EngineConfig,
+    rotation_overlap: Duration,
+    retention: RetentionConfig,
+    sender: WebhookSender,
+}
+
+impl Settings {
+    fn from_args(args: &Args) -> anyhow::Result<Self> {
+        let (keyring, _) = args.keys.load(&args.database)?;
+        let keyring = Arc::new(keyring);
+        let engine = EngineConfig {
+            keyring: keyring.clone(),
+            ..args.delivery.engine()?
+        };
+        let rotation_overlap = hookd_engine::schedule::parse_duration(&args.rotation_overlap)
+            .map_err(|e| anyhow::anyhow!("--rotation-overlap: {e}"))?;
+        anyhow::ensure!(
+            rotation_overlap <= Duration::from_secs(7 * 24 * 3600),
+            "--rotation-overlap: at most 7 days"
+        );
+        Ok(Self {
+            keyring,
+            engine,
+            rotation_overlap,
+            retention: args.retention.config()?,
+            sender: WebhookSender::new(args.delivery.http()?)?,
+        })
+    }
+}
+
+/// Opens (and migrates) the database, and seals every endpoint key under the current master
+/// key.
+async fn open_store(database: &Database, keyring: &Keyring) -> anyhow::Result<Arc<dyn Store>> {
+    let store = database.open().await?;
+    let resealed = reseal(store.as_ref(), keyring).await?;
     if resealed.rekeyed + resealed.sealed_legacy > 0 {
         tracing::info!(
             master_key = keyring.current_id(),
@@ -186,22 +257,31 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             "endpoint keys sealed under the current master key"
         );
     }
-    // Bound before the API is configured: the portal links it hands out name this address.
-    let listener = match args.role.api() {
-        true => Some(
-            tokio::net::TcpListener::bind(args.listen)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?,
-        ),
-        false => None,
-    };
-    let address = listener.as_ref().map(|l| l.local_addr()).transpose()?;
-    let clock: Arc<dyn Clock> = super::clock::from_env();
-    // Operational webhooks are published in this application (made once, kept after).
-    hookd_store::ensure_operations_app(store.as_ref(), clock.now())
+    Ok(store)
+}
+
+/// The API's listener, bound, when this process serves the API.
+async fn bind_api(args: &Args) -> anyhow::Result<Option<TcpListener>> {
+    if !args.role.api() {
+        return Ok(None);
+    }
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+    Ok(Some(listener))
+}
+
+/// Makes the application operational webhooks are published in (once; kept after).
+async fn ensure_operations_app(store: &dyn Store, clock: &dyn Clock) -> anyhow::Result<()> {
+    hookd_store::ensure_operations_app(store, clock.now())
         .await
         .map_err(|e| anyhow::anyhow!("cannot make the operations application: {e}"))?;
-    let config = ApiConfig {
+    Ok(())
+}
+
+/// The API's configuration; portal links name `--public-url`, or else the API's `address`.
+fn api_config(args: &Args, settings: &Settings, address: Option<SocketAddr>) -> ApiConfig {
+    ApiConfig {
         max_payload_bytes: args.max_payload_bytes,
         strict_event_types: args.strict_event_types,
         allow_http_endpoints: args.allow_http_endpoints,
@@ -211,115 +291,14 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             .iter()
             .map(|t| hookd_api::token_hash(t))
             .collect(),
-        keyring,
-        rotation_overlap,
+        keyring: settings.keyring.clone(),
+        rotation_overlap: settings.rotation_overlap,
         public_url: args
             .public_url
             .clone()
             .unwrap_or_else(|| address.map_or_else(String::new, |a| format!("http://{a}"))),
         app_token_rate_limit: args.app_token_rate_limit,
-    };
-    if args.role.api() && config.configured_admin_token_hashes.is_empty() {
-        ensure_admin_token(store.as_ref(), clock.as_ref()).await?;
     }
-    // `new_work`: this process created deliveries (the API or the relay). `wakeups`: other
-    // processes did, or a producer committed outbox rows.
-    let new_work = Arc::new(Notify::new());
-    let wakeups = Wakeups::default();
-    let signalled = store.watch(wakeups.clone()).await?;
-    let engine_wake = if signalled {
-        tokio::spawn(announce(
-            store.clone(),
-            new_work.clone(),
-            wakeups.deliveries.clone(),
-        ));
-        wakeups.deliveries.clone()
-    } else {
-        new_work.clone()
-    };
-    let shutdown_grace = engine_config.shutdown_grace;
-    // For every listener: the API's and the metrics' own.
-    let header_timeout = Duration::from_secs(args.header_timeout);
-    let (stop, stopped) = watch::channel(false);
-    let mut background = Vec::new();
-    let metrics = args.metrics.install()?;
-    tokio::spawn(metrics.clone().sample(store.clone(), clock.clone()));
-    if let Some(address) = args.metrics.metrics_listen {
-        let listener = tokio::net::TcpListener::bind(address)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {address} for metrics: {e}"))?;
-        tracing::info!(%address, "serving /metrics");
-        let stop = until(stopped.clone());
-        background.push(tokio::spawn(metrics.clone().serve_alone(
-            listener,
-            header_timeout,
-            stop,
-        )));
-    }
-    if args.role.engine() {
-        let engine = Engine::new(
-            store.clone(),
-            clock.clone(),
-            sender,
-            engine_config,
-            engine_wake,
-        );
-        let relay = Relay::new(
-            store.clone(),
-            clock.clone(),
-            RelayConfig {
-                rules: RelayRules {
-                    strict_event_types: config.strict_event_types,
-                    max_payload_bytes: config.max_payload_bytes,
-                },
-                batch: RELAY_BATCH,
-                poll_interval: if signalled {
-                    RELAY_POLL_SIGNALLED
-                } else {
-                    RELAY_POLL_SQLITE
-                },
-            },
-            wakeups.outbox.clone(),
-            new_work.clone(),
-        );
-        background.push(tokio::spawn(engine.run(until(stopped.clone()))));
-        background.push(tokio::spawn(relay.run(until(stopped.clone()))));
-        // The engine's processes also purge expired content (in small batches, see retention).
-        let purger = Purger::new(store.clone(), clock.clone(), retention);
-        background.push(tokio::spawn(purger.run(until(stopped.clone()))));
-    }
-    let stop_on_signal = async move {
-        shutdown_signal().await;
-        let _ = stop.send(true);
-    };
-    if let (Some(listener), Some(address)) = (listener, address) {
-        let state = ApiState::new(store, clock, config, new_work);
-        tracing::info!(%address, database = %args.database.display(), role = ?args.role, "hookd is serving");
-        println!("hookd listening on http://{address}");
-        let app = hookd_api::router(state)
-            .merge(hookd_portal::router())
-            .merge(metrics.router());
-        let listener = hookd_api::ConnectionLimit::new(listener, args.max_connections);
-        let server = hookd_api::serve(listener, app, header_timeout, stop_on_signal);
-        // Open connections get the grace to finish their requests, as attempts do.
-        let grace_over = async {
-            until(stopped.clone()).await;
-            tokio::time::sleep(shutdown_grace).await;
-        };
-        tokio::select! {
-            () = server => {}
-            () = grace_over => tracing::warn!("API requests still open after the shutdown grace are cut off"),
-        }
-    } else {
-        tracing::info!(database = %args.database.display(), "hookd is delivering (no API)");
-        println!("hookd engine running");
-        stop_on_signal.await;
-    }
-    for task in background {
-        task.await?;
-    }
-    tracing::info!("hookd stopped");
-    Ok(())
 }
 
 /// Creates and prints an admin token when none is configured or stored: the only time the
@@ -331,6 +310,108 @@ async fn ensure_admin_token(store: &dyn Store, clock: &dyn Clock) -> anyhow::Res
     let token = hookd_api::create_admin_token(store, clock.now()).await?;
     println!("Created the admin token (shown once; only its hash is stored):\n  {token}");
     Ok(())
+}
+
+/// The wake-up channels between the parts: who tells whom that there is work.
+struct WakeUps {
+    /// This process created deliveries (its API or its relay).
+    new_work: Arc<Notify>,
+    /// Wakes this process's engine: `new_work` itself on SQLite; on PostgreSQL, other
+    /// processes' announcements, to which [`announce`] passes `new_work` on as well.
+    engine: Arc<Notify>,
+    /// A producer committed outbox rows (PostgreSQL's LISTEN; never on SQLite).
+    outbox: Arc<Notify>,
+    /// Whether the store signals other processes' work (PostgreSQL), so the relay need poll
+    /// only as a fallback.
+    signalled: bool,
+}
+
+impl WakeUps {
+    /// Listens for other processes' work if the store can, and starts announcing this
+    /// process's to them.
+    async fn start(store: &Arc<dyn Store>) -> anyhow::Result<Self> {
+        let new_work = Arc::new(Notify::new());
+        let wakeups = Wakeups::default();
+        let signalled = store.watch(wakeups.clone()).await?;
+        let engine = if signalled {
+            tokio::spawn(announce(
+                store.clone(),
+                new_work.clone(),
+                wakeups.deliveries.clone(),
+            ));
+            wakeups.deliveries
+        } else {
+            new_work.clone()
+        };
+        Ok(Self {
+            new_work,
+            engine,
+            outbox: wakeups.outbox,
+            signalled,
+        })
+    }
+}
+
+/// Installs the metrics exporter, samples the database-wide gauges, and serves `/metrics` on
+/// `--metrics-listen` when given.
+async fn start_metrics(
+    options: &MetricsOptions,
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+    header_timeout: Duration,
+    shutdown: &mut Shutdown,
+) -> anyhow::Result<Metrics> {
+    let metrics = options.install()?;
+    tokio::spawn(metrics.clone().sample(store.clone(), clock.clone()));
+    if let Some(address) = options.metrics_listen {
+        let listener = TcpListener::bind(address)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {address} for metrics: {e}"))?;
+        tracing::info!(%address, "serving /metrics");
+        let server = metrics
+            .clone()
+            .serve_alone(listener, header_timeout, shutdown.notice());
+        shutdown.start("the metrics listener", server);
+    }
+    Ok(metrics)
+}
+
+/// Starts the delivery engine, the outbox relay and the purger of expired content (the
+/// engine's processes purge, in small batches: see retention).
+fn start_delivery(
+    settings: Settings,
+    rules: RelayRules,
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+    wake: &WakeUps,
+    shutdown: &mut Shutdown,
+) {
+    let engine = Engine::new(
+        store.clone(),
+        clock.clone(),
+        settings.sender,
+        settings.engine,
+        wake.engine.clone(),
+    );
+    let relay = Relay::new(
+        store.clone(),
+        clock.clone(),
+        RelayConfig {
+            rules,
+            batch: RELAY_BATCH,
+            poll_interval: if wake.signalled {
+                RELAY_POLL_SIGNALLED
+            } else {
+                RELAY_POLL_SQLITE
+            },
+        },
+        wake.outbox.clone(),
+        wake.new_work.clone(),
+    );
+    let purger = Purger::new(store.clone(), clock.clone(), settings.retention);
+    shutdown.start("the engine", engine.run(shutdown.notice()));
+    shutdown.start("the relay", relay.run(shutdown.notice()));
+    shutdown.start("the purger", purger.run(shutdown.notice()));
 }
 
 /// Passes this process's "deliveries created" on to its own engine at once, and announces it
@@ -357,27 +438,6 @@ async fn announce_to_others(store: Arc<dyn Store>, others: Arc<Notify>) {
         }
         tokio::time::sleep(ANNOUNCE_SPACING).await;
     }
-}
-
-/// Completes once `stopped` turns true.
-async fn until(mut stopped: watch::Receiver<bool>) {
-    let _ = stopped.wait_for(|stop| *stop).await;
-}
-
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("installing the SIGTERM handler");
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = interrupt.await;
 }
 
 #[cfg(test)]

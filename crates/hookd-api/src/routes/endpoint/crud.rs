@@ -1,0 +1,215 @@
+//! Listing, creating, reading, replacing (PUT), patching and deleting endpoints.
+//!
+//! Every change tells the operator in the change's own transaction (see
+//! [`crate::operations`]): `endpoint.created`, `endpoint.updated` (and `endpoint.disabled` or
+//! `endpoint.enabled` when it toggles the endpoint), `endpoint.deleted`.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use hookd_core::EndpointId;
+use hookd_core::model::Endpoint;
+use hookd_core::operations::OperationalEvent;
+use hookd_store::Page;
+use hookd_vault::Scheme;
+
+use super::find;
+use super::models::{EndpointIn, EndpointOut, EndpointPatch, schemes_field, set_disabled};
+use super::secret::{change_keys, open_keys};
+use crate::extract::{JsonBody, QueryParams};
+use crate::list::{ListOut, page_request};
+use crate::operations::{Operator, toggled, told, wake_for};
+use crate::{ApiError, ApiState, Principal, validate};
+
+/// Stores a new endpoint, telling the operator.
+async fn insert(state: &ApiState, ep: &Endpoint) -> Result<(), ApiError> {
+    let events = told(state, ep, OperationalEvent::EndpointCreated).await?;
+    state
+        .store()
+        .create_endpoint_with_events(ep, &events)
+        .await?;
+    wake_for(state, &events);
+    Ok(())
+}
+
+/// Stores a changed endpoint, stamping the change and telling the operator (`endpoint.updated`
+/// always; `endpoint.disabled` or `endpoint.enabled` too if the store finds the change disabled
+/// or enabled it); with `schemes`, also makes it sign with exactly those. `ep` was built from a
+/// read in which the endpoint's `disabled` was `disabled_as_read`: if hookd changed that since,
+/// and the change does not ask for a state itself, it is a 409 (see
+/// `update_endpoint_with_events`).
+pub(super) async fn save(
+    state: &ApiState,
+    mut ep: Endpoint,
+    disabled_as_read: bool,
+    schemes: Option<&[Scheme]>,
+) -> Result<EndpointOut, ApiError> {
+    ep.updated_at = state.clock().now();
+    let (events, on_toggle) = match Operator::of(state, &ep).await? {
+        Some(operator) => (
+            vec![operator.tell(OperationalEvent::EndpointUpdated)],
+            vec![operator.tell(toggled(&ep))],
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
+    state
+        .store()
+        .update_endpoint_with_events(&ep, Some(disabled_as_read), &events, &on_toggle)
+        .await?;
+    wake_for(state, &events);
+    let keys = match schemes {
+        Some(schemes) => {
+            change_keys(state, &ep, |keys| {
+                keys.set_schemes(schemes)
+                    .map_err(|e| ApiError::body_field("signatureSchemes", e.to_string()))
+            })
+            .await?
+        }
+        None => open_keys(state, &ep)?,
+    };
+    Ok(EndpointOut::with_keys(ep, &keys))
+}
+
+pub(super) async fn list(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path(app_id): Path<String>,
+    query: QueryParams,
+) -> Result<Json<ListOut<EndpointOut>>, ApiError> {
+    let app = state.app(&principal, &app_id).await?;
+    let page = state
+        .store()
+        .list_endpoints(&app.id, &page_request(&query)?)
+        .await?;
+    let shown = Page {
+        items: page
+            .items
+            .into_iter()
+            .map(|ep| shown(&state, ep))
+            .collect::<Result<Vec<_>, _>>()?,
+        has_more: page.has_more,
+    };
+    Ok(Json(ListOut::from_page(shown, |e| e.id.clone(), |e| e)))
+}
+
+pub(super) async fn create(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path(app_id): Path<String>,
+    JsonBody(input): JsonBody<EndpointIn>,
+) -> Result<Response, ApiError> {
+    let app = state.app(&principal, &app_id).await?;
+    input.validate(&state)?;
+    let ep = input.into_new(&app, &state)?;
+    insert(&state, &ep).await?;
+    Ok((StatusCode::CREATED, Json(shown(&state, ep)?)).into_response())
+}
+
+/// The endpoint as the endpoint routes show it, with its schemes and public key.
+fn shown(state: &ApiState, ep: Endpoint) -> Result<EndpointOut, ApiError> {
+    let keys = open_keys(state, &ep)?;
+    Ok(EndpointOut::with_keys(ep, &keys))
+}
+
+pub(super) async fn fetch(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+) -> Result<Json<EndpointOut>, ApiError> {
+    let ep = find(&state, &principal, &app_id, &endpoint_id).await?;
+    Ok(Json(shown(&state, ep)?))
+}
+
+/// PUT replaces the endpoint, or creates it (with the path as its uid) when missing.
+pub(super) async fn upsert(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    JsonBody(input): JsonBody<EndpointIn>,
+) -> Result<Response, ApiError> {
+    let app = state.app(&principal, &app_id).await?;
+    input.validate(&state)?;
+    match state.store().get_endpoint(&app.id, &endpoint_id).await? {
+        Some(mut ep) => {
+            let (read, schemes) = (ep.disabled, input.signature_schemes.clone());
+            input.apply_to(&mut ep, state.clock().now());
+            Ok(Json(save(&state, ep, read, schemes.as_deref()).await?).into_response())
+        }
+        None if EndpointId::looks_like(&endpoint_id) => Err(ApiError::NotFound("endpoint")),
+        None => {
+            validate::name("uid", &endpoint_id)?;
+            let mut ep = input.into_new(&app, &state)?;
+            ep.uid = Some(endpoint_id);
+            insert(&state, &ep).await?;
+            Ok((StatusCode::CREATED, Json(shown(&state, ep)?)).into_response())
+        }
+    }
+}
+
+pub(super) async fn patch(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    JsonBody(input): JsonBody<EndpointPatch>,
+) -> Result<Json<EndpointOut>, ApiError> {
+    let mut ep = find(&state, &principal, &app_id, &endpoint_id).await?;
+    let read = ep.disabled;
+    if let Some(url) = input.url {
+        validate::endpoint_url("url", &url, state.config().allow_http_endpoints)?;
+        ep.url = url;
+    }
+    if let Some(description) = input.description {
+        ep.description = description;
+    }
+    if let Some(uid) = input.uid {
+        validate::uid("uid", uid.as_deref())?;
+        ep.uid = uid;
+    }
+    if let Some(disabled) = input.disabled {
+        set_disabled(&mut ep, disabled, state.clock().now());
+    }
+    if let Some(event_types) = input.event_types {
+        validate::event_types("eventTypes", event_types.as_deref())?;
+        ep.event_types = event_types;
+    }
+    if let Some(channels) = input.channels {
+        validate::channels("channels", channels.as_deref())?;
+        ep.channels = channels;
+    }
+    if let Some(metadata) = input.metadata {
+        ep.metadata = metadata;
+    }
+    if let Some(rate) = input.throttle_rate {
+        ep.throttle_rate = rate;
+    }
+    if let Some(timeout) = input.timeout_seconds {
+        validate::timeout_seconds("timeoutSeconds", timeout)?;
+        ep.timeout_secs = timeout;
+    }
+    if let Some(ceiling) = input.max_concurrency {
+        validate::max_concurrency("maxConcurrency", ceiling)?;
+        ep.max_concurrency = ceiling;
+    }
+    if let Some(schemes) = &input.signature_schemes {
+        schemes_field(schemes)?;
+    }
+    Ok(Json(
+        save(&state, ep, read, input.signature_schemes.as_deref()).await?,
+    ))
+}
+
+pub(super) async fn remove(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let ep = find(&state, &principal, &app_id, &endpoint_id).await?;
+    let events = told(&state, &ep, OperationalEvent::EndpointDeleted).await?;
+    state
+        .store()
+        .delete_endpoint_with_events(&ep, &events)
+        .await?;
+    wake_for(&state, &events);
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,69 @@
+//! `/api/v1/app/{app}/endpoint`: the URLs of an application that receive its messages, with
+//! their filters, signing keys (read, rotated) and custom headers.
+//!
+//! Creating, changing and deleting an endpoint tell the operator through operational webhooks
+//! (see [`crate::operations`]).
+//!
+//! # Layout
+//! As Svix's server lays out its endpoint routes:
+//! - `crud`: list, create, read, replace (PUT), patch and delete an endpoint.
+//! - `secret`: the endpoint's signing keys: read the current one, rotate, change under a
+//!   compare-and-swap.
+//! - `headers`: the custom headers sent with every delivery.
+//! - `models`: the request and response bodies, their checks, and how a body becomes or
+//!   changes an [`Endpoint`].
+
+mod crud;
+mod headers;
+mod models;
+mod secret;
+
+use axum::Router;
+use axum::routing::{get, post};
+use hookd_core::model::Endpoint;
+
+pub(crate) use models::DISABLED_THROUGH_API;
+pub use models::EndpointOut;
+
+use crate::{ApiError, ApiState, Principal};
+
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/app/{app_id}/endpoint", get(crud::list).post(crud::create))
+        .route(
+            "/app/{app_id}/endpoint/{endpoint_id}",
+            get(crud::fetch)
+                .put(crud::upsert)
+                .patch(crud::patch)
+                .delete(crud::remove),
+        )
+        .route(
+            "/app/{app_id}/endpoint/{endpoint_id}/secret",
+            get(secret::secret),
+        )
+        .route(
+            "/app/{app_id}/endpoint/{endpoint_id}/secret/rotate",
+            post(secret::rotate_secret),
+        )
+        .route(
+            "/app/{app_id}/endpoint/{endpoint_id}/headers",
+            get(headers::headers)
+                .put(headers::replace_headers)
+                .patch(headers::patch_headers),
+        )
+}
+
+/// The endpoint of an application visible to `principal`, by id or uid.
+pub(crate) async fn find(
+    state: &ApiState,
+    principal: &Principal,
+    app_id: &str,
+    endpoint_id: &str,
+) -> Result<Endpoint, ApiError> {
+    let app = state.app(principal, app_id).await?;
+    state
+        .store()
+        .get_endpoint(&app.id, endpoint_id)
+        .await?
+        .ok_or(ApiError::NotFound("endpoint"))
+}
