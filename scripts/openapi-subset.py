@@ -203,6 +203,17 @@ ADDITIONS = {
                 "attempts.",
                 "format": "double", "nullable": True, "type": "number",
             },
+            "concurrencyLimit": {
+                "description": "hookd addition: the attempts this process's engine lets the "
+                "endpoint have in flight now (adapted to its answers, within its ceiling); null "
+                "when the engine has no work for it or the process runs none.",
+                "format": "uint", "nullable": True, "type": "integer",
+            },
+            "inFlight": {
+                "description": "hookd addition: the endpoint's attempts in flight from this "
+                "process now; null as for concurrencyLimit.",
+                "format": "uint", "nullable": True, "type": "integer",
+            },
         },
         ["attempts", "since", "successfulAttempts", "until"],
     ),

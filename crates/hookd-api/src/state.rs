@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookd_core::Clock;
 use hookd_core::model::Application;
+use hookd_core::{Clock, Concurrency, EndpointId, EndpointLoad};
 use hookd_store::Store;
 use hookd_vault::Keyring;
 use tokio::sync::Notify;
@@ -74,6 +74,8 @@ struct Inner {
     tokens: TtlCache<Caller>,
     apps: TtlCache<Application>,
     limiter: RateLimiter,
+    /// This process's engine, when it runs one: endpoints' current concurrency.
+    load: Option<Arc<dyn EndpointLoad>>,
 }
 
 impl ApiState {
@@ -92,7 +94,25 @@ impl ApiState {
             tokens: TtlCache::new(TOKEN_CACHE_TTL),
             apps: TtlCache::new(APP_CACHE_TTL),
             limiter: RateLimiter::default(),
+            load: None,
         }))
+    }
+
+    /// The same state, showing `load` (this process's engine) in endpoint views.
+    ///
+    /// # Panics
+    /// If the state was cloned already: set it before serving.
+    #[must_use]
+    pub fn with_endpoint_load(mut self, load: Arc<dyn EndpointLoad>) -> Self {
+        Arc::get_mut(&mut self.0)
+            .expect("the endpoint load is set before the state is shared")
+            .load = Some(load);
+        self
+    }
+
+    /// This process's engine's current concurrency for `endpoint`, if it has work for it.
+    pub fn endpoint_concurrency(&self, endpoint: &EndpointId) -> Option<Concurrency> {
+        self.0.load.as_ref()?.concurrency(endpoint)
     }
 
     pub fn store(&self) -> &dyn Store {

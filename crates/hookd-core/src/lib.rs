@@ -9,12 +9,15 @@
 //! - [`model`]: applications, endpoints, event types, messages, deliveries and attempts.
 //! - [`validate`]: the naming rules for uids, event types and channels.
 //! - [`operations`]: the operational webhooks' event types and the messages that carry them.
+//! - [`load`]: [`EndpointLoad`], an engine's current concurrency for an endpoint, for views.
 
 pub mod id;
+pub mod load;
 pub mod model;
 pub mod operations;
 pub mod time;
 pub mod validate;
 
 pub use id::{AppId, AttemptId, EndpointId, MessageId, TaskId};
+pub use load::{Concurrency, EndpointLoad};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};

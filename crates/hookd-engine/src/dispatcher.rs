@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use hookd_core::model::Delivery;
-use hookd_core::{Clock, EndpointId};
+use hookd_core::{Clock, Concurrency, EndpointId, EndpointLoad};
 use hookd_store::{ClaimRequest, ClaimedDelivery, Handoff, Handover, Reserved, Store};
 use hookd_vault::{Keyring, OpenedKeys};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
@@ -233,11 +233,28 @@ impl Engine {
                 _ = poll.tick() => {
                     // Retries come due, leases run out.
                     self.maybe_queued.store(true, Ordering::Release);
+                    self.sample_load();
                 }
             }
         }
         self.stopping.store(true, Ordering::Release);
         self.drain().await;
+    }
+
+    /// Sets the engine's load gauges (see [`telemetry::engine_load`]).
+    fn sample_load(&self) {
+        let endpoints: Vec<(usize, usize)> = self
+            .lanes
+            .snapshot()
+            .into_iter()
+            .map(|(_, limit, in_flight)| (limit, in_flight))
+            .collect();
+        let workers = self.config.workers.max(1);
+        telemetry::engine_load(
+            &endpoints,
+            workers - self.workers.available_permits(),
+            held_budget(workers) - self.tickets.available_permits(),
+        );
     }
 
     /// Gives back the claims waiting in lanes, waits (up to the grace) until every attempt in
@@ -547,6 +564,13 @@ impl Engine {
                 (verdict, Signal::None)
             }
         }
+    }
+}
+
+impl EndpointLoad for Engine {
+    fn concurrency(&self, endpoint: &EndpointId) -> Option<Concurrency> {
+        let (limit, in_flight) = self.lanes.of(endpoint)?;
+        Some(Concurrency { limit, in_flight })
     }
 }
 

@@ -132,9 +132,9 @@ impl Lanes {
         2 * INITIAL_LIMIT.min(self.ceiling)
     }
 
-    /// The room of every lane (0 for a full or paused one), for a claim; forgets lanes idle
-    /// for long.
-    pub fn rooms(&self) -> Vec<(EndpointId, usize)> {
+    /// The room of every lane whose room is not [`Self::fresh_room`] (0 for a full or paused
+    /// one), for a claim; forgets lanes idle for long.
+    pub fn rooms(&self) -> HashMap<EndpointId, usize> {
         let mut lanes = self.lanes.lock().expect("lanes poisoned");
         let now = Instant::now();
         lanes.retain(|_, lane| {
@@ -142,30 +142,24 @@ impl Lanes {
                 .is_none_or(|since| now.duration_since(since) < FORGET_AFTER)
                 || lane.paused()
         });
+        let fresh = self.fresh_room();
         lanes
             .iter()
-            .map(|(id, lane)| (id.clone(), lane.room()))
+            .map(|(id, lane)| (id, lane.room()))
+            .filter(|(_, room)| *room != fresh)
+            .map(|(id, room)| (id.clone(), room))
             .collect()
     }
 
-    /// After a claim that offered `offered` (its rooms, and [`Self::fresh_room`] to the
-    /// rest) and took `took` of each endpoint: which lanes may have more waiting.
-    pub fn claimed(&self, offered: &[(EndpointId, usize)], took: &HashMap<EndpointId, usize>) {
-        let mut lanes = self.lanes.lock().expect("lanes poisoned");
-        for (id, room) in offered {
-            if let Some(lane) = lanes.get_mut(id) {
-                let took = took.get(id).copied().unwrap_or(0);
-                lane.backlog = *room == 0 || took >= *room;
-            }
-        }
+    /// After a claim that offered `offered` (its rooms, and [`Self::fresh_room`] to every
+    /// other endpoint) and took `took` of each endpoint: which lanes may have more waiting.
+    pub fn claimed(&self, offered: &HashMap<EndpointId, usize>, took: &HashMap<EndpointId, usize>) {
         let fresh = self.fresh_room();
-        for (id, &n) in took {
-            if !offered.iter().any(|(o, _)| o == id) {
-                lanes
-                    .entry(id.clone())
-                    .or_insert_with(|| Lane::new(self.ceiling))
-                    .backlog = n >= fresh;
-            }
+        let mut lanes = self.lanes.lock().expect("lanes poisoned");
+        for (id, lane) in lanes.iter_mut() {
+            let room = offered.get(id).copied().unwrap_or(fresh);
+            let took = took.get(id).copied().unwrap_or(0);
+            lane.backlog = room == 0 || took >= room;
         }
     }
 
@@ -264,6 +258,7 @@ impl Lanes {
         let mut lanes = self.lanes.lock().expect("lanes poisoned");
         let lane = lanes.get_mut(endpoint)?;
         lane.limit.learn(started, signal, lane.in_flight);
+        crate::telemetry::endpoint_limit(lane.limit.current());
         lane.in_flight -= 1;
         lane.note_idle();
         pause.and_then(|pause| hold(lane, pause))
@@ -305,6 +300,14 @@ impl Lanes {
             .values_mut()
             .flat_map(|lane| lane.waiting.drain(..))
             .collect()
+    }
+
+    /// The current limit and attempts in flight of `endpoint`, if it has a lane.
+    pub fn of(&self, endpoint: &EndpointId) -> Option<(usize, usize)> {
+        let lanes = self.lanes.lock().expect("lanes poisoned");
+        lanes
+            .get(endpoint)
+            .map(|lane| (lane.limit.current(), lane.in_flight))
     }
 
     /// The current limit and attempts in flight of every endpoint with a lane.

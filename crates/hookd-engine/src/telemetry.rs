@@ -28,6 +28,19 @@ pub const STORE_WRITE_DURATION: &str = "hookd_store_write_duration_seconds";
 /// count, the mean batch.
 pub const STORE_WRITE_ROWS: &str = "hookd_store_write_rows_total";
 
+/// Histogram: the concurrency limit each attempt's endpoint had when its answer came (see
+/// [`crate::adaptive`]); no endpoint label, so the series stay few.
+pub const ENDPOINT_LIMIT: &str = "hookd_endpoint_concurrency_limit";
+/// Gauges, sampled each poll interval: the highest limit and the most attempts in flight of
+/// any one endpoint, and how many endpoints have attempts in flight.
+pub const ENDPOINT_LIMIT_MAX: &str = "hookd_endpoint_concurrency_limit_max";
+pub const ENDPOINT_IN_FLIGHT_MAX: &str = "hookd_endpoint_in_flight_max";
+pub const ENDPOINTS_SENDING: &str = "hookd_endpoints_sending";
+/// Gauges, sampled each poll interval: attempts in flight in this process, and deliveries it
+/// holds (claimed ahead, in flight, or waiting for their record).
+pub const ATTEMPTS_IN_FLIGHT: &str = "hookd_engine_attempts_in_flight";
+pub const DELIVERIES_HELD: &str = "hookd_engine_deliveries_held";
+
 /// Gives the metrics their help texts (once, after the recorder is installed).
 pub fn describe() {
     metrics::describe_counter!(
@@ -52,6 +65,46 @@ pub fn describe() {
         STORE_WRITE_ROWS,
         "Rows the engine's store writes moved, by op: deliveries claimed, attempts recorded."
     );
+    metrics::describe_histogram!(
+        ENDPOINT_LIMIT,
+        "The adaptive concurrency limit of each attempt's endpoint when its answer came."
+    );
+    metrics::describe_gauge!(
+        ENDPOINT_LIMIT_MAX,
+        "The highest adaptive concurrency limit of any endpoint with work in this process."
+    );
+    metrics::describe_gauge!(
+        ENDPOINT_IN_FLIGHT_MAX,
+        "The most attempts in flight to any one endpoint from this process."
+    );
+    metrics::describe_gauge!(
+        ENDPOINTS_SENDING,
+        "Endpoints with attempts in flight from this process."
+    );
+    metrics::describe_gauge!(
+        ATTEMPTS_IN_FLIGHT,
+        "Attempts in flight from this process (at most --workers)."
+    );
+    metrics::describe_gauge!(
+        DELIVERIES_HELD,
+        "Deliveries this process holds: claimed ahead, in flight, or waiting for their record."
+    );
+}
+
+/// Notes the limit an answer's endpoint had.
+pub fn endpoint_limit(limit: usize) {
+    metrics::histogram!(ENDPOINT_LIMIT).record(limit as f64);
+}
+
+/// Sets the engine's gauges from each endpoint's (limit, in flight) and its budgets in use.
+pub fn engine_load(endpoints: &[(usize, usize)], attempts: usize, held: usize) {
+    let most = |pick: fn(&(usize, usize)) -> usize| endpoints.iter().map(pick).max();
+    metrics::gauge!(ENDPOINT_LIMIT_MAX).set(most(|e| e.0).unwrap_or(0) as f64);
+    metrics::gauge!(ENDPOINT_IN_FLIGHT_MAX).set(most(|e| e.1).unwrap_or(0) as f64);
+    let sending = endpoints.iter().filter(|e| e.1 > 0).count();
+    metrics::gauge!(ENDPOINTS_SENDING).set(sending as f64);
+    metrics::gauge!(ATTEMPTS_IN_FLIGHT).set(attempts as f64);
+    metrics::gauge!(DELIVERIES_HELD).set(held as f64);
 }
 
 /// Times one of the engine's store writes (`op`: `claim` or `record`) and counts its rows.

@@ -481,7 +481,9 @@ function statsView(stats) {
     stat('Attempts', `${stats.successfulAttempts} of ${stats.attempts} succeeded`),
     stat('Delivered', stats.success),
     stat('Pending', stats.pending + stats.sending),
-    stat('Failed', stats.fail));
+    stat('Failed', stats.fail),
+    stat('In flight now', stats.concurrencyLimit == null
+      ? '0' : `${stats.inFlight} of ${stats.concurrencyLimit} allowed`));
 }
 
 /** A fieldset with a titled action; `run(status)` does the work and reports into `status`. */

@@ -15,6 +15,7 @@
 //! crash leaves behind, and on PostgreSQL so are the endpoint's cap and windows across every
 //! process.
 
+use std::collections::HashMap;
 use std::sync::Weak;
 
 use async_trait::async_trait;
@@ -103,7 +104,7 @@ pub struct ClaimRequest {
     pub per_endpoint: usize,
     /// At most this many deliveries of each of these endpoints (the claimer's room for them;
     /// 0 leaves the endpoint alone this time).
-    pub rooms: Vec<(EndpointId, usize)>,
+    pub rooms: HashMap<EndpointId, usize>,
     /// The most deliveries of one endpoint in flight at once (claimed and not yet recorded),
     /// or the endpoint's own `max_concurrency` if lower. On PostgreSQL (with cluster limits,
     /// the default) a claim holds it across every process, and an endpoint's rate limit is
@@ -113,11 +114,11 @@ pub struct ClaimRequest {
 
 impl ClaimRequest {
     /// The most deliveries of `endpoint` this claim may take.
-    pub fn room(&self, endpoint: &str) -> usize {
+    pub fn room(&self, endpoint: &EndpointId) -> usize {
         self.rooms
-            .iter()
-            .find(|(id, _)| id.as_str() == endpoint)
-            .map_or(self.per_endpoint, |(_, room)| *room)
+            .get(endpoint)
+            .copied()
+            .unwrap_or(self.per_endpoint)
     }
 }
 

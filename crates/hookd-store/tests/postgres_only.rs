@@ -199,7 +199,7 @@ async fn concurrent_claimers_never_get_the_same_delivery() {
                 // A cap no endpoint reaches: this test is about claimers racing for rows (the
                 // cluster-wide caps have their own test below).
                 per_endpoint: 100,
-                rooms: Vec::new(),
+                rooms: Default::default(),
                 ceiling: 100,
             };
             let mut mine = Vec::new();
@@ -302,7 +302,7 @@ fn claim_at(now: i64, per_endpoint: usize) -> ClaimRequest {
         lease_until: Timestamp::from_millis(now + 60_000),
         limit: 100,
         per_endpoint,
-        rooms: Vec::new(),
+        rooms: Default::default(),
         ceiling: per_endpoint,
     }
 }

@@ -148,6 +148,16 @@ async fn metrics_count_real_deliveries_by_outcome_as_prometheus_client_reads_the
         &record,
     );
     assert!(writes.is_some_and(|n| (1.0..=3.0).contains(&n)), "{text}");
+    // Each of the three answers noted its endpoint's adaptive concurrency limit, which starts
+    // at 4 and grows only under load.
+    let limits = "hookd_endpoint_concurrency_limit";
+    let count = format!("{limits}_count");
+    assert_eq!(sample(&families, &count, &[]), Some(3.0), "{text}");
+    assert_eq!(
+        sample(&families, &format!("{limits}_sum"), &[]),
+        Some(12.0),
+        "{text}"
+    );
     let first = [("op", "record"), ("le", "0.0005")];
     assert!(
         sample(

@@ -1,6 +1,7 @@
 //! `GET /api/v1/app/{app}/endpoint/{ep}/stats`: how an endpoint is doing over a period (the
 //! last day unless `since`/`until` say otherwise), in Svix's `EndpointStats` shape with hookd's
-//! additions: the period itself and the share of its attempts that succeeded.
+//! additions: the period itself, the share of its attempts that succeeded, and the adaptive
+//! concurrency this process's engine has for it now.
 
 use std::time::Duration;
 
@@ -38,6 +39,10 @@ struct EndpointStatsOut {
     attempts: u64,
     successful_attempts: u64,
     success_rate: Option<f64>,
+    /// … and now, in this process's engine: the attempts the endpoint may have in flight and
+    /// those in flight (null when the engine has no work for it, or the process runs none).
+    concurrency_limit: Option<usize>,
+    in_flight: Option<usize>,
 }
 
 async fn stats(
@@ -57,6 +62,7 @@ async fn stats(
         return Err(ApiError::query_param("since", "must be before until"));
     }
     let counts: EndpointStats = state.store().endpoint_stats(&ep, since, until).await?;
+    let now = state.endpoint_concurrency(&ep.id);
     Ok(Json(EndpointStatsOut {
         success: counts.success,
         pending: counts.pending,
@@ -69,5 +75,7 @@ async fn stats(
         successful_attempts: counts.successful_attempts,
         success_rate: (counts.attempts > 0)
             .then(|| counts.successful_attempts as f64 / counts.attempts as f64),
+        concurrency_limit: now.map(|c| c.limit),
+        in_flight: now.map(|c| c.in_flight),
     }))
 }

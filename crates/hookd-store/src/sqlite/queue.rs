@@ -239,13 +239,15 @@ fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDeliver
     let skip: Vec<&str> = request
         .rooms
         .iter()
-        .filter(|(_, room)| *room == 0)
+        .filter(|(_, room)| **room == 0)
         .map(|(id, _)| id.as_str())
         .collect();
     let now = request.now.as_millis();
-    let ready: Vec<String> = conn
+    let ready: Vec<EndpointId> = conn
         .prepare_cached(READY_ENDPOINTS)?
-        .query_map(params![now, encode(&skip)], |row| row.get(0))?
+        .query_map(params![now, encode(&skip)], |row| {
+            row.get(0).map(EndpointId::from_stored)
+        })?
         // Limits are taken in Rust, not by a `LIMIT ?`: SQLite re-prepares a statement each
         // time a LIMIT parameter is bound.
         .take(request.limit)
@@ -253,11 +255,11 @@ fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDeliver
     let mut oldest_due = conn.prepare_cached(OLDEST_DUE)?;
     let mut picked: Vec<(i64, String, String)> = Vec::new();
     for endpoint in &ready {
-        let rows = oldest_due.query_map(params![endpoint, now], |row| {
+        let rows = oldest_due.query_map(params![endpoint.as_str(), now], |row| {
             Ok((
                 row.get::<_, i64>(1)?,
                 row.get::<_, String>(0)?,
-                endpoint.clone(),
+                endpoint.as_str().to_owned(),
             ))
         })?;
         for row in rows.take(request.room(endpoint)) {
@@ -395,6 +397,7 @@ fn missing_parent(conn: &Connection, message: &MessageId) -> Result<StoreError, 
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
     use std::time::Duration;
 
     use rusqlite::StatementStatus;
@@ -419,7 +422,7 @@ mod tests {
             lease_until: now.plus(Duration::from_secs(90)),
             limit,
             per_endpoint: 4,
-            rooms: Vec::new(),
+            rooms: HashMap::new(),
             ceiling: 4,
         }
     }

@@ -181,18 +181,21 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let mut shutdown = Shutdown::new(settings.engine.shutdown_grace);
     let metrics =
         start_metrics(&args.metrics, &store, &clock, header_timeout, &mut shutdown).await?;
-    if args.role.engine() {
+    let engine = args.role.engine().then(|| {
         let rules = RelayRules {
             strict_event_types: config.strict_event_types,
             max_payload_bytes: config.max_payload_bytes,
         };
-        start_delivery(settings, rules, &store, &clock, &wake, &mut shutdown);
-    }
+        start_delivery(settings, rules, &store, &clock, &wake, &mut shutdown)
+    });
     match (listener, address) {
         (Some(listener), Some(address)) => {
             tracing::info!(%address, database = %args.database.display(), role = ?args.role, "hookd is serving");
             println!("hookd listening on http://{address}");
-            let state = ApiState::new(store, clock, config, wake.new_work);
+            let mut state = ApiState::new(store, clock, config, wake.new_work);
+            if let Some(engine) = engine {
+                state = state.with_endpoint_load(engine);
+            }
             let app = hookd_api::router(state)
                 .merge(hookd_portal::router())
                 .merge(metrics.router());
@@ -377,7 +380,8 @@ async fn start_metrics(
 }
 
 /// Starts the delivery engine, the outbox relay and the purger of expired content (the
-/// engine's processes purge, in small batches: see retention).
+/// engine's processes purge, in small batches: see retention); returns the engine, for the
+/// API's endpoint views.
 fn start_delivery(
     settings: Settings,
     rules: RelayRules,
@@ -385,7 +389,7 @@ fn start_delivery(
     clock: &Arc<dyn Clock>,
     wake: &WakeUps,
     shutdown: &mut Shutdown,
-) {
+) -> Arc<Engine> {
     let engine = Engine::new(
         store.clone(),
         clock.clone(),
@@ -409,9 +413,10 @@ fn start_delivery(
         wake.new_work.clone(),
     );
     let purger = Purger::new(store.clone(), clock.clone(), settings.retention);
-    shutdown.start("the engine", engine.run(shutdown.notice()));
+    shutdown.start("the engine", engine.clone().run(shutdown.notice()));
     shutdown.start("the relay", relay.run(shutdown.notice()));
     shutdown.start("the purger", purger.run(shutdown.notice()));
+    engine
 }
 
 /// Passes this process's "deliveries created" on to its own engine at once, and announces it
