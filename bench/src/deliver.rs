@@ -67,10 +67,10 @@ pub struct Args {
     #[arg(long, default_value_t = 20)]
     latency_seconds: u64,
     /// hookd's `--endpoint-concurrency` (attempts in flight to the one endpoint). hookd's
-    /// default 4, and even 16, holds one fast endpoint well below what the machine does. On
-    /// PostgreSQL the cap is the cluster's and counts a delivery until its attempt is
-    /// recorded (send, then a record batch of several milliseconds): 128 held one endpoint
-    /// to about 4,500 deliveries/s, with a fifth of the machine idle.
+    /// default holds one fast endpoint well below what the machine does. On PostgreSQL the
+    /// cap is the cluster's and counts a delivery until its attempt is recorded (send, then a
+    /// record batch), so it bounds one endpoint's deliveries/s
+    /// (docs/benchmarks.md#end-to-end-delivery).
     #[arg(long, default_value_t = 512)]
     endpoint_concurrency: usize,
     /// hookd's `--workers` (attempts in flight in all, each held until recorded).

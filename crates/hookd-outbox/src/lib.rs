@@ -2,8 +2,9 @@
 //!
 //! hookd's outbox table (contract v1, `docs/outbox.md`) takes an event in the same
 //! transaction as your business change: if your transaction commits, hookd sends the webhook
-//! (exactly one message, relayed within about 100 ms on PostgreSQL); if it rolls back, nothing
-//! is sent. This crate writes that row for you; it needs nothing of hookd but its table.
+//! (exactly one message, relayed once hookd hears of the commit: at once through a notification
+//! on PostgreSQL, at its next look on SQLite); if it rolls back, nothing is sent. This crate
+//! writes that row for you; it needs nothing of hookd but its table.
 //!
 //! ```no_run
 //! # async fn example(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {

@@ -1,9 +1,9 @@
 //! Endpoint keys kept open between attempts.
 //!
-//! Opening an endpoint's sealed keys is an AEAD decryption and a JSON parse; done for every
-//! attempt it cost about 2 % of hookd's CPU under load. [`OpenedKeys`] opens each endpoint's
-//! keys once and keeps them while the sealed text stays the same: a rotated secret or a
-//! re-sealed row has new text, so it is opened afresh.
+//! Opening an endpoint's sealed keys is an AEAD decryption and a JSON parse, too much to repeat
+//! for every attempt under load (docs/benchmarks.md#figures-behind-design-choices).
+//! [`OpenedKeys`] opens each endpoint's keys once and keeps them while the sealed text stays
+//! the same: a rotated secret or a re-sealed row has new text, so it is opened afresh.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
