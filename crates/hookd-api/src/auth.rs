@@ -1,5 +1,8 @@
 //! Bearer-token authentication, the scope a token grants, its rate limit, and the audit line
-//! every authenticated request leaves (tracing target `hookd::audit`).
+//! a request leaves (tracing target `hookd::audit`, action `token.use`): every request that
+//! changes something or is refused, but not reads nor publishes, which would drown the lines
+//! that matter under load, unless the access log ([`crate::ApiConfig::access_log`]) asks for
+//! every request.
 //!
 //! Tokens are never stored: only their SHA-256 digest is, in the database or in configuration.
 //! A request's token is hashed and matched by digest; configured digests are compared in
@@ -23,6 +26,11 @@ use crate::{ApiError, ApiState};
 
 /// How long a looked-up token is trusted without asking the database again.
 pub(crate) const TOKEN_CACHE_TTL: Duration = Duration::from_secs(30);
+
+/// Marks a response to a publish: the data plane, left out of the audit trail unless the
+/// access log is on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Publish;
 
 /// Who is calling.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -153,12 +161,17 @@ pub async fn authenticate(
         }
         Err(error) => axum::response::IntoResponse::into_response(error),
     };
+    let refused = status.is_some();
     let status = status.unwrap_or_else(|| response.status()).as_u16();
-    let app_id = match &caller.principal {
-        Principal::Admin => None,
-        Principal::App(app) => Some(app.as_str()),
-    };
-    tracing::info!(target: "hookd::audit", action = "token.use", token_id = %caller.token_id, app_id, %method, path, status);
+    let routine = matches!(method, Method::GET | Method::HEAD)
+        || response.extensions().get::<Publish>().is_some();
+    if state.config().access_log || refused || !routine {
+        let app_id = match &caller.principal {
+            Principal::Admin => None,
+            Principal::App(app) => Some(app.as_str()),
+        };
+        tracing::info!(target: "hookd::audit", action = "token.use", token_id = %caller.token_id, app_id, %method, path, status);
+    }
     Ok(response)
 }
 

@@ -44,6 +44,9 @@ pub struct ApiConfig {
     /// Requests per second an app-scoped token may make unless it has its own limit (admin
     /// tokens are unlimited unless they have one); 0 for no default limit.
     pub app_token_rate_limit: u32,
+    /// An audit line for every request, reads and publishes too (otherwise only for requests
+    /// that change something or are refused).
+    pub access_log: bool,
 }
 
 impl Default for ApiConfig {
@@ -58,6 +61,7 @@ impl Default for ApiConfig {
             rotation_overlap: Duration::from_secs(24 * 3600),
             public_url: "http://127.0.0.1:8071".into(),
             app_token_rate_limit: 100,
+            access_log: false,
         }
     }
 }

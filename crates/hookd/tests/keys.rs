@@ -259,6 +259,17 @@ async fn token_use_secret_reads_and_rotations_leave_audit_lines() {
     let api = Api::new(&hookd, TOKEN);
     let secret_path = endpoint_with_secret(&api).await;
     api.get(&secret_path).await;
+    // Reads and publishes are too many for the audit trail (`--access-log` adds them).
+    let app_path = secret_path.split("/endpoint/").next().unwrap();
+    api.get(&format!("{app_path}/endpoint")).await;
+    let (status, _) = api
+        .post(
+            &format!("{app_path}/msg"),
+            serde_json::json!({"eventType": "a", "payload": {}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 202);
     let (status, _) = api
         .post(&format!("{secret_path}/rotate"), serde_json::json!({}))
         .await
@@ -281,6 +292,27 @@ async fn token_use_secret_reads_and_rotations_leave_audit_lines() {
     let used = action("token.use");
     assert_eq!(used["fields"]["token_id"], "configured");
     assert!(used["fields"]["status"].is_number());
+    let requests: Vec<(&str, &str)> = lines
+        .iter()
+        .filter(|l| l["fields"]["action"] == "token.use")
+        .map(|l| {
+            let fields = &l["fields"];
+            (
+                fields["method"].as_str().unwrap(),
+                fields["path"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        requests
+            .iter()
+            .all(|(method, path)| *method == "POST" && !path.ends_with("/msg")),
+        "only the changes leave token.use lines: {requests:?}"
+    );
+    assert!(
+        requests.len() >= 3,
+        "the app, the endpoints, the rotation: {requests:?}"
+    );
     let read = action("secret.read");
     assert!(
         read["fields"]["endpoint_id"]

@@ -258,7 +258,7 @@ async fn every_api_response_has_a_request_id_that_its_log_lines_carry() {
     let hookd = serve(
         &database,
         Stdio::from(std::fs::File::create(&log).unwrap()),
-        &[],
+        &["--access-log"],
     );
     let client = reqwest::Client::new();
     let get = async |path: &str, id: Option<&str>| {
@@ -324,7 +324,7 @@ async fn text_log_lines_written_to_a_file_have_no_colour_codes() {
     let hookd = Hookd::serve_local_with(
         &database,
         TOKEN,
-        &[],
+        &["--access-log"],
         &[("HOOKD_LOG", "info"), ("NO_COLOR", "")],
         Stdio::from(std::fs::File::create(&log).unwrap()),
     );

@@ -11,8 +11,11 @@
 use std::time::Duration;
 
 use axum::extract::{Path, State};
+use axum::handler::Handler;
 use axum::http::StatusCode;
-use axum::routing::{delete, get};
+use axum::middleware::map_response;
+use axum::response::Response;
+use axum::routing::{delete, get, post};
 use axum::{Extension, Json, Router};
 use hookd_core::model::Message;
 use hookd_core::validate::MessageError;
@@ -21,16 +24,25 @@ use hookd_store::MessageFilter;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::auth::Caller;
+use crate::auth::{Caller, Publish};
 use crate::extract::{JsonBody, QueryParams};
 use crate::list::{ListOut, page_request};
 use crate::{ApiError, ApiState, Principal};
 
 pub fn routes() -> Router<ApiState> {
     Router::new()
-        .route("/app/{app_id}/msg", get(list).post(create))
+        .route(
+            "/app/{app_id}/msg",
+            get(list).merge(post(create.layer(map_response(mark_publish)))),
+        )
         .route("/app/{app_id}/msg/{msg_id}", get(fetch))
         .route("/app/{app_id}/msg/{msg_id}/content", delete(expunge))
+}
+
+/// Publishes, accepted or not, leave no audit line of their own (see [`crate::auth`]).
+async fn mark_publish(mut response: Response) -> Response {
+    response.extensions_mut().insert(Publish);
+    response
 }
 
 /// The longest `payloadRetentionPeriod` accepted, in days (Svix caps it at 90; hookd's own

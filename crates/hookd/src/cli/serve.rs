@@ -60,6 +60,10 @@ pub struct Args {
     /// none. Admin tokens are limited only by their own limit.
     #[arg(long, env = "HOOKD_APP_TOKEN_RATE_LIMIT", default_value_t = 100)]
     app_token_rate_limit: u32,
+    /// Write an audit line (`hookd::audit`, `token.use`) for every API request, reads and
+    /// publishes too; without it only requests that change something or are refused leave one.
+    #[arg(long, env = "HOOKD_ACCESS_LOG")]
+    access_log: bool,
     /// Admin token (its hash is compared; the token itself is never stored). Without one,
     /// the first start creates a token, stores its hash and prints it once.
     #[arg(long, env = "HOOKD_ADMIN_TOKEN", hide_env_values = true)]
@@ -301,6 +305,7 @@ fn api_config(args: &Args, settings: &Settings, address: Option<SocketAddr>) -> 
             .clone()
             .unwrap_or_else(|| address.map_or_else(String::new, |a| format!("http://{a}"))),
         app_token_rate_limit: args.app_token_rate_limit,
+        access_log: args.access_log,
     }
 }
 
