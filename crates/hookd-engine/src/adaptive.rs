@@ -19,9 +19,13 @@ use std::time::Duration;
 pub const INITIAL_LIMIT: usize = 4;
 
 /// How far an attempt's latency may rise above the endpoint's unloaded latency before the
-/// limit is cut: twice it, plus a little that absorbs a busy machine's scheduling jitter.
+/// limit is cut: twice it, plus a margin. The margin is what a receiver answering in a
+/// millisecond may add without counting as overloaded: on a busy machine its answers (and
+/// hookd's reading of them) wait for a CPU for milliseconds, and more attempts in flight
+/// still deliver more per second there, while a receiver that really queues its work adds
+/// its own latency for each request waiting and crosses the margin within a few.
 const TOLERANCE: f64 = 2.0;
-const SLACK: Duration = Duration::from_millis(5);
+const SLACK: Duration = Duration::from_millis(20);
 /// The multiplicative cuts: on back pressure, and on latency rising.
 const BACK_OFF: f64 = 0.5;
 const EASE_OFF: f64 = 0.9;
