@@ -50,7 +50,7 @@ pub async fn shed(
 ///
 /// The in-flight bound alone does not bound memory: a request is counted only once hookd has
 /// read it, and a client opening connections faster than an overloaded hookd reads them (an
-/// open-loop load generator does) left tens of thousands of connections waiting to be read,
+/// open-loop load generator does) would leave any number of connections waiting to be read,
 /// about 50 KiB each.
 pub struct ConnectionLimit<L> {
     listener: L,

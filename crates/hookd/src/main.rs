@@ -9,9 +9,8 @@ mod cli;
 
 use clap::Parser;
 
-// Every delivery allocates and frees many small buffers on several threads at once; glibc's
-// malloc and free took about a fifth of hookd's CPU samples, mimalloc takes about a tenth
-// (docs/benchmarks.md).
+// Every delivery allocates and frees many small buffers on several threads at once, which
+// mimalloc does in about half the CPU of glibc's malloc (docs/benchmarks.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
