@@ -148,10 +148,11 @@ pub fn judge(
     let succeeded = status_code.is_some_and(|s| (200..300).contains(&s));
     let attempts_made = claimed.delivery.attempt_count + 1;
     let gone = status_code == Some(410);
-    // Retry-After only means "slow down" on 429 and 503.
-    let retry_after = retry_after.filter(|_| matches!(status_code, Some(429 | 503)));
+    // Any failed answer may ask for a later retry; only overload answers pause the endpoint,
+    // and only 429 and 503 say for how long.
+    let pause = retry_after.filter(|_| matches!(status_code, Some(429 | 503)));
     let slow_down = matches!(status_code, Some(429 | 502 | 503 | 504))
-        .then(|| retry_after.unwrap_or(SLOW_DOWN).min(MAX_SLOW_DOWN));
+        .then(|| pause.unwrap_or(SLOW_DOWN).min(MAX_SLOW_DOWN));
     let (status, next_attempt_at) = if succeeded {
         (DeliveryStatus::Success, None)
     } else if gone || hopeless {
@@ -489,7 +490,7 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_is_honoured_on_429_and_503_only() {
+    fn retry_after_delays_the_retry_of_any_failed_answer() {
         let finished = Timestamp::from_millis(1_700_000_001_000);
         let schedule = RetrySchedule::default();
         let slow_down = judge(
@@ -504,7 +505,7 @@ mod tests {
             slow_down.next.next_attempt_at,
             Some(finished.plus(Duration::from_secs(120)))
         );
-        let ignored = judge(
+        let failed = judge(
             &claimed(0),
             Happened::Sent(&outcome(Some(500), Some("120"))),
             finished,
@@ -513,8 +514,22 @@ mod tests {
             0.0,
         );
         assert_eq!(
-            ignored.next.next_attempt_at,
-            Some(finished.plus(Duration::from_secs(5)))
+            failed.next.next_attempt_at,
+            Some(finished.plus(Duration::from_secs(120)))
+        );
+        assert_eq!(failed.slow_down, None, "a 500 does not pause the endpoint");
+        let shorter = judge(
+            &claimed(2),
+            Happened::Sent(&outcome(Some(500), Some("120"))),
+            finished,
+            &schedule,
+            4,
+            0.0,
+        );
+        assert_eq!(
+            shorter.next.next_attempt_at,
+            Some(finished.plus(Duration::from_secs(1_800))),
+            "the schedule wins when it waits longer"
         );
     }
 

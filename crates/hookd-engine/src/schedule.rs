@@ -1,9 +1,10 @@
 //! The retry schedule: when the next attempt of a failed delivery is due.
 //!
 //! The default is the Standard Webhooks example: immediately, then 5 s, 5 min, 30 min, 2 h,
-//! 5 h, 10 h, 14 h, 20 h and 24 h — ten attempts spanning about three days. Every wait gets up
-//! to +10 % of jitter so that a receiver coming back from an outage is not hit by every retry at
-//! once, and a receiver's `Retry-After` wins when it asks for longer (up to a cap).
+//! 5 h, 10 h, 14 h, 20 h and 24 h — ten attempts spanning about three days. Every wait is
+//! spread at random (by default up to +10 %, see [`Jitter`]) so that a receiver coming back from
+//! an outage is not hit by every retry at once, and a receiver's `Retry-After` wins when it
+//! asks for longer (up to a cap).
 
 use std::time::{Duration, SystemTime};
 
@@ -17,6 +18,63 @@ pub struct RetrySchedule {
     delays: Vec<Duration>,
     /// The longest `Retry-After` honoured.
     max_retry_after: Duration,
+    jitter: Jitter,
+}
+
+/// How far each wait is spread at random, as fractions of it: from `-below` to `+above`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Jitter {
+    below: f64,
+    above: f64,
+}
+
+impl Default for Jitter {
+    /// Up to +10 %: a retry never comes earlier than its schedule says.
+    fn default() -> Self {
+        Self {
+            below: 0.0,
+            above: 0.1,
+        }
+    }
+}
+
+impl Jitter {
+    /// The widest spread accepted either way.
+    const MAX_PERCENT: f64 = 50.0;
+
+    /// `+10%` spreads waits up to 10 % longer; `±20%` (or `+-20%`) up to 20 % shorter or
+    /// longer; `0` not at all.
+    pub fn parse(text: &str) -> Result<Self, ScheduleError> {
+        let bad = || ScheduleError::BadJitter(text.to_owned());
+        let trimmed = text.trim();
+        let (both_ways, number) = if let Some(rest) = trimmed
+            .strip_prefix('±')
+            .or_else(|| trimmed.strip_prefix("+-"))
+        {
+            (true, rest)
+        } else {
+            (false, trimmed.strip_prefix('+').unwrap_or(trimmed))
+        };
+        let percent: f64 = number
+            .strip_suffix('%')
+            .unwrap_or(number)
+            .trim()
+            .parse()
+            .map_err(|_| bad())?;
+        if !(0.0..=Self::MAX_PERCENT).contains(&percent) {
+            return Err(bad());
+        }
+        let fraction = percent / 100.0;
+        Ok(Self {
+            below: if both_ways { fraction } else { 0.0 },
+            above: fraction,
+        })
+    }
+
+    /// The factor a wait is multiplied by, for `random` in `[0, 1)`.
+    fn factor(self, random: f64) -> f64 {
+        1.0 - self.below + (self.below + self.above) * random.clamp(0.0, 1.0)
+    }
 }
 
 /// A schedule that cannot be used.
@@ -26,6 +84,8 @@ pub enum ScheduleError {
     Empty,
     #[error("{0:?} is not a duration (use e.g. 0, 30s, 5m, 2h, 1d)")]
     BadDuration(String),
+    #[error("{0:?} is not a jitter (use e.g. +10% or ±20%, at most 50%)")]
+    BadJitter(String),
 }
 
 impl Default for RetrySchedule {
@@ -46,6 +106,7 @@ impl Default for RetrySchedule {
                 hours(24),
             ],
             max_retry_after: hours(24),
+            jitter: Jitter::default(),
         }
     }
 }
@@ -68,14 +129,19 @@ impl RetrySchedule {
         })
     }
 
+    /// The same schedule with waits spread by `jitter`.
+    pub fn with_jitter(self, jitter: Jitter) -> Self {
+        Self { jitter, ..self }
+    }
+
     /// How many attempts a delivery gets.
     pub fn attempts(&self) -> u32 {
         self.delays.len() as u32
     }
 
     /// The wait after the `attempts_made`-th attempt failed, or `None` when that was the last.
-    /// `jitter` in `[0, 1)` stretches the wait by up to 10 %; `retry_after` (the receiver's
-    /// request) replaces the wait when longer, up to the cap.
+    /// `jitter` in `[0, 1)` picks where in the schedule's [`Jitter`] the wait falls;
+    /// `retry_after` (the receiver's request) replaces the wait when longer, up to the cap.
     pub fn next_delay(
         &self,
         attempts_made: u32,
@@ -83,7 +149,7 @@ impl RetrySchedule {
         retry_after: Option<Duration>,
     ) -> Option<Duration> {
         let scheduled = *self.delays.get(attempts_made as usize)?;
-        let jittered = scheduled.mul_f64(1.0 + 0.1 * jitter.clamp(0.0, 1.0));
+        let jittered = scheduled.mul_f64(self.jitter.factor(jitter));
         let asked = retry_after
             .map(|d| d.min(self.max_retry_after))
             .unwrap_or_default();
@@ -174,6 +240,41 @@ mod tests {
             schedule.next_delay(1, 0.5, None),
             Some(Duration::from_millis(5_250))
         );
+    }
+
+    #[test]
+    fn a_jitter_both_ways_spreads_waits_shorter_and_longer() {
+        let schedule = RetrySchedule::default().with_jitter(Jitter::parse("±20%").unwrap());
+        assert_eq!(
+            schedule.next_delay(2, 0.0, None),
+            Some(Duration::from_secs(240))
+        );
+        assert_eq!(
+            schedule.next_delay(2, 0.5, None),
+            Some(Duration::from_secs(300))
+        );
+        assert_eq!(
+            schedule.next_delay(2, 0.999_999, None).unwrap().as_secs(),
+            359
+        );
+        let none = RetrySchedule::default().with_jitter(Jitter::parse("0").unwrap());
+        assert_eq!(
+            none.next_delay(2, 0.9, None),
+            Some(Duration::from_secs(300))
+        );
+    }
+
+    #[test]
+    fn jitters_parse_from_text_and_are_bounded() {
+        assert_eq!(Jitter::parse("+10%").unwrap(), Jitter::default());
+        assert_eq!(Jitter::parse("+-20%"), Jitter::parse("±20%"));
+        for bad in ["", "ten", "+60%", "-5%", "±"] {
+            assert_eq!(
+                Jitter::parse(bad),
+                Err(ScheduleError::BadJitter(bad.to_owned())),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

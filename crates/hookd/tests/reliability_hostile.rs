@@ -192,6 +192,11 @@ async fn hostile_receivers_get_their_rightful_outcome_and_hurt_nobody() {
         canned("429 Too Many Requests", "retry-after: 7200\r\n"),
     )
     .await;
+    let failing_later = Hostile::new(
+        &api,
+        canned("500 Internal Server Error", "retry-after: 600\r\n"),
+    )
+    .await;
 
     // Every hostile receiver gets messages while the healthy one keeps receiving.
     let mut sent = Vec::new();
@@ -202,6 +207,7 @@ async fn hostile_receivers_get_their_rightful_outcome_and_hurt_nobody() {
         (&redirect, 1),
         (&gone, 1),
         (&slow_down, 1),
+        (&failing_later, 1),
     ] {
         for _ in 0..messages {
             sent.push((hostile.app.clone(), publish(&api, &hostile.app).await));
@@ -297,6 +303,24 @@ async fn hostile_receivers_get_their_rightful_outcome_and_hurt_nobody() {
     assert!(
         next >= tried_at.plus(Duration::from_secs(7200 - 5)),
         "Retry-After 7200 beats the 1 minute schedule: tried {attempt}, next {destination}"
+    );
+
+    // Any failed answer may ask for a later retry, not only an overloaded one.
+    let attempt = outcome(&failing_later, 0).await;
+    assert_eq!(attempt["responseStatusCode"], 500, "{attempt}");
+    let msg = &sent
+        .iter()
+        .find(|(a, _)| *a == failing_later.app)
+        .unwrap()
+        .1;
+    let destination = &api
+        .get(&format!("/app/{}/msg/{msg}/endpoint", failing_later.app))
+        .await["data"][0];
+    let tried_at = Timestamp::parse_rfc3339(attempt["timestamp"].as_str().unwrap()).unwrap();
+    let next = Timestamp::parse_rfc3339(destination["nextAttempt"].as_str().unwrap()).unwrap();
+    assert!(
+        next >= tried_at.plus(Duration::from_secs(600 - 5)),
+        "a 500's Retry-After 600 beats the 1 minute schedule: tried {attempt}, next {destination}"
     );
 
     eprintln!(

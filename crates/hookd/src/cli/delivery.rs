@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hookd_engine::http::HttpConfig;
-use hookd_engine::schedule::parse_duration;
+use hookd_engine::schedule::{Jitter, parse_duration};
 use hookd_engine::ssrf::AddressPolicy;
 use hookd_engine::{EngineConfig, RetrySchedule};
 use ipnet::IpNet;
@@ -35,6 +35,10 @@ pub struct DeliveryOptions {
         default_value = "0,5s,5m,30m,2h,5h,10h,14h,20h,24h"
     )]
     retry_schedule: String,
+    /// How far each wait of the schedule is spread at random: `+10%` (up to 10 % longer, never
+    /// earlier than scheduled) or `±20%` (up to 20 % shorter or longer); at most 50 %.
+    #[arg(long, env = "HOOKD_RETRY_JITTER", default_value = "+10%")]
+    retry_jitter: String,
     /// Disable an endpoint that has failed without a success for this long.
     #[arg(long, env = "HOOKD_DISABLE_AFTER", default_value = "5d")]
     disable_after: String,
@@ -77,8 +81,11 @@ pub struct DeliveryOptions {
 impl DeliveryOptions {
     /// The engine's configuration, or what is wrong with the options.
     pub fn engine(&self) -> anyhow::Result<EngineConfig> {
+        let jitter = Jitter::parse(&self.retry_jitter)
+            .map_err(|e| anyhow::anyhow!("--retry-jitter: {e}"))?;
         let schedule = RetrySchedule::parse(&self.retry_schedule)
-            .map_err(|e| anyhow::anyhow!("--retry-schedule: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("--retry-schedule: {e}"))?
+            .with_jitter(jitter);
         let duration = |flag: &str, text: &str| {
             parse_duration(text).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
         };
