@@ -8,8 +8,10 @@
 //!
 //! The SSRF guard ([`AddressPolicy`]) applies twice: IP-literal hosts are checked before
 //! sending, and host names are checked by the resolver reqwest connects through. With an
-//! egress proxy, the proxy resolves host names itself, so only IP literals are checked here:
-//! the proxy must enforce its own address policy for names.
+//! egress proxy, the proxy connects, resolving names itself; so hookd resolves each name and
+//! checks its addresses before handing the request to the proxy. A name whose answer changes
+//! between that lookup and the proxy's own (DNS rebinding) can still slip through, which only
+//! a proxy enforcing its own address policy prevents.
 
 mod capture;
 mod resolve;
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Certificate, Client, Proxy, redirect, retry};
-use url::Url;
+use url::{Host, Url};
 
 use crate::ssrf::{AddressPolicy, Refused};
 use capture::{Captured, Limits, capture};
@@ -37,8 +39,9 @@ pub struct HttpConfig {
     pub user_agent: String,
     /// The SSRF guard. On by default.
     pub policy: AddressPolicy,
-    /// Send every delivery through this proxy URL (for a fixed egress IP). The proxy resolves
-    /// host names, so only IP-literal hosts are checked against `policy`.
+    /// Send every delivery through this proxy URL (for a fixed egress IP). Host names are
+    /// resolved and checked against `policy` before the request goes to the proxy, which
+    /// resolves them again itself.
     pub egress_proxy: Option<String>,
     /// Bytes of the response body kept for the attempt log. Default 64 KiB.
     pub max_body_bytes: usize,
@@ -172,15 +175,22 @@ struct Inner {
     client: Client,
     policy: AddressPolicy,
     limits: Limits,
+    /// With an egress proxy: checks host names before the proxy gets them.
+    names_before_proxy: Option<GuardedResolver>,
 }
 
 impl WebhookSender {
     /// Builds the shared client from `config`.
     pub fn new(config: HttpConfig) -> Result<Self, BuildError> {
         let client = build_client(&config)?;
+        let names_before_proxy = config
+            .egress_proxy
+            .is_some()
+            .then(|| GuardedResolver::new(config.policy.clone(), config.lookup.clone()));
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
+                names_before_proxy,
                 policy: config.policy,
                 limits: Limits {
                     head_bytes: config.max_head_bytes,
@@ -201,6 +211,7 @@ impl WebhookSender {
 
     async fn exchange(&self, request: OutgoingRequest) -> Result<Captured, SendError> {
         let url = self.checked_url(&request.url)?;
+        self.check_name_before_proxy(&url).await?;
         let response = self
             .inner
             .client
@@ -229,6 +240,25 @@ impl WebhookSender {
             .check_url_host(&url)
             .map_err(|refused| SendError::Refused(refused.to_string()))?;
         Ok(url)
+    }
+}
+
+impl WebhookSender {
+    /// With an egress proxy, resolves the URL's host name and refuses it if any of its
+    /// addresses is forbidden (without one, the resolver reqwest connects through does this).
+    async fn check_name_before_proxy(&self, url: &Url) -> Result<(), SendError> {
+        let (Some(resolver), Some(Host::Domain(name))) =
+            (&self.inner.names_before_proxy, url.host())
+        else {
+            return Ok(());
+        };
+        match resolver.resolve_checked(name).await {
+            Ok(_) => Ok(()),
+            Err(error) => Err(match error.downcast_ref::<Refused>() {
+                Some(refused) => SendError::Refused(refused.to_string()),
+                None => SendError::Connect(format!("cannot resolve {name}: {error}")),
+            }),
+        }
     }
 }
 

@@ -549,10 +549,16 @@ async fn a_disabled_policy_reaches_loopback() {
 }
 
 #[tokio::test]
-async fn an_egress_proxy_carries_names_but_literals_are_still_checked() {
+async fn an_egress_proxy_gets_only_names_and_literals_the_guard_allows() {
     let proxy = Receiver::start(|| answer(200, &[], "via proxy")).await;
+    let dns = ScriptedDns::new(&[
+        ("hooks.example.test", &[&["93.184.215.14"]]),
+        ("metadata.test", &[&["169.254.169.254"]]),
+    ]);
+    let lookup: Arc<dyn hookd_engine::http::HostLookup> = dns.clone();
     let sender = WebhookSender::new(HttpConfig {
         egress_proxy: Some(proxy.url("")),
+        lookup: Some(lookup),
         ..HttpConfig::default()
     })
     .unwrap();
@@ -566,7 +572,13 @@ async fn an_egress_proxy_carries_names_but_literals_are_still_checked() {
 
     let outcome = sender.send(post("http://10.0.0.5/in")).await;
     assert_refused(&outcome, "http://10.0.0.5/in");
-    assert_eq!(proxy.hits().len(), 1);
+    let outcome = sender.send(post("http://metadata.test/latest")).await;
+    assert_refused(&outcome, "http://metadata.test/latest");
+    assert_eq!(
+        proxy.hits().len(),
+        1,
+        "the proxy never saw the refused ones"
+    );
 }
 
 #[tokio::test]

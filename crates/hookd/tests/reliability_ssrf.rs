@@ -23,6 +23,20 @@ const TOKEN: &str = "ssrf-test-admin-token";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_forbidden_address_form_is_refused_with_a_clear_attempt_error() {
+    refuses_every_forbidden_address(&[]).await;
+}
+
+/// Through an egress proxy, which would connect anywhere: IP literals and names alike are
+/// refused before the proxy gets a request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_an_egress_proxy_every_forbidden_address_form_is_refused_too() {
+    let proxy = Receiver::always(StatusCode::OK).await;
+    let proxy_url = proxy.url.trim_end_matches("/hook").to_owned();
+    refuses_every_forbidden_address(&["--egress-proxy", &proxy_url]).await;
+    assert_eq!(proxy.count(), 0, "nothing reached the proxy");
+}
+
+async fn refuses_every_forbidden_address(extra: &[&str]) {
     let receiver = Receiver::always(StatusCode::OK).await;
     let port = receiver
         .url
@@ -34,18 +48,20 @@ async fn every_forbidden_address_form_is_refused_with_a_clear_attempt_error() {
         .unwrap()
         .to_owned();
     let (database, _dir) = hookd_store::testing::fresh_sqlite();
-    let hookd = Hookd::serve_with_env(
+    let args = [
         &[
             "--database",
-            &database,
+            database.as_str(),
             "--admin-token",
             TOKEN,
             "--allow-http-endpoints",
             "--retry-schedule",
             "0",
         ],
-        &[("HOOKD_LOG", "error")],
-    );
+        extra,
+    ]
+    .concat();
+    let hookd = Hookd::serve_with_env(&args, &[("HOOKD_LOG", "error")]);
     let api = Api::new(&hookd, TOKEN);
     let (_, app) = api.post("/app", json!({"name": "ssrf"})).await.unwrap();
     let app = app["id"].as_str().unwrap().to_owned();

@@ -27,6 +27,7 @@ pub trait HostLookup: Send + Sync + fmt::Debug + 'static {
 
 /// Resolves with `lookup` (the system resolver, through tokio, when `None`) and checks every
 /// address.
+#[derive(Clone, Debug)]
 pub(super) struct GuardedResolver {
     policy: Arc<AddressPolicy>,
     lookup: Option<Arc<dyn HostLookup>>,
@@ -41,27 +42,38 @@ impl GuardedResolver {
     }
 }
 
+impl GuardedResolver {
+    /// The addresses `host` stands for, each checked against the policy: an error if any
+    /// is forbidden (the refusal is the error's source).
+    pub(super) async fn resolve_checked(
+        &self,
+        host: &str,
+    ) -> Result<Vec<SocketAddr>, Box<dyn std::error::Error + Send + Sync>> {
+        // Port 0: reqwest puts the URL's port (or the scheme's default) in its place.
+        let addrs: Vec<SocketAddr> = match &self.lookup {
+            Some(lookup) => lookup
+                .lookup(host)
+                .await?
+                .into_iter()
+                .map(|ip| SocketAddr::new(ip, 0))
+                .collect(),
+            None => tokio::net::lookup_host((host, 0)).await?.collect(),
+        };
+        for addr in &addrs {
+            self.policy
+                .check(addr.ip())
+                .map_err(|refused| refused.for_host(host))?;
+        }
+        Ok(addrs)
+    }
+}
+
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
-        let policy = Arc::clone(&self.policy);
-        let lookup = self.lookup.clone();
+        let resolver = self.clone();
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            // Port 0: reqwest puts the URL's port (or the scheme's default) in its place.
-            let addrs: Vec<SocketAddr> = match lookup {
-                Some(lookup) => lookup
-                    .lookup(&host)
-                    .await?
-                    .into_iter()
-                    .map(|ip| SocketAddr::new(ip, 0))
-                    .collect(),
-                None => tokio::net::lookup_host((host.as_str(), 0)).await?.collect(),
-            };
-            for addr in &addrs {
-                policy
-                    .check(addr.ip())
-                    .map_err(|refused| refused.for_host(&host))?;
-            }
+            let addrs = resolver.resolve_checked(&host).await?;
             Ok(Box::new(addrs.into_iter()) as Addrs)
         })
     }
