@@ -345,3 +345,31 @@ async fn text_log_lines_written_to_a_file_have_no_colour_codes() {
         "colour codes in a log file:\n{text:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_burst_at_the_default_log_level_writes_no_line_per_request() {
+    const BURST: usize = 300;
+    let receiver = Receiver::always(StatusCode::OK).await;
+    let (database, dir) = hookd_store::testing::fresh_sqlite();
+    let log = dir.path().join("stderr.log");
+    let hookd = serve(
+        &database,
+        Stdio::from(std::fs::File::create(&log).unwrap()),
+        &[],
+    );
+    let api = Api::new(&hookd, TOKEN);
+    let app = api.app_with_endpoint(&receiver.url).await;
+    let before = std::fs::read_to_string(&log).unwrap().lines().count();
+    for n in 0..BURST {
+        api.publish(&app, "order.shipped", json!({ "n": n })).await;
+    }
+    receiver.wait_for(BURST).await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    let burst_lines: Vec<&str> = text.lines().skip(before).collect();
+    assert!(
+        burst_lines.len() < 10,
+        "{BURST} publishes and deliveries wrote {} lines:\n{}",
+        burst_lines.len(),
+        burst_lines.join("\n")
+    );
+}
