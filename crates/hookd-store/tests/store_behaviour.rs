@@ -34,6 +34,35 @@ async fn apps_round_trip_and_look_up_by_id_or_uid(store: &dyn Store) {
     assert_eq!(store.get_app("customer-1").await.unwrap(), None);
 }
 
+/// Looking up by "id or uid" (messages: id or `eventId`) finds the row with that id even when
+/// another row's uid is the same text, on every backend.
+async fn an_id_wins_over_another_rows_equal_uid(store: &dyn Store) {
+    let first = app(None, 0);
+    store.create_app(&first).await.unwrap();
+    let second = app(Some(first.id.as_str()), 1);
+    store.create_app(&second).await.unwrap();
+    assert_eq!(
+        store.get_app(first.id.as_str()).await.unwrap(),
+        Some(first.clone())
+    );
+
+    let ep = endpoint(&first, None, None, None);
+    store.create_endpoint(&ep).await.unwrap();
+    let other = endpoint(&first, Some(ep.id.as_str()), None, None);
+    store.create_endpoint(&other).await.unwrap();
+    assert_eq!(
+        store.get_endpoint(&first.id, ep.id.as_str()).await.unwrap(),
+        Some(ep.clone())
+    );
+
+    let msg = message(&first, "a", None, None, 2);
+    store.create_message(&msg).await.unwrap();
+    let echo = message(&first, "a", Some(msg.id.as_str()), None, 3);
+    store.create_message(&echo).await.unwrap();
+    let found = store.get_message(&first.id, msg.id.as_str()).await.unwrap();
+    assert_eq!(found.map(|m| m.id), Some(msg.id));
+}
+
 async fn duplicate_app_uid_is_a_conflict(store: &dyn Store) {
     store.create_app(&app(Some("dup"), 0)).await.unwrap();
     let second = store.create_app(&app(Some("dup"), 1)).await;
@@ -1108,6 +1137,7 @@ behaviour!(
     concurrent_publishes_to_an_app_without_endpoints_write_no_deliveries,
     a_test_send_goes_to_its_endpoint_alone,
     apps_round_trip_and_look_up_by_id_or_uid,
+    an_id_wins_over_another_rows_equal_uid,
     duplicate_app_uid_is_a_conflict,
     missing_records_are_not_found,
     app_pages_go_forward_and_back,

@@ -40,8 +40,11 @@ impl ApplicationStore for SqliteStore {
         let key = id_or_uid.to_owned();
         self.db
             .read(move |conn| {
-                let sql =
-                    format!("SELECT {APP_COLUMNS} FROM applications WHERE id = ?1 OR uid = ?1");
+                // A uid may equal another application's id: the id wins, as on PostgreSQL.
+                let sql = format!(
+                    "SELECT {APP_COLUMNS} FROM applications WHERE id = ?1 OR uid = ?1
+                     ORDER BY id = ?1 DESC LIMIT 1"
+                );
                 Ok(collect(conn, &sql, [key], rows::app)?.pop())
             })
             .await

@@ -64,7 +64,8 @@ impl EndpointStore for SqliteStore {
         self.db
             .read(move |conn| {
                 let sql = format!(
-                    "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = ?1 AND (e.id = ?2 OR e.uid = ?2)"
+                    "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.app_id = ?1 AND (e.id = ?2 OR e.uid = ?2)
+                     ORDER BY e.id = ?2 DESC LIMIT 1"
                 );
                 Ok(collect(conn, &sql, [app.as_str(), &key], rows::endpoint)?.pop())
             })

@@ -43,7 +43,8 @@ impl MessageStore for SqliteStore {
         self.db
             .read(move |conn| {
                 let sql = format!(
-                    "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.app_id = ?1 AND (m.id = ?2 OR m.event_id = ?2)"
+                    "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.app_id = ?1 AND (m.id = ?2 OR m.event_id = ?2)
+                     ORDER BY m.id = ?2 DESC LIMIT 1"
                 );
                 Ok(collect(conn, &sql, [app.as_str(), &key], rows::message)?.pop())
             })
