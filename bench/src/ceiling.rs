@@ -57,6 +57,46 @@ impl Loop {
     }
 }
 
+/// Where a benchmark that judges against the ceiling gets it: given, or measured.
+#[derive(Debug, clap::Args)]
+pub struct Source {
+    /// Use this ceiling loop rate (requests/s) instead of measuring it first.
+    #[arg(long)]
+    pub ceiling_rate: Option<f64>,
+    #[command(flatten)]
+    pub run: Loop,
+}
+
+impl Source {
+    /// The loop's rate, measured once the machine is quiet (see [`crate::machine::settle`]).
+    pub async fn measure(&self, quiet_below: Option<f64>) -> anyhow::Result<Ceiling> {
+        crate::machine::settle(quiet_below).await?;
+        measure(&self.run).await
+    }
+
+    /// The given rate, or one measured now (returned too, to report).
+    pub async fn given_or_measured(
+        &self,
+        quiet_below: Option<f64>,
+    ) -> anyhow::Result<(f64, Option<Ceiling>)> {
+        match self.ceiling_rate {
+            Some(rate) => Ok((rate, None)),
+            None => {
+                let ceiling = self.measure(quiet_below).await?;
+                Ok((ceiling.rate(), Some(ceiling)))
+            }
+        }
+    }
+
+    /// These options as they are spelled on the command line.
+    pub fn flags(&self) -> String {
+        match self.ceiling_rate {
+            Some(rate) => format!("--ceiling-rate {rate}"),
+            None => self.run.flags(),
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]

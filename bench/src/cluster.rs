@@ -27,7 +27,7 @@ use sqlx::postgres::PgPoolOptions;
 
 use crate::api::{Api, EngineWrites, SendLog, unix_nanos};
 use crate::deliver::drain;
-use crate::hookd::{Backend, Database, Hookd, PostgresServer};
+use crate::hookd::{Backend, Database, Hookd, PostgresServer, Setting, Tuning};
 use crate::load::{self, Outcome, Requests};
 use crate::machine::{self, Machine, MachineCpu};
 use crate::receiver::ReceiverProcess;
@@ -56,12 +56,8 @@ pub struct Args {
     /// Messages published (and delivered) first in each scale-out run, not measured.
     #[arg(long, default_value_t = 1_000)]
     warmup: u64,
-    /// Each process's `--endpoint-concurrency`: the one endpoint's cap across the cluster.
-    #[arg(long, default_value_t = 64)]
-    endpoint_concurrency: usize,
-    /// Each process's `--workers`.
-    #[arg(long, default_value_t = 128)]
-    workers: usize,
+    #[command(flatten)]
+    tuning: Tuning,
     /// Outbox latency: single-row transactions committed per second.
     #[arg(long, default_value_t = 200.0)]
     outbox_rate: f64,
@@ -79,33 +75,27 @@ impl Args {
     fn command(&self) -> String {
         format!(
             "target/release/hookd-bench cluster --max-processes {} --concurrency {} --rounds {} \
-             --messages {} --warmup {} --endpoint-concurrency {} --workers {} --outbox-rate {} \
-             --outbox-seconds {}{}",
+             --messages {} --warmup {} {} --outbox-rate {} --outbox-seconds {}{}",
             self.max_processes,
             report::joined(&self.concurrency, ","),
             self.rounds,
             self.messages,
             self.warmup,
-            self.endpoint_concurrency,
-            self.workers,
+            self.tuning.flag(),
             self.outbox_rate,
             self.outbox_seconds,
             self.output.flags(),
         )
     }
 
-    fn hookd_options(&self) -> Vec<String> {
-        // Room for every publishing connection and the harness's own few: a connection past
-        // hookd's bound waits, unserved, until one closes.
+    /// What every process runs with: the setting's flags, and room for every publishing
+    /// connection and the harness's own few (a connection past hookd's bound waits, unserved,
+    /// until one closes).
+    fn hookd_options(&self, setting: &Setting) -> Vec<String> {
         let connections = self.concurrency.iter().max().unwrap_or(&0) + 64;
-        vec![
-            "--endpoint-concurrency".into(),
-            self.endpoint_concurrency.to_string(),
-            "--workers".into(),
-            self.workers.to_string(),
-            "--max-connections".into(),
-            connections.to_string(),
-        ]
+        let mut options = setting.flags().to_vec();
+        options.extend(["--max-connections".to_owned(), connections.to_string()]);
+        options
     }
 }
 
@@ -160,21 +150,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::hookd::binary()?;
     let machine = Machine::describe();
     println!("machine: {}", machine.summary());
-    println!("{}", scale_header());
-    let mut scale = Vec::new();
-    // Rounds alternate the process counts (1, 2, 3, 1, 2, 3, …), so a slow minute falls on
-    // one run of each rather than on every run of one.
-    let runs = args.concurrency.iter().flat_map(|&concurrency| {
-        (0..args.rounds).flat_map(move |_| (1..=args.max_processes).map(move |p| (concurrency, p)))
-    });
-    for (concurrency, processes) in runs {
-        machine::settle(args.output.quiet_below).await?;
-        let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
-        let result = scale_out(concurrency, processes, &database, &args).await;
-        database.remove().await;
-        let run = result?;
-        println!("{}", scale_row(&run));
-        scale.push(run);
+    let mut scales = Vec::new();
+    for setting in args.tuning.settings() {
+        println!("hookd at {}\n{}", setting.label(), scale_header());
+        scales.push((setting.clone(), scale_out_runs(&setting, &args).await?));
     }
     machine::settle(args.output.quiet_below).await?;
     let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
@@ -183,9 +162,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let outbox = result?;
     println!("{}\n{}", outbox_header(), outbox_row(&args, &outbox));
     args.output
-        .write(SECTION, &section(&args, &machine, &scale, &outbox))?;
-    let flagged = scale
+        .write(SECTION, &section(&args, &machine, &scales, &outbox))?;
+    let flagged = scales
         .iter()
+        .flat_map(|(_, scale)| scale)
         .any(|r| r.missing + r.bad_signatures + r.publishes.error_count() > 0)
         || outbox.missing() > 0;
     if flagged {
@@ -195,15 +175,35 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Every scale-out run at one setting. Rounds alternate the process counts (1, 2, 3, 1, 2, 3,
+/// …), so a slow minute falls on one run of each rather than on every run of one.
+async fn scale_out_runs(setting: &Setting, args: &Args) -> anyhow::Result<Vec<ScaleRun>> {
+    let runs = args.concurrency.iter().flat_map(|&concurrency| {
+        (0..args.rounds).flat_map(move |_| (1..=args.max_processes).map(move |p| (concurrency, p)))
+    });
+    let mut scale = Vec::new();
+    for (concurrency, processes) in runs {
+        machine::settle(args.output.quiet_below).await?;
+        let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
+        let result = scale_out(concurrency, processes, setting, &database, args).await;
+        database.remove().await;
+        let run = result?;
+        println!("{}", scale_row(&run));
+        scale.push(run);
+    }
+    Ok(scale)
+}
+
 /// Starts `count` hookd processes on `database`, one after the other (the first migrates).
 async fn start_processes(
     count: usize,
+    setting: &Setting,
     database: &Database,
     args: &Args,
 ) -> anyhow::Result<Vec<Hookd>> {
     let mut processes = Vec::new();
     for _ in 0..count {
-        let (url, options) = (database.url().to_owned(), args.hookd_options());
+        let (url, options) = (database.url().to_owned(), args.hookd_options(setting));
         processes.push(tokio::task::spawn_blocking(move || Hookd::start(&url, &options)).await??);
     }
     Ok(processes)
@@ -237,10 +237,11 @@ fn round_robin(apis: &[Api], app: &str, log: Option<SendLog>) -> anyhow::Result<
 async fn scale_out(
     concurrency: usize,
     processes: usize,
+    setting: &Setting,
     database: &Database,
     args: &Args,
 ) -> anyhow::Result<ScaleRun> {
-    let hookds = start_processes(processes, database, args).await?;
+    let hookds = start_processes(processes, setting, database, args).await?;
     let apis = hookds
         .iter()
         .map(|h| Api::new(h, concurrency))
@@ -316,7 +317,9 @@ async fn engine_writes(apis: &[Api]) -> anyhow::Result<EngineWrites> {
 }
 
 async fn outbox_latency(database: &Database, args: &Args) -> anyhow::Result<OutboxRun> {
-    let hookd = start_processes(1, database, args).await?.remove(0);
+    let hookd = start_processes(1, &Setting::Defaults, database, args)
+        .await?
+        .remove(0);
     let api = Api::new(&hookd, 4)?;
     let (app, receiver) = receiver_for(&api, "outbox").await?;
     let producer = PgPoolOptions::new()
@@ -558,44 +561,54 @@ fn rounds_text(args: &Args) -> String {
     }
 }
 
-fn section(args: &Args, machine: &Machine, scale: &[ScaleRun], outbox: &OutboxRun) -> String {
+fn section(
+    args: &Args,
+    machine: &Machine,
+    scales: &[(Setting, Vec<ScaleRun>)],
+    outbox: &OutboxRun,
+) -> String {
     let mut out = format!(
-        "## Several processes on one PostgreSQL, and the outbox\n\n\
-         **Scale-out**: 1 to {} `hookd serve` processes (each API and engine, `{}`) on one \
-         fresh PostgreSQL database; the harness publishes {} messages ({} in flight, after {} \
-         warm-up messages; {}) through their APIs in turn to one endpoint, whose cap of {} \
-         attempts in flight holds across the whole cluster; a receiver in its own process \
-         verifies every signature. Deliveries/s from the first publish sent to the last \
-         receipt. With few cores the point is that the total holds while the work is shared, \
-         not that it grows. Machine idle is the share of all cores' time left idle (or waiting on \
-         I/O) over the measured phase. Deliveries per claim and per record batch are the \
-         engines' (all processes', from their `/metrics`) over the measured phase: the fewer, the more \
-         statements each delivery costs the database. Deliveries a publish hands to its own \
-         process's engine need no claim at all, so few per claim can also mean that claims \
-         find little left to take.\n\n\
+        "**Scale-out**: 1 to {} `hookd serve` processes (each API and engine) on one fresh \
+         PostgreSQL database, first at hookd's defaults, then tuned with `{}` (both with \
+         `--max-connections` room for every publishing connection); the harness publishes {} \
+         messages ({} in flight, after {} warm-up messages; {}) through their APIs in turn to \
+         one endpoint, whose ceiling (`--endpoint-max-concurrency`) holds across the whole \
+         cluster; a receiver in its own process verifies every signature. Deliveries/s from \
+         the first publish sent to the last receipt. With few cores the point is that the \
+         total holds while the work is shared, not that it grows. Machine idle is the share \
+         of all cores' time left idle (or waiting on I/O) over the measured phase. Deliveries \
+         per claim and per record batch are the engines' (all processes', from their \
+         `/metrics`) over the measured phase: the fewer, the more statements each delivery \
+         costs the database. Deliveries a publish hands to its own process's engine need no \
+         claim at all, so few per claim can also mean that claims find little left to \
+         take.\n\n\
          - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
          - Date: {}\n\
          - Machine: {}\n\
-         - hookd: {}\n\n\
-         {}\n",
+         - hookd: {}\n",
         args.max_processes,
-        args.hookd_options().join(" "),
+        args.tuning.tuned.trim(),
         report::thousands(args.messages),
         report::listed(&args.concurrency, "or"),
         report::thousands(args.warmup),
         rounds_text(args),
-        args.endpoint_concurrency,
         args.command(),
         report::now(),
         machine.summary(),
         report::revision(),
-        scale_header(),
     );
-    for run in scale {
-        out.push_str(&scale_row(run));
-        out.push('\n');
+    for (setting, scale) in scales {
+        out.push_str(&format!(
+            "\nhookd at {}:\n\n{}\n",
+            setting.label(),
+            scale_header()
+        ));
+        for run in scale {
+            out.push_str(&scale_row(run));
+            out.push('\n');
+        }
+        out.push_str(&format!("\n{}\n", scale_verdict(args, scale)));
     }
-    out.push_str(&format!("\n{}\n", scale_verdict(args, scale)));
     out.push_str(&format!(
         "\n**Outbox commit-to-receipt**: one hookd process; a producer commits single-row \
          transactions into `hookd.outbox` at {} per second for {} s (open loop); latency is \

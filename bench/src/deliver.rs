@@ -14,6 +14,9 @@
 //!   (measured first in the same run by [`crate::ceiling`]), over a bounded number of
 //!   connections; publish-to-receipt percentiles, from when each publish was due.
 //!
+//! Each mode runs at hookd's defaults first, then with the `--tuned` flags. The targets are
+//! judged at the defaults: they are what users run.
+//!
 //! The ceiling is measured again after the runs, and the throughput target is set against the
 //! higher of the two: this machine's speed drifts by a fifth within minutes, and a ceiling
 //! caught in a slow minute would make the target easy.
@@ -30,7 +33,7 @@ use hdrhistogram::Histogram;
 
 use crate::api::{Api, SendLog};
 use crate::ceiling::{self, Ceiling};
-use crate::hookd::{Backend, Backends, Database, Hookd, PostgresServer};
+use crate::hookd::{Backend, Backends, Database, Hookd, PostgresServer, Setting, Tuning};
 use crate::load::{self, Outcome};
 use crate::machine::{self, Machine};
 use crate::receiver::{Receipts, ReceiverProcess};
@@ -39,9 +42,11 @@ use crate::report;
 /// The docs section this benchmark owns.
 const SECTION: &str = "deliver";
 
-/// Issue 4's targets.
-const TARGET_SHARE_OF_HALF_CEILING: f64 = 0.5;
-const TARGET_P99: Duration = Duration::from_millis(100);
+/// The targets at hookd's defaults (issue 31): deliveries/s as a share of half the ceiling
+/// loop's rate, per backend, and the latency at an eighth of that rate.
+const TARGET_SHARE_SQLITE: f64 = 0.5;
+const TARGET_SHARE_POSTGRES: f64 = 0.25;
+const TARGET_P99: Duration = Duration::from_millis(50);
 const LATENCY_RATE_DIVISOR: f64 = 8.0;
 const TARGET_PEAK_RSS_MIB: f64 = 100.0;
 
@@ -66,21 +71,10 @@ pub struct Args {
     /// Latency mode: seconds of publishing at an eighth of the ceiling rate.
     #[arg(long, default_value_t = 20)]
     latency_seconds: u64,
-    /// hookd's `--endpoint-concurrency` (attempts in flight to the one endpoint). hookd's
-    /// default holds one fast endpoint well below what the machine does. On PostgreSQL the
-    /// cap is the cluster's and counts a delivery until its attempt is recorded (send, then a
-    /// record batch), so it bounds one endpoint's deliveries/s
-    /// (docs/benchmarks.md#end-to-end-delivery).
-    #[arg(long, default_value_t = 512)]
-    endpoint_concurrency: usize,
-    /// hookd's `--workers` (attempts in flight in all, each held until recorded).
-    #[arg(long, default_value_t = 1024)]
-    workers: usize,
-    /// Use this ceiling loop rate (requests/s) instead of measuring it first.
-    #[arg(long)]
-    ceiling_rate: Option<f64>,
     #[command(flatten)]
-    ceiling: ceiling::Loop,
+    tuning: Tuning,
+    #[command(flatten)]
+    ceiling: ceiling::Source,
     #[command(flatten)]
     postgres: PostgresServer,
     #[command(flatten)]
@@ -92,31 +86,17 @@ impl Args {
     fn command(&self) -> String {
         let mut command = format!(
             "target/release/hookd-bench deliver --backend {} --concurrency {} --messages {} \
-             --warmup {} --latency-seconds {} --endpoint-concurrency {} --workers {}",
+             --warmup {} --latency-seconds {} {}",
             self.backend.flag(),
             report::joined(&self.concurrency, ","),
             self.messages,
             self.warmup,
             self.latency_seconds,
-            self.endpoint_concurrency,
-            self.workers,
+            self.tuning.flag(),
         );
-        match self.ceiling_rate {
-            Some(rate) => command.push_str(&format!(" --ceiling-rate {rate}")),
-            None => command.push_str(&format!(" {}", self.ceiling.flags())),
-        }
+        command.push_str(&format!(" {}", self.ceiling.flags()));
         command.push_str(&self.output.flags());
         command
-    }
-
-    /// The engine options hookd runs with.
-    fn hookd_options(&self) -> Vec<String> {
-        vec![
-            "--endpoint-concurrency".into(),
-            self.endpoint_concurrency.to_string(),
-            "--workers".into(),
-            self.workers.to_string(),
-        ]
     }
 }
 
@@ -132,6 +112,7 @@ enum Mode {
 /// One mode's measurements on one backend.
 struct Run {
     backend: Backend,
+    setting: Setting,
     mode: Mode,
     publishes: Outcome,
     /// Accepted messages of the measured phase that arrived verified.
@@ -175,30 +156,28 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::hookd::binary()?;
     let machine = Machine::describe();
     println!("machine: {}", machine.summary());
-    let ceiling = match args.ceiling_rate {
-        Some(_) => None,
-        None => Some(measure_ceiling(&args).await?),
-    };
-    let ceiling_rate = args
-        .ceiling_rate
-        .or(ceiling.as_ref().map(Ceiling::rate))
-        .expect("a ceiling rate is given or measured");
+    let (ceiling_rate, ceiling) = args
+        .ceiling
+        .given_or_measured(args.output.quiet_below)
+        .await?;
     println!("ceiling loop rate: {ceiling_rate:.0} requests/s");
     println!("{}", header());
     let mut runs = Vec::new();
     for backend in args.backend.list() {
-        let throughput = args.concurrency.iter().map(|&c| Mode::Throughput(c));
-        for mode in throughput.chain([Mode::Latency(ceiling_rate / LATENCY_RATE_DIVISOR)]) {
-            machine::settle(args.output.quiet_below).await?;
-            let run = one_run(backend, mode, &args).await?;
-            println!("{}", row(&run));
-            runs.push(run);
+        for setting in args.tuning.settings() {
+            let throughput = args.concurrency.iter().map(|&c| Mode::Throughput(c));
+            for mode in throughput.chain([Mode::Latency(ceiling_rate / LATENCY_RATE_DIVISOR)]) {
+                machine::settle(args.output.quiet_below).await?;
+                let run = one_run(backend, &setting, mode, &args).await?;
+                println!("{}", row(&run));
+                runs.push(run);
+            }
         }
     }
     // Measured again at the end; the throughput target takes the higher (see the module docs).
     let measured = match ceiling {
         Some(before) => {
-            let after = measure_ceiling(&args).await?;
+            let after = args.ceiling.measure(args.output.quiet_below).await?;
             println!(
                 "ceiling loop rate after the runs: {:.0} requests/s",
                 after.rate()
@@ -226,28 +205,28 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The ceiling loop's rate, once the machine is quiet.
-async fn measure_ceiling(args: &Args) -> anyhow::Result<Ceiling> {
-    machine::settle(args.output.quiet_below).await?;
-    ceiling::measure(&args.ceiling).await
-}
-
 /// Fresh database, hookd and receiver; set up; warm up; measure; tear down.
-async fn one_run(backend: Backend, mode: Mode, args: &Args) -> anyhow::Result<Run> {
+async fn one_run(
+    backend: Backend,
+    setting: &Setting,
+    mode: Mode,
+    args: &Args,
+) -> anyhow::Result<Run> {
     let database = Database::create(backend, &args.postgres.url).await?;
-    let result = measure(backend, mode, &database, args).await;
+    let result = measure(backend, setting, mode, &database, args).await;
     database.remove().await;
     result
 }
 
 async fn measure(
     backend: Backend,
+    setting: &Setting,
     mode: Mode,
     database: &Database,
     args: &Args,
 ) -> anyhow::Result<Run> {
     let url = database.url().to_owned();
-    let options = args.hookd_options();
+    let options = setting.flags().to_vec();
     let hookd = tokio::task::spawn_blocking(move || Hookd::start(&url, &options)).await??;
     let api = Api::new(&hookd, in_flight(mode, args))?;
     let app = api.create_app("bench").await?;
@@ -281,8 +260,7 @@ async fn measure(
     let receipts = receiver.results().await?;
     hookd.stop();
     Ok(tally(
-        backend,
-        mode,
+        (backend, setting.clone(), mode),
         publishes,
         &sent,
         &receipts,
@@ -345,10 +323,10 @@ pub(crate) async fn drain(receiver: &ReceiverProcess, expected: u64) -> anyhow::
     }
 }
 
-/// Matches the publisher's send times with the receiver's receipts.
+/// Matches the publisher's send times with the receiver's receipts, for the run `case`
+/// describes.
 fn tally(
-    backend: Backend,
-    mode: Mode,
+    case: (Backend, Setting, Mode),
     publishes: Outcome,
     sent: &[(String, u64)],
     receipts: &Receipts,
@@ -370,8 +348,10 @@ fn tally(
     let first_sent = sent.iter().map(|(_, at)| *at).min().unwrap_or(0);
     let delivered = latency_us.len();
     let span = Duration::from_nanos(last_receipt.saturating_sub(first_sent));
+    let (backend, setting, mode) = case;
     Run {
         backend,
+        setting,
         mode,
         publishes,
         delivered,
@@ -388,6 +368,7 @@ fn tally(
 fn header() -> String {
     report::header(&[
         "backend",
+        "hookd",
         "mode",
         "publish rate",
         "deliveries/s",
@@ -416,6 +397,7 @@ fn row(run: &Run) -> String {
     };
     report::row(&[
         run.backend.name().to_owned(),
+        run.setting.label(),
         mode,
         format!(
             "{}/s",
@@ -436,35 +418,40 @@ fn row(run: &Run) -> String {
     ])
 }
 
-/// Issue 4's three targets, each against the runs that measure it; throughput against
-/// `target_ceiling`, the ceiling loop's rate.
+/// Issue 31's targets, judged on the runs at hookd's defaults; throughput against
+/// `target_ceiling`, the ceiling loop's rate. Memory holds for every run.
 fn verdicts(target_ceiling: f64, runs: &[Run]) -> Vec<String> {
     let met = |ok: bool| if ok { "met" } else { "not met" };
+    let half = target_ceiling / 2.0;
     let mut out = Vec::new();
-    let target_rate = TARGET_SHARE_OF_HALF_CEILING * target_ceiling / 2.0;
+    let at_defaults = || runs.iter().filter(|r| r.setting == Setting::Defaults);
     // As for the ceiling, the best throughput run counts; a flagged run counts for nothing.
-    let best = runs
-        .iter()
-        .filter(|r| r.backend == Backend::Sqlite && matches!(r.mode, Mode::Throughput(_)))
-        .max_by(|a, b| {
-            let rate = |r: &Run| if r.flagged() { 0.0 } else { r.deliveries_per_s };
-            rate(a).total_cmp(&rate(b))
-        });
-    if let Some(run) = best {
-        out.push(format!(
-            "Throughput target (SQLite end to end ≥ 50 % of half the ceiling, ≥ {} deliveries/s): \
-             **{}** (best {} deliveries/s, {} of half the ceiling).",
-            report::thousands(target_rate.round() as u64),
-            met(run.deliveries_per_s >= target_rate && !run.flagged()),
-            report::thousands(run.deliveries_per_s.round() as u64),
-            report::percent(run.deliveries_per_s / (target_ceiling / 2.0)),
-        ));
+    let rate = |r: &Run| if r.flagged() { 0.0 } else { r.deliveries_per_s };
+    for (backend, share) in [
+        (Backend::Sqlite, TARGET_SHARE_SQLITE),
+        (Backend::Postgres, TARGET_SHARE_POSTGRES),
+    ] {
+        let best = at_defaults()
+            .filter(|r| r.backend == backend && matches!(r.mode, Mode::Throughput(_)))
+            .max_by(|a, b| rate(a).total_cmp(&rate(b)));
+        if let Some(run) = best {
+            out.push(format!(
+                "Throughput target ({} at the defaults ≥ {} of half the ceiling, ≥ {} \
+                 deliveries/s): **{}** (best {} deliveries/s, {} of half the ceiling).",
+                backend.name(),
+                report::percent(share),
+                report::thousands((share * half).round() as u64),
+                met(rate(run) >= share * half),
+                report::thousands(run.deliveries_per_s.round() as u64),
+                report::percent(run.deliveries_per_s / half),
+            ));
+        }
     }
-    for run in runs.iter().filter(|r| matches!(r.mode, Mode::Latency(_))) {
+    for run in at_defaults().filter(|r| matches!(r.mode, Mode::Latency(_))) {
         let p99 = run.latency(0.99);
         out.push(format!(
-            "Latency target ({}: p99 publish-to-receipt < {} ms at an eighth of the ceiling): \
-             **{}** (p99 {}).",
+            "Latency target ({} at the defaults: p99 publish-to-receipt < {} ms at an eighth \
+             of the ceiling): **{}** (p99 {}).",
             run.backend.name(),
             TARGET_P99.as_millis(),
             met(p99 < TARGET_P99 && !run.flagged()),
@@ -529,18 +516,16 @@ fn section(
     verdicts: &[String],
 ) -> String {
     let mut out = format!(
-        "## End-to-end delivery\n\n\
-         Publish through the API (`POST /api/v1/app/{{app}}/msg`, ~300-byte payload, one of \
+        "Publish through the API (`POST /api/v1/app/{{app}}/msg`, ~300-byte payload, one of \
          1,024 built once, as the ceiling loop's bodies are) → hookd stores and delivers → a \
          receiver in its own process (`hookd-bench receive`) verifies every \
          `webhook-signature` with the endpoint's secret and stamps the first verified \
          receipt of each `webhook-id`. Three processes on one machine: hookd, the publishing \
-         harness, the receiver. One application, one endpoint; hookd runs with \
-         `{}` (one endpoint may hold {} attempts in flight: with hookd's default 4, or 16, \
-         a single fast endpoint is held well below what the machine does, and on PostgreSQL, \
-         where the cap counts a delivery until its attempt is recorded, so did 128). Each \
-         mode runs on a fresh hookd and database after {} warm-up messages have been \
-         delivered.\n\n\
+         harness, the receiver. One application, one endpoint. Every mode runs first at \
+         hookd's defaults (only `--allow-http-endpoints --allow-subnet 127.0.0.1/32` added, \
+         which the loopback receiver needs), then tuned with `{}`; each on a fresh hookd and \
+         database after {} warm-up messages have been delivered. The targets are judged at \
+         the defaults.\n\n\
          - **throughput**: {} publishes in flight (one run each; as for the ceiling, the best \
          counts), {} messages; deliveries/s from the first publish sent to the last receipt.\n\
          - **latency**: publishes due open loop at an eighth of the ceiling loop rate for {} s, \
@@ -553,8 +538,7 @@ fn section(
          - Machine: {}\n\
          - hookd: {}\n\n\
          {}\n",
-        args.hookd_options().join(" "),
-        args.endpoint_concurrency,
+        args.tuning.tuned.trim(),
         report::thousands(args.warmup),
         report::listed(&args.concurrency, "and"),
         report::thousands(args.messages),

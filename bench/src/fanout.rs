@@ -5,6 +5,10 @@
 //! endpoint. Every publish writes one message and a delivery row per endpoint in one
 //! transaction, so the publish latency shows the cost of the fan-out on the producer's path;
 //! the time until a message has reached *all* its endpoints shows the engine's side.
+//!
+//! Each backend runs at hookd's defaults first, then with the `--tuned` flags, after the
+//! ceiling loop; the target (deliveries/s as a share of half the loop's rate, SQLite) is
+//! judged at the defaults.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -15,7 +19,8 @@ use anyhow::bail;
 use hdrhistogram::Histogram;
 
 use crate::api::{Api, SendLog};
-use crate::hookd::{Backend, Backends, Database, Hookd, PostgresServer};
+use crate::ceiling;
+use crate::hookd::{Backend, Backends, Database, Hookd, PostgresServer, Setting, Tuning};
 use crate::load::{self, Outcome};
 use crate::machine::{self, Machine};
 use crate::receiver::ReceiverProcess;
@@ -23,6 +28,11 @@ use crate::report;
 
 /// The docs section this benchmark owns.
 const SECTION: &str = "fanout";
+
+/// Issue 31's targets at the defaults: SQLite's deliveries/s as a share of half the ceiling
+/// loop's rate, and hookd's peak RSS in every run.
+const TARGET_SHARE_SQLITE: f64 = 0.4;
+const TARGET_PEAK_RSS_MIB: f64 = 100.0;
 
 /// Waiting for deliveries gives up after this long without a new receipt.
 const DRAIN_PATIENCE: Duration = Duration::from_secs(30);
@@ -41,9 +51,10 @@ pub struct Args {
     /// Publishes in flight at all times.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
-    /// hookd's `--workers` (attempts in flight in all); per endpoint hookd's default applies.
-    #[arg(long, default_value_t = 128)]
-    workers: usize,
+    #[command(flatten)]
+    tuning: Tuning,
+    #[command(flatten)]
+    ceiling: ceiling::Source,
     #[command(flatten)]
     postgres: PostgresServer,
     #[command(flatten)]
@@ -52,14 +63,15 @@ pub struct Args {
 
 impl Args {
     fn command(&self) -> String {
+        let ceiling = self.ceiling.flags();
         format!(
             "target/release/hookd-bench fanout --backend {} --endpoints {} --messages {} \
-             --concurrency {} --workers {}{}",
+             --concurrency {} {} {ceiling}{}",
             self.backend.flag(),
             self.endpoints,
             self.messages,
             self.concurrency,
-            self.workers,
+            self.tuning.flag(),
             self.output.flags()
         )
     }
@@ -68,6 +80,7 @@ impl Args {
 /// One backend's measurements.
 struct Run {
     backend: Backend,
+    setting: Setting,
     publishes: Outcome,
     /// Deliveries (message × endpoint) that arrived verified, and that never did.
     delivered: u64,
@@ -94,19 +107,32 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::hookd::binary()?;
     let machine = Machine::describe();
     println!("machine: {}", machine.summary());
+    let (ceiling_rate, _) = args
+        .ceiling
+        .given_or_measured(args.output.quiet_below)
+        .await?;
+    println!("ceiling loop rate: {ceiling_rate:.0} requests/s");
     println!("{}", header());
     let mut runs = Vec::new();
     for backend in args.backend.list() {
-        machine::settle(args.output.quiet_below).await?;
-        let database = Database::create(backend, &args.postgres.url).await?;
-        let run = measure(backend, &database, &args).await;
-        database.remove().await;
-        let run = run?;
-        println!("{}", row(&run));
-        runs.push(run);
+        for setting in args.tuning.settings() {
+            machine::settle(args.output.quiet_below).await?;
+            let database = Database::create(backend, &args.postgres.url).await?;
+            let run = measure(backend, &setting, &database, &args).await;
+            database.remove().await;
+            let run = run?;
+            println!("{}", row(&run));
+            runs.push(run);
+        }
     }
-    args.output
-        .write(SECTION, &section(&args, &machine, &runs))?;
+    let verdicts = verdicts(ceiling_rate, &runs);
+    for verdict in &verdicts {
+        println!("{verdict}");
+    }
+    args.output.write(
+        SECTION,
+        &section(&args, &machine, ceiling_rate, &runs, &verdicts),
+    )?;
     if runs.iter().any(Run::flagged) {
         eprintln!("FLAGGED: deliveries missing, bad signatures or failed publishes");
         return Ok(ExitCode::FAILURE);
@@ -114,9 +140,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn measure(backend: Backend, database: &Database, args: &Args) -> anyhow::Result<Run> {
+async fn measure(
+    backend: Backend,
+    setting: &Setting,
+    database: &Database,
+    args: &Args,
+) -> anyhow::Result<Run> {
     let url = database.url().to_owned();
-    let options = vec!["--workers".to_owned(), args.workers.to_string()];
+    let options = setting.flags().to_vec();
     let hookd = tokio::task::spawn_blocking(move || Hookd::start(&url, &options)).await??;
     let api = Api::new(&hookd, args.concurrency)?;
     let app = api.create_app("fanout").await?;
@@ -169,6 +200,7 @@ async fn measure(backend: Backend, database: &Database, args: &Args) -> anyhow::
     let span = Duration::from_nanos(last_receipt.saturating_sub(first_sent));
     Ok(Run {
         backend,
+        setting: setting.clone(),
         publishes,
         delivered,
         missing: expected - delivered.min(expected),
@@ -202,6 +234,7 @@ async fn drain(receiver: &ReceiverProcess, expected: u64) -> anyhow::Result<()> 
 fn header() -> String {
     report::header(&[
         "backend",
+        "hookd",
         "publishes/s",
         "publish p50",
         "publish p99",
@@ -226,6 +259,7 @@ fn row(run: &Run) -> String {
     let all = |q: f64| Duration::from_micros(run.all_arrived_us.value_at_quantile(q));
     report::row(&[
         run.backend.name().to_owned(),
+        run.setting.label(),
         report::thousands(run.publishes.throughput().round() as u64),
         report::millis(run.publishes.latency(0.50)),
         report::millis(run.publishes.latency(0.99)),
@@ -242,17 +276,55 @@ fn row(run: &Run) -> String {
     ])
 }
 
-fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
+/// The targets: SQLite's deliveries/s at the defaults against half the ceiling loop's rate,
+/// and memory in every run.
+fn verdicts(ceiling_rate: f64, runs: &[Run]) -> Vec<String> {
+    let met = |ok: bool| if ok { "met" } else { "not met" };
+    let half = ceiling_rate / 2.0;
+    let mut out = Vec::new();
+    let at_defaults = runs
+        .iter()
+        .find(|r| r.backend == Backend::Sqlite && r.setting == Setting::Defaults);
+    if let Some(run) = at_defaults {
+        out.push(format!(
+            "Fan-out target (SQLite at the defaults ≥ {} of half the ceiling, ≥ {} \
+             deliveries/s): **{}** ({} deliveries/s, {} of half the ceiling).",
+            report::percent(TARGET_SHARE_SQLITE),
+            report::thousands((TARGET_SHARE_SQLITE * half).round() as u64),
+            met(run.deliveries_per_s >= TARGET_SHARE_SQLITE * half && !run.flagged()),
+            report::thousands(run.deliveries_per_s.round() as u64),
+            report::percent(run.deliveries_per_s / half),
+        ));
+    }
+    let peak = runs
+        .iter()
+        .map(|r| r.peak_rss_kib as f64 / 1024.0)
+        .fold(0.0, f64::max);
+    out.push(format!(
+        "Memory target (hookd peak RSS < {TARGET_PEAK_RSS_MIB:.0} MB in every run): **{}** \
+         (highest {peak:.0} MiB).",
+        met(peak < TARGET_PEAK_RSS_MIB),
+    ));
+    out
+}
+
+fn section(
+    args: &Args,
+    machine: &Machine,
+    ceiling_rate: f64,
+    runs: &[Run],
+    verdicts: &[String],
+) -> String {
     let mut out = format!(
-        "## Fan-out\n\n\
-         One message to {} endpoints: one application with {} endpoints subscribed to every \
+        "One message to {} endpoints: one application with {} endpoints subscribed to every \
          event type, each aimed at its own path of one receiver process that verifies every \
          signature with that endpoint's secret and counts receipts per endpoint. {} messages \
-         published, {} in flight, so {} deliveries per backend. A publish commits the message \
+         published, {} in flight, so {} deliveries per run. A publish commits the message \
          and one delivery row per endpoint before its 202, so its latency is the producer's \
          cost of the fan-out. \"All endpoints reached\" is from a publish sent to the last of \
-         its {} endpoints receiving it. hookd runs with `--workers {}` and its default \
-         per-endpoint concurrency.\n\n\
+         its {} endpoints receiving it. Each backend runs at hookd's defaults first, then \
+         tuned with `{}`; the target is judged at the defaults, against the ceiling loop's \
+         rate ({} requests/s, half: {} messages/s).\n\n\
          - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
          - Date: {}\n\
          - Machine: {}\n\
@@ -264,7 +336,9 @@ fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
         args.concurrency,
         report::thousands(args.messages * args.endpoints as u64),
         args.endpoints,
-        args.workers,
+        args.tuning.tuned.trim(),
+        report::thousands(ceiling_rate.round() as u64),
+        report::thousands((ceiling_rate / 2.0).round() as u64),
         args.command(),
         report::now(),
         machine.summary(),
@@ -273,6 +347,11 @@ fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
     );
     for run in runs {
         out.push_str(&row(run));
+        out.push('\n');
+    }
+    for verdict in verdicts {
+        out.push('\n');
+        out.push_str(verdict);
         out.push('\n');
     }
     out

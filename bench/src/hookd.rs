@@ -35,6 +35,65 @@ pub fn binary() -> anyhow::Result<PathBuf> {
     Ok(hookd)
 }
 
+/// The tuned runs' flags unless `--tuned` says otherwise: room for one endpoint to take
+/// four times as many attempts at once, in twice as many workers.
+pub const DEFAULT_TUNED: &str = "--endpoint-max-concurrency 512 --workers 1024";
+
+/// How hookd's engine is set for a run. Every benchmark runs at hookd's defaults first: they
+/// are what users run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Setting {
+    /// Only what the harness needs (a database, a port, an admin token, and plain `http://`
+    /// deliveries to the loopback receiver).
+    Defaults,
+    /// The defaults plus these flags.
+    Tuned(Vec<String>),
+}
+
+impl Setting {
+    /// How reports name it.
+    pub fn label(&self) -> String {
+        match self {
+            Self::Defaults => "defaults".to_owned(),
+            Self::Tuned(flags) => format!("tuned: `{}`", flags.join(" ")),
+        }
+    }
+
+    /// The flags added to hookd's command line.
+    pub fn flags(&self) -> &[String] {
+        match self {
+            Self::Defaults => &[],
+            Self::Tuned(flags) => flags,
+        }
+    }
+}
+
+/// `--tuned`: the settings a benchmark runs at, shared by every benchmark that starts hookd
+/// for throughput.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Tuning {
+    /// hookd flags for a second pass after the one at hookd's defaults; empty for none.
+    #[arg(long, default_value = DEFAULT_TUNED, allow_hyphen_values = true)]
+    pub tuned: String,
+}
+
+impl Tuning {
+    /// The defaults, then the tuned flags if any.
+    pub fn settings(&self) -> Vec<Setting> {
+        let flags: Vec<String> = self.tuned.split_whitespace().map(str::to_owned).collect();
+        let mut settings = vec![Setting::Defaults];
+        if !flags.is_empty() {
+            settings.push(Setting::Tuned(flags));
+        }
+        settings
+    }
+
+    /// The option as the reproducing command spells it.
+    pub fn flag(&self) -> String {
+        format!("--tuned '{}'", self.tuned.trim())
+    }
+}
+
 /// Which database hookd runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Backend {
@@ -197,18 +256,41 @@ impl Hookd {
     /// Starts `hookd serve` on a free loopback port over `database_url`, with a fresh admin
     /// token, accepting `http://` endpoints and letting deliveries reach the loopback
     /// receiver past the SSRF guard; `extra` options are appended (e.g. engine settings).
-    /// Waits until hookd prints where it listens.
+    /// Nothing else is set: hookd sees none of the shell's `HOOKD_*` variables, so what is
+    /// not given here is hookd's default. Waits until hookd prints where it listens.
     pub fn start(database_url: &str, extra: &[String]) -> anyhow::Result<Self> {
+        Self::start_under(&[], START_PATIENCE, database_url, extra)
+    }
+
+    /// As [`Hookd::start`], with `wrapper` (a program and its arguments, e.g. valgrind's)
+    /// running hookd, which may take up to `patience` to listen.
+    pub fn start_under(
+        wrapper: &[String],
+        patience: Duration,
+        database_url: &str,
+        extra: &[String],
+    ) -> anyhow::Result<Self> {
         let binary = binary()?;
         let admin_token = format!("bench_{}", random_hex());
-        let mut command = Command::new(&binary);
+        let mut command = match wrapper.split_first() {
+            Some((program, arguments)) => {
+                let mut command = Command::new(program);
+                command.args(arguments).arg(&binary);
+                command
+            }
+            None => Command::new(&binary),
+        };
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--allow-http-endpoints"])
             .args(["--allow-subnet", "127.0.0.1/32"])
             .args(["--admin-token", &admin_token, "--database", database_url])
-            .args(extra)
-            .env("HOOKD_LOG", "warn");
-        let (child, base_url) = start_child(&mut command, "hookd listening on ")?;
+            .args(extra);
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("HOOKD_") {
+                command.env_remove(name);
+            }
+        }
+        let (child, base_url) = start_child_within(&mut command, "hookd listening on ", patience)?;
         Ok(Self {
             base_url,
             admin_token,
@@ -251,6 +333,20 @@ impl Hookd {
         self.kill();
     }
 
+    /// Asks hookd to stop (SIGTERM, as an operator's service manager does) and waits until it
+    /// has exited, so that a wrapper such as callgrind writes what it counted.
+    pub fn terminate(mut self) -> anyhow::Result<()> {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .context("cannot run kill")?;
+        if !status.success() {
+            bail!("kill -TERM {} failed ({status})", self.pid());
+        }
+        self.child.wait().context("cannot wait for hookd")?;
+        Ok(())
+    }
+
     fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -263,10 +359,22 @@ impl Drop for Hookd {
     }
 }
 
+/// How long a child may take to print where it listens.
+const START_PATIENCE: Duration = Duration::from_secs(60);
+
 /// Spawns `command` (stdin piped and held by the returned child, so a child that watches its
-/// stdin ends with this process) and waits up to 60 s for it to print a line starting with
+/// stdin ends with this process) and waits up to a minute for it to print a line starting with
 /// `prefix`; returns the child and the rest of that line (its address).
 pub fn start_child(command: &mut Command, prefix: &'static str) -> anyhow::Result<(Child, String)> {
+    start_child_within(command, prefix, START_PATIENCE)
+}
+
+/// [`start_child`], waiting up to `patience`.
+fn start_child_within(
+    command: &mut Command,
+    prefix: &'static str,
+    patience: Duration,
+) -> anyhow::Result<(Child, String)> {
     let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -288,7 +396,7 @@ pub fn start_child(command: &mut Command, prefix: &'static str) -> anyhow::Resul
             }
         }
     });
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + patience;
     loop {
         match address_rx.recv_timeout(Duration::from_millis(100)) {
             Ok(address) => return Ok((child, address)),
@@ -304,7 +412,7 @@ pub fn start_child(command: &mut Command, prefix: &'static str) -> anyhow::Resul
                 let _ = child.kill();
                 let _ = child.wait();
                 bail!(
-                    "no `{prefix}…` line from {:?} within 60 s",
+                    "no `{prefix}…` line from {:?} within {patience:?}",
                     command.get_program()
                 );
             }

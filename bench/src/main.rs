@@ -10,7 +10,9 @@
 //! closed-loop load generator with latency histograms), [`machine`] (what it ran on) and
 //! [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
 //! own on top of them: [`publish`], [`ceiling`], [`deliver`], [`fanout`], [`isolation`],
-//! [`memory`], [`cluster`] and [`search`]; [`suite`] runs them all with one command.
+//! [`memory`], [`cluster`], [`instructions`] and [`search`]; [`suite`] runs them all with
+//! one command. Those that drive hookd for throughput run it at its defaults first, then with
+//! `--tuned` flags ([`hookd::Tuning`]).
 
 mod api;
 mod ceiling;
@@ -18,6 +20,7 @@ mod cluster;
 mod deliver;
 mod fanout;
 mod hookd;
+mod instructions;
 mod isolation;
 mod load;
 mod machine;
@@ -55,6 +58,8 @@ enum Command {
     Memory(memory::Args),
     /// Every benchmark in turn, with one command (writes every section of the docs).
     Suite(suite::Args),
+    /// CPU instructions per delivered message, counted by callgrind (repeatable under noise).
+    Instructions(instructions::Args),
     /// Several hookd processes on one PostgreSQL (deliveries/s with 1, 2, 3) and the outbox's
     /// commit-to-receipt latency.
     Cluster(cluster::Args),
@@ -92,6 +97,7 @@ fn main() -> ExitCode {
             Command::Isolation(args) => isolation::run(args).await,
             Command::Memory(args) => memory::run(args).await,
             Command::Suite(args) => suite::run(args).await,
+            Command::Instructions(args) => instructions::run(args).await,
             Command::Receive {
                 port,
                 secret,

@@ -52,7 +52,12 @@ impl Args {
             "--ceiling-warmup",
             "500",
         ];
-        let plan: [(&str, &[&str], &[&str]); 7] = [
+        let fanout_quick = [
+            &["--endpoints", "100", "--messages", "20"][..],
+            &ceiling_quick,
+        ]
+        .concat();
+        let plan: [(&str, &[&str], &[&str]); 8] = [
             (
                 "publish",
                 &backend,
@@ -79,13 +84,15 @@ impl Args {
                     "500",
                 ],
             ),
-            (
-                "fanout",
-                &backend,
-                &["--endpoints", "100", "--messages", "20"],
-            ),
+            ("fanout", &backend, &fanout_quick),
             ("isolation", &backend, &["--rate", "50", "--seconds", "5"]),
             ("memory", &backend, &["--backlog", "2000"]),
+            // SQLite only, under callgrind: minutes at its own defaults.
+            (
+                "instructions",
+                &[],
+                &["--baseline", "50", "--messages", "100"],
+            ),
             // PostgreSQL only (skipped for `--backend sqlite`): several processes on one
             // database, and the outbox.
             (

@@ -1,0 +1,201 @@
+//! `hookd-bench instructions`: CPU instructions per delivered message, counted by callgrind.
+//!
+//! Deliveries per second move with everything else the machine does; instructions do not:
+//! `valgrind --tool=callgrind` counts what hookd executes (every thread, user space), the same
+//! for the same binary and inputs whatever the load beside it. So this is the figure to compare
+//! builds by. hookd runs on SQLite with one endpoint, at its defaults unless `--tuned` flags
+//! are given, under callgrind; the harness publishes through the API and a receiver verifies
+//! every delivery, as in `deliver`. One run publishes `--baseline` messages, the other
+//! `--baseline` + `--messages`; each waits until all are delivered, then stops hookd with
+//! SIGTERM so that callgrind writes its totals. The difference over `--messages` is the cost of
+//! one message, start-up, shutdown and warm-up cancelled out.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use crate::api::Api;
+use crate::deliver::drain;
+use crate::hookd::{Backend, Database, Hookd, PostgresServer, Setting};
+use crate::load;
+use crate::machine::Machine;
+use crate::receiver::ReceiverProcess;
+use crate::report;
+
+/// The docs section this benchmark owns.
+const SECTION: &str = "instructions";
+
+/// Instructions per delivered message before adaptive concurrency (issue 31), for comparison.
+const BEFORE_ISSUE_31: u64 = 332_900;
+
+/// Under callgrind hookd starts and runs tens of times slower.
+const START_PATIENCE: Duration = Duration::from_secs(600);
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Messages published (and delivered) in both runs.
+    #[arg(long, default_value_t = 1_000)]
+    baseline: u64,
+    /// Messages the second run publishes beyond the baseline: the ones counted.
+    #[arg(long, default_value_t = 2_000)]
+    messages: u64,
+    /// Publishes in flight.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// hookd flags to count with instead of its defaults.
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    tuned: String,
+    #[command(flatten)]
+    postgres: PostgresServer,
+    #[command(flatten)]
+    output: report::Output,
+}
+
+impl Args {
+    fn setting(&self) -> Setting {
+        let flags: Vec<String> = self.tuned.split_whitespace().map(str::to_owned).collect();
+        if flags.is_empty() {
+            Setting::Defaults
+        } else {
+            Setting::Tuned(flags)
+        }
+    }
+
+    fn command(&self) -> String {
+        let tuned = match self.setting() {
+            Setting::Defaults => String::new(),
+            Setting::Tuned(flags) => format!(" --tuned '{}'", flags.join(" ")),
+        };
+        format!(
+            "target/release/hookd-bench instructions --baseline {} --messages {} \
+             --concurrency {}{tuned}{}",
+            self.baseline,
+            self.messages,
+            self.concurrency,
+            self.output.flags(),
+        )
+    }
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.baseline == 0 || args.messages == 0 || args.concurrency == 0 {
+        bail!("--baseline, --messages and --concurrency must be at least 1");
+    }
+    crate::hookd::binary()?;
+    let machine = Machine::describe();
+    println!("machine: {}", machine.summary());
+    let setting = args.setting();
+    let baseline = count(args.baseline, &setting, &args).await?;
+    println!(
+        "{} messages: {} instructions",
+        args.baseline,
+        report::thousands(baseline)
+    );
+    let total = args.baseline + args.messages;
+    let more = count(total, &setting, &args).await?;
+    println!("{total} messages: {} instructions", report::thousands(more));
+    let Some(difference) = more.checked_sub(baseline) else {
+        bail!("the larger run counted fewer instructions ({more} < {baseline})");
+    };
+    let per_message = difference / args.messages;
+    let line = format!(
+        "Instructions per delivered message (SQLite, one endpoint, hookd at {}): **{}** \
+         ({} before adaptive concurrency).",
+        setting.label(),
+        report::thousands(per_message),
+        report::thousands(BEFORE_ISSUE_31),
+    );
+    println!("{line}");
+    args.output
+        .write(SECTION, &section(&args, &machine, baseline, more, &line))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Instructions hookd executes from its start until it has exited after delivering
+/// `messages` messages.
+async fn count(messages: u64, setting: &Setting, args: &Args) -> anyhow::Result<u64> {
+    let database = Database::create(Backend::Sqlite, &args.postgres.url).await?;
+    let out_file = std::env::temp_dir().join(format!(
+        "hookd-callgrind-{}.out",
+        crate::hookd::random_hex()
+    ));
+    let result = count_into(messages, setting, &database, &out_file, args).await;
+    database.remove().await;
+    let _ = std::fs::remove_file(&out_file);
+    result
+}
+
+async fn count_into(
+    messages: u64,
+    setting: &Setting,
+    database: &Database,
+    out_file: &std::path::Path,
+    args: &Args,
+) -> anyhow::Result<u64> {
+    let wrapper = [
+        "valgrind".to_owned(),
+        "--tool=callgrind".to_owned(),
+        format!("--callgrind-out-file={}", out_file.display()),
+    ];
+    let (url, options) = (database.url().to_owned(), setting.flags().to_vec());
+    let hookd = tokio::task::spawn_blocking(move || {
+        Hookd::start_under(&wrapper, START_PATIENCE, &url, &options)
+    })
+    .await??;
+    let api = Api::new(&hookd, args.concurrency)?;
+    let app = api.create_app("instructions").await?;
+    let endpoint = api
+        .create_endpoint(&app, "http://127.0.0.1:9/unset")
+        .await?;
+    let secret = api.endpoint_secret(&app, &endpoint).await?;
+    let receiver = ReceiverProcess::start(&[secret])?;
+    api.set_endpoint_url(&app, &endpoint, &receiver.url("instructions"))
+        .await?;
+    let publishes = load::run(args.concurrency, 0..messages, api.publisher(&app, None)?).await;
+    if publishes.error_count() > 0 {
+        bail!("{} publishes failed", publishes.error_count());
+    }
+    drain(&receiver, messages).await?;
+    let delivered = receiver.count().await?;
+    if delivered < messages {
+        bail!("only {delivered} of {messages} messages arrived");
+    }
+    tokio::task::spawn_blocking(move || hookd.terminate()).await??;
+    totals(out_file)
+}
+
+/// The `totals:` (or `summary:`) line of a callgrind output file: instructions executed.
+fn totals(path: &std::path::Path) -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("callgrind wrote no {}", path.display()))?;
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix("totals:")
+                .or_else(|| line.strip_prefix("summary:"))
+        })
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .with_context(|| format!("no totals line in {}", path.display()))
+}
+
+fn section(args: &Args, machine: &Machine, baseline: u64, more: u64, line: &str) -> String {
+    format!(
+        "Counted with `valgrind --tool=callgrind` around hookd on SQLite, one endpoint, {} \
+         publishes in flight: {} instructions for {} messages, {} for {} (start-up, warm-up \
+         and shutdown included in both).\n\n\
+         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
+         - Date: {}\n\
+         - Machine: {}\n\
+         - hookd: {}\n\n\
+         {line}\n",
+        args.concurrency,
+        report::thousands(baseline),
+        report::thousands(args.baseline),
+        report::thousands(more),
+        report::thousands(args.baseline + args.messages),
+        args.command(),
+        report::now(),
+        machine.summary(),
+        report::revision(),
+    )
+}
