@@ -14,7 +14,9 @@ use hookd_core::model::{Application, Delivery, DeliveryStatus, Endpoint, Message
 use hookd_core::operations::{
     APP_UID, AttemptEvent, AttemptRef, DisableTrigger, EVENT_TYPES, EndpointRef, OperationalEvent,
 };
-use hookd_store::{AttemptRecord, Recorded, Store, StoreError, ensure_operations_app};
+use hookd_store::{
+    AttemptRecord, EndpointUpdate, Recorded, Store, StoreError, ensure_operations_app,
+};
 
 use harness::fixtures::{app, at, endpoint};
 use harness::queue::{LEASE_MS, app_with_endpoints, attempt, claim, publish};
@@ -162,12 +164,13 @@ async fn endpoint_changes_write_their_events_in_their_transaction(store: &dyn St
     let mut changed = ep.clone();
     changed.description = "changed".into();
     store
-        .update_endpoint_with_events(
-            &changed,
-            None,
-            std::slice::from_ref(&updated),
-            std::slice::from_ref(&not_toggled),
-        )
+        .update_endpoint_with(&EndpointUpdate {
+            endpoint: &changed,
+            disabled_as_read: None,
+            events: std::slice::from_ref(&updated),
+            on_toggle: std::slice::from_ref(&not_toggled),
+            keys: None,
+        })
         .await
         .unwrap();
     assert_eq!(
@@ -192,12 +195,13 @@ async fn endpoint_changes_write_their_events_in_their_transaction(store: &dyn St
     changed.disabled = true;
     assert!(matches!(
         store
-            .update_endpoint_with_events(
-                &changed,
-                None,
-                std::slice::from_ref(&late_update),
-                std::slice::from_ref(&late_toggle),
-            )
+            .update_endpoint_with(&EndpointUpdate {
+                endpoint: &changed,
+                disabled_as_read: None,
+                events: std::slice::from_ref(&late_update),
+                on_toggle: std::slice::from_ref(&late_toggle),
+                keys: None
+            })
             .await,
         Err(StoreError::NotFound(_))
     ));
@@ -337,12 +341,13 @@ async fn an_update_tells_of_disabling_and_enabling_once(store: &dyn Store) {
             let updated = told(ops, OperationalEvent::EndpointUpdated(about), at_ms);
             let toggled = told(ops, toggle, at_ms);
             store
-                .update_endpoint_with_events(
-                    &ep,
-                    None,
-                    std::slice::from_ref(&updated),
-                    std::slice::from_ref(&toggled),
-                )
+                .update_endpoint_with(&EndpointUpdate {
+                    endpoint: &ep,
+                    disabled_as_read: None,
+                    events: std::slice::from_ref(&updated),
+                    on_toggle: std::slice::from_ref(&toggled),
+                    keys: None,
+                })
                 .await
                 .unwrap();
             assert_eq!(

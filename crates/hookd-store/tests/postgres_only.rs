@@ -20,8 +20,8 @@ use hookd_store::postgres::PgStore;
 use hookd_store::prelude::*;
 use hookd_store::testing::{POSTGRES_URL_VAR, fresh_postgres, fresh_postgres_with};
 use hookd_store::{
-    AttemptRecord, ClaimRequest, ClaimedDelivery, Cursor, Handoff, Handover, PageRequest, Reserved,
-    StoreError, ensure_operations_app,
+    AttemptRecord, ClaimRequest, ClaimedDelivery, Cursor, EndpointUpdate, Handoff, Handover,
+    PageRequest, Reserved, StoreError, ensure_operations_app,
 };
 use sqlx::{AssertSqlSafe, Connection};
 
@@ -480,12 +480,14 @@ async fn an_update_racing_hookds_disabling_tells_no_second_disable() {
         .unwrap();
     let mut off = ep.clone();
     off.disabled = true;
-    let update = store.update_endpoint_with_events(
-        &off,
-        None,
-        std::slice::from_ref(&updated),
-        std::slice::from_ref(&manual),
-    );
+    let change = EndpointUpdate {
+        endpoint: &off,
+        disabled_as_read: None,
+        events: std::slice::from_ref(&updated),
+        on_toggle: std::slice::from_ref(&manual),
+        keys: None,
+    };
+    let update = store.update_endpoint_with(&change);
     let commit_once_waited_for = async {
         wait_for_a_lock_wait(store.pool()).await;
         disabling.commit().await.unwrap();

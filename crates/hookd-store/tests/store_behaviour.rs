@@ -14,8 +14,8 @@ use hookd_core::model::{
 };
 use hookd_core::{AttemptId, EndpointId, MessageId};
 use hookd_store::{
-    ApiToken, AttemptFilter, Cursor, EndpointStats, Handoff, MessageFilter, PageRequest, Reserved,
-    Route, Store, StoreError, StoredResponse,
+    ApiToken, AttemptFilter, Cursor, EndpointStats, EndpointUpdate, Handoff, KeySwap,
+    MessageFilter, PageRequest, Reserved, Route, Store, StoreError, StoredResponse,
 };
 
 async fn apps_round_trip_and_look_up_by_id_or_uid(store: &dyn Store) {
@@ -711,6 +711,59 @@ async fn endpoint_keys_change_only_by_compare_and_swap(store: &dyn Store) {
     );
 }
 
+/// An endpoint's row and its keys are written in one transaction: both, or (when the keys
+/// changed meanwhile) neither.
+async fn an_endpoint_and_its_keys_change_together_or_not_at_all(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    let ep = endpoint(&a, None, None, None);
+    store.create_endpoint(&ep).await.unwrap();
+    let stored = async || {
+        store
+            .get_endpoint(&a.id, ep.id.as_str())
+            .await
+            .unwrap()
+            .unwrap()
+    };
+
+    let stale = SealedKeys::from_stored("hk1:test:stale".into());
+    let lost = SealedKeys::from_stored("hk1:test:lost".into());
+    let mut refused = ep.clone();
+    refused.url = "https://refused.example/hook".into();
+    let written = store
+        .update_endpoint_with(&EndpointUpdate {
+            keys: Some(KeySwap {
+                old: &stale,
+                new: &lost,
+            }),
+            ..EndpointUpdate::new(&refused)
+        })
+        .await
+        .unwrap();
+    assert!(!written, "keys changed meanwhile: nothing is written");
+    assert_eq!(stored().await, ep, "neither the row nor the keys");
+
+    let rotated = SealedKeys::from_stored("hk1:test:rotated".into());
+    let mut changed = ep.clone();
+    changed.url = "https://changed.example/hook".into();
+    let written = store
+        .update_endpoint_with(&EndpointUpdate {
+            keys: Some(KeySwap {
+                old: &ep.keys,
+                new: &rotated,
+            }),
+            ..EndpointUpdate::new(&changed)
+        })
+        .await
+        .unwrap();
+    assert!(written);
+    let now = stored().await;
+    assert_eq!(
+        (now.url.as_str(), &now.keys),
+        (changed.url.as_str(), &rotated)
+    );
+}
+
 async fn idempotent_responses_keep_the_first_until_they_expire(store: &dyn Store) {
     let first = StoredResponse {
         status: 202,
@@ -1088,7 +1141,13 @@ async fn an_edit_built_before_hookd_disabled_the_endpoint_is_refused(store: &dyn
     let mut edited = ep.clone();
     edited.description = "edited".into();
     let refused = store
-        .update_endpoint_with_events(&edited, Some(false), &[], &[])
+        .update_endpoint_with(&EndpointUpdate {
+            endpoint: &edited,
+            disabled_as_read: Some(false),
+            events: &[],
+            on_toggle: &[],
+            keys: None,
+        })
         .await;
     assert!(
         matches!(refused, Err(StoreError::Conflict(ref why)) if why.contains("disabled")),
@@ -1108,7 +1167,13 @@ async fn an_edit_built_before_hookd_disabled_the_endpoint_is_refused(store: &dyn
     let mut off = edited.clone();
     off.disabled = true;
     store
-        .update_endpoint_with_events(&off, Some(false), &[], &[])
+        .update_endpoint_with(&EndpointUpdate {
+            endpoint: &off,
+            disabled_as_read: Some(false),
+            events: &[],
+            on_toggle: &[],
+            keys: None,
+        })
         .await
         .unwrap();
     // Enabling it on a read that saw it disabled: written.
@@ -1120,7 +1185,13 @@ async fn an_edit_built_before_hookd_disabled_the_endpoint_is_refused(store: &dyn
     assert_eq!(on.description, "edited");
     on.disabled = false;
     store
-        .update_endpoint_with_events(&on, Some(true), &[], &[])
+        .update_endpoint_with(&EndpointUpdate {
+            endpoint: &on,
+            disabled_as_read: Some(true),
+            events: &[],
+            on_toggle: &[],
+            keys: None,
+        })
         .await
         .unwrap();
     let stored = store
@@ -1153,6 +1224,7 @@ behaviour!(
     tokens_are_found_by_hash,
     revoked_tokens_stay_listed_and_stop_counting_as_admin,
     endpoint_keys_change_only_by_compare_and_swap,
+    an_endpoint_and_its_keys_change_together_or_not_at_all,
     an_edit_built_before_hookd_disabled_the_endpoint_is_refused,
     idempotent_responses_keep_the_first_until_they_expire,
     concurrent_publishes_all_land,

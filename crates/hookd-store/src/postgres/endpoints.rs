@@ -13,7 +13,7 @@ use crate::columns::ENDPOINT_COLUMNS;
 use crate::error::{taken, touched};
 use crate::json::{encode, encode_opt};
 use crate::store::check_disabled_as_read;
-use crate::{EndpointStore, Page, PageRequest, StoreError};
+use crate::{EndpointStore, EndpointUpdate, Page, PageRequest, StoreError};
 
 #[async_trait]
 impl EndpointStore for PgStore {
@@ -84,30 +84,31 @@ impl EndpointStore for PgStore {
             .await
     }
 
-    async fn update_endpoint_with_events(
-        &self,
-        ep: &Endpoint,
-        disabled_as_read: Option<bool>,
-        events: &[Message],
-        on_toggle: &[Message],
-    ) -> Result<(), StoreError> {
+    async fn update_endpoint_with(&self, update: &EndpointUpdate<'_>) -> Result<bool, StoreError> {
+        let ep = update.endpoint;
         let mut tx = self.pool.begin().await?;
-        // Locked until commit: no other writer changes `disabled` between this read and the
-        // update.
-        let was_disabled: bool =
-            sqlx::query_scalar("SELECT disabled FROM endpoints WHERE id = $1 FOR UPDATE")
+        // Locked until commit: no other writer changes `disabled` or the keys between this
+        // read and the update.
+        let (was_disabled, stored_keys): (bool, String) =
+            sqlx::query_as("SELECT disabled, secret FROM endpoints WHERE id = $1 FOR UPDATE")
                 .bind(ep.id.as_str())
                 .fetch_optional(&mut *tx)
                 .await?
                 .ok_or(StoreError::NotFound("endpoint"))?;
-        check_disabled_as_read(disabled_as_read, was_disabled, ep.disabled)?;
+        check_disabled_as_read(update.disabled_as_read, was_disabled, ep.disabled)?;
+        if update
+            .keys
+            .is_some_and(|swap| swap.old.as_str() != stored_keys)
+        {
+            return Ok(false);
+        }
         // Enabling a disabled endpoint starts its failure streak afresh (SET expressions read
         // the row as it was).
         sqlx::query(
             "UPDATE endpoints SET uid = $2, url = $3, description = $4, event_types = $5,
              channels = $6, disabled = $7, throttle_rate = $8, metadata = $9, headers = $10,
              updated_at = $11, disabled_reason = $12, disabled_at = $13, timeout_secs = $14,
-             max_concurrency = $15,
+             max_concurrency = $15, secret = COALESCE($16, secret),
              failing_since = CASE WHEN disabled AND NOT $7 THEN NULL ELSE failing_since END
              WHERE id = $1",
         )
@@ -126,15 +127,16 @@ impl EndpointStore for PgStore {
         .bind(ep.disabled_at.map(Timestamp::as_millis))
         .bind(ep.timeout_secs.map(i64::from))
         .bind(ep.max_concurrency.map(i64::from))
+        .bind(update.keys.map(|swap| swap.new.as_str()))
         .execute(&mut *tx)
         .await
         .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
-        insert_events(&mut tx, events).await?;
+        insert_events(&mut tx, update.events).await?;
         if was_disabled != ep.disabled {
-            insert_events(&mut tx, on_toggle).await?;
+            insert_events(&mut tx, update.on_toggle).await?;
         }
         tx.commit().await?;
-        Ok(())
+        Ok(true)
     }
 
     async fn replace_endpoint_keys(

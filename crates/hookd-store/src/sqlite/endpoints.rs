@@ -11,7 +11,7 @@ use super::{ListQuery, SqliteStore, conflict, refused, text};
 use crate::error::{taken, touched};
 use crate::json::{encode, encode_opt};
 use crate::store::check_disabled_as_read;
-use crate::{EndpointStore, Page, PageRequest, StoreError};
+use crate::{EndpointStore, EndpointUpdate, Page, PageRequest, StoreError};
 
 #[async_trait]
 impl EndpointStore for SqliteStore {
@@ -93,19 +93,21 @@ impl EndpointStore for SqliteStore {
             .await
     }
 
-    async fn update_endpoint_with_events(
-        &self,
-        endpoint: &Endpoint,
-        disabled_as_read: Option<bool>,
-        events: &[Message],
-        on_toggle: &[Message],
-    ) -> Result<(), StoreError> {
-        let (ep, events, on_toggle) = (endpoint.clone(), events.to_vec(), on_toggle.to_vec());
+    async fn update_endpoint_with(&self, update: &EndpointUpdate<'_>) -> Result<bool, StoreError> {
+        let ep = update.endpoint.clone();
+        let (events, on_toggle) = (update.events.to_vec(), update.on_toggle.to_vec());
+        let disabled_as_read = update.disabled_as_read;
+        let keys = update
+            .keys
+            .map(|swap| (swap.old.as_str().to_owned(), swap.new.as_str().to_owned()));
         self.db
             .write(move |conn| {
                 // Writes are serial: nothing changes the row between this read and the update.
-                let was_disabled = stored_disabled(conn, &ep.id)?;
+                let (was_disabled, stored_keys) = stored_state(conn, &ep.id)?;
                 check_disabled_as_read(disabled_as_read, was_disabled, ep.disabled)?;
+                if keys.as_ref().is_some_and(|(old, _)| *old != stored_keys) {
+                    return Ok(false);
+                }
                 conn
                     .prepare_cached(
                         // Enabling a disabled endpoint starts its failure streak afresh (SET
@@ -113,7 +115,7 @@ impl EndpointStore for SqliteStore {
                         "UPDATE endpoints SET uid = ?2, url = ?3, description = ?4, event_types = ?5,
                          channels = ?6, disabled = ?7, throttle_rate = ?8, metadata = ?9, headers = ?10,
                          updated_at = ?11, disabled_reason = ?12, disabled_at = ?13, timeout_secs = ?14,
-                         max_concurrency = ?15,
+                         max_concurrency = ?15, secret = COALESCE(?16, secret),
                          failing_since = CASE WHEN disabled AND NOT ?7 THEN NULL ELSE failing_since END
                          WHERE id = ?1",
                     )?
@@ -133,13 +135,14 @@ impl EndpointStore for SqliteStore {
                         ep.disabled_at.map(Timestamp::as_millis),
                         ep.timeout_secs,
                         ep.max_concurrency,
+                        keys.as_ref().map(|(_, new)| new),
                     ])
                     .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
                 insert_events(conn, &events)?;
                 if was_disabled != ep.disabled {
                     insert_events(conn, &on_toggle)?;
                 }
-                Ok(())
+                Ok(true)
             })
             .await
     }
@@ -205,10 +208,10 @@ impl EndpointStore for SqliteStore {
     }
 }
 
-/// Whether the stored endpoint is disabled; not found if there is none.
-fn stored_disabled(conn: &Connection, id: &EndpointId) -> Result<bool, StoreError> {
-    conn.prepare_cached("SELECT disabled FROM endpoints WHERE id = ?1")?
-        .query_row([id.as_str()], |row| row.get(0))
+/// Whether the stored endpoint is disabled, and its sealed keys; not found if there is none.
+fn stored_state(conn: &Connection, id: &EndpointId) -> Result<(bool, String), StoreError> {
+    conn.prepare_cached("SELECT disabled, secret FROM endpoints WHERE id = ?1")?
+        .query_row([id.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?
         .ok_or(StoreError::NotFound("endpoint"))
 }

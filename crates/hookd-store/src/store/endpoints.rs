@@ -6,6 +6,45 @@ use hookd_core::{AppId, EndpointId, Timestamp};
 
 use crate::{Page, PageRequest, StoreError};
 
+/// A change to an endpoint's row, and what is written in the same transaction.
+#[derive(Clone, Copy, Debug)]
+pub struct EndpointUpdate<'a> {
+    /// The row's new mutable fields (its keys change only through `keys`).
+    pub endpoint: &'a Endpoint,
+    /// Whether the endpoint was disabled in the read `endpoint` was built from (read, modify,
+    /// write). If it no longer is, and `endpoint` keeps that stale state rather than asking
+    /// for one, the update is refused ([`StoreError::Conflict`]): an edit of, say, the
+    /// description must not re-enable an endpoint hookd disabled meanwhile. `None` writes
+    /// `endpoint` as given.
+    pub disabled_as_read: Option<bool>,
+    /// Operational webhooks telling of the change.
+    pub events: &'a [Message],
+    /// Written too if the update disables or enables the endpoint.
+    pub on_toggle: &'a [Message],
+    /// New keys, written only if the stored ones are still the old ones.
+    pub keys: Option<KeySwap<'a>>,
+}
+
+impl<'a> EndpointUpdate<'a> {
+    /// `endpoint` written as given, with nothing else.
+    pub fn new(endpoint: &'a Endpoint) -> Self {
+        Self {
+            endpoint,
+            disabled_as_read: None,
+            events: &[],
+            on_toggle: &[],
+            keys: None,
+        }
+    }
+}
+
+/// Sealed keys replacing `old`, if `old` is what is stored.
+#[derive(Clone, Copy, Debug)]
+pub struct KeySwap<'a> {
+    pub old: &'a SealedKeys,
+    pub new: &'a SealedKeys,
+}
+
 /// An application's endpoints. Disabling one for delivery failures is
 /// [`crate::DeliveryQueue::disable_endpoint`].
 ///
@@ -40,27 +79,19 @@ pub trait EndpointStore: Send + Sync {
     /// Replaces the mutable fields of the stored endpoint with `endpoint.id`, except its keys
     /// (see [`Self::replace_endpoint_keys`]).
     async fn update_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
-        self.update_endpoint_with_events(endpoint, None, &[], &[])
+        self.update_endpoint_with(&EndpointUpdate::new(endpoint))
             .await
+            .map(drop)
     }
-    /// [`Self::update_endpoint`], writing `events` with it, and `on_toggle` too if it changes
-    /// whether the endpoint is disabled. That is judged on the stored row, read (locked) in
-    /// the update's transaction, not on what the caller read before: so of two callers racing
-    /// to disable an endpoint only one writes `on_toggle`, and none does when hookd's own
-    /// disabling ([`crate::DeliveryQueue::disable_endpoint`]) came first.
+    /// Writes `update` in one transaction: the row, its events, `on_toggle` if it changes
+    /// whether the endpoint is disabled, and its new keys. Whether it toggles is judged on the
+    /// stored row, read (locked) in the transaction, not on what the caller read before: so of
+    /// two callers racing to disable an endpoint only one writes `on_toggle`, and none does
+    /// when hookd's own disabling ([`crate::DeliveryQueue::disable_endpoint`]) came first.
     ///
-    /// `disabled_as_read` is whether the endpoint was disabled in the read the caller built
-    /// `endpoint` from (read, modify, write). If it no longer is, and `endpoint` keeps that
-    /// stale state rather than asking for one, the update is refused
-    /// ([`StoreError::Conflict`]): an edit of, say, the description must not re-enable an
-    /// endpoint hookd disabled meanwhile. `None` writes `endpoint` as given.
-    async fn update_endpoint_with_events(
-        &self,
-        endpoint: &Endpoint,
-        disabled_as_read: Option<bool>,
-        events: &[Message],
-        on_toggle: &[Message],
-    ) -> Result<(), StoreError>;
+    /// `false` (and nothing written) when the update swaps keys and another writer changed
+    /// them first: the caller starts again from the stored keys, so no rotation is lost.
+    async fn update_endpoint_with(&self, update: &EndpointUpdate<'_>) -> Result<bool, StoreError>;
     /// Replaces an endpoint's sealed keys with `new` if they are still `old`: `false` (nothing
     /// written) when another writer changed them first, so no rotation is ever lost to a race.
     /// An unknown endpoint is [`StoreError::NotFound`].
@@ -91,7 +122,7 @@ pub trait EndpointStore: Send + Sync {
 }
 
 /// Refuses an update built on a stale read of whether the endpoint is disabled (see
-/// [`EndpointStore::update_endpoint_with_events`]): `stored` is the locked row's state,
+/// [`EndpointUpdate::disabled_as_read`]): `stored` is the locked row's state,
 /// `wanted` the update's.
 pub(crate) fn check_disabled_as_read(
     disabled_as_read: Option<bool>,

@@ -18,8 +18,8 @@ mod retention;
 
 pub use applications::ApplicationStore;
 pub use auth::{ApiToken, AuthStore, StoredResponse};
-pub use endpoints::EndpointStore;
 pub(crate) use endpoints::check_disabled_as_read;
+pub use endpoints::{EndpointStore, EndpointUpdate, KeySwap};
 pub use event_types::EventTypeStore;
 pub(crate) use gauges::age;
 pub use gauges::{GaugeStore, Gauges};

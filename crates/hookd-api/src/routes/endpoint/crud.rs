@@ -11,12 +11,12 @@ use axum::{Extension, Json};
 use hookd_core::EndpointId;
 use hookd_core::model::Endpoint;
 use hookd_core::operations::OperationalEvent;
-use hookd_store::Page;
-use hookd_vault::Scheme;
+use hookd_store::{EndpointUpdate, KeySwap, Page};
+use hookd_vault::{EndpointKeys, Scheme};
 
 use super::find;
 use super::models::{EndpointIn, EndpointOut, EndpointPatch, schemes_field, set_disabled};
-use super::secret::{change_keys, open_keys};
+use super::secret::{KEY_TRIES, changed, keys_kept_changing, open_keys, stored_keys};
 use crate::extract::{JsonBody, QueryParams};
 use crate::list::{ListOut, page_request};
 use crate::operations::{Operator, toggled, told, wake_for};
@@ -35,10 +35,10 @@ async fn insert(state: &ApiState, ep: &Endpoint) -> Result<(), ApiError> {
 
 /// Stores a changed endpoint, stamping the change and telling the operator (`endpoint.updated`
 /// always; `endpoint.disabled` or `endpoint.enabled` too if the store finds the change disabled
-/// or enabled it); with `schemes`, also makes it sign with exactly those. `ep` was built from a
-/// read in which the endpoint's `disabled` was `disabled_as_read`: if hookd changed that since,
-/// and the change does not ask for a state itself, it is a 409 (see
-/// `update_endpoint_with_events`).
+/// or enabled it); with `schemes`, also makes it sign with exactly those, in the same
+/// transaction. `ep` was built from a read in which the endpoint's `disabled` was
+/// `disabled_as_read`: if hookd changed that since, and the change does not ask for a state
+/// itself, it is a 409 (see [`EndpointUpdate::disabled_as_read`]).
 pub(super) async fn save(
     state: &ApiState,
     mut ep: Endpoint,
@@ -53,22 +53,53 @@ pub(super) async fn save(
         ),
         None => (Vec::new(), Vec::new()),
     };
-    state
-        .store()
-        .update_endpoint_with_events(&ep, Some(disabled_as_read), &events, &on_toggle)
-        .await?;
-    wake_for(state, &events);
-    let keys = match schemes {
-        Some(schemes) => {
-            change_keys(state, &ep, |keys| {
-                keys.set_schemes(schemes)
-                    .map_err(|e| ApiError::body_field("signatureSchemes", e.to_string()))
-            })
-            .await?
-        }
-        None => open_keys(state, &ep)?,
+    let update = EndpointUpdate {
+        endpoint: &ep,
+        disabled_as_read: Some(disabled_as_read),
+        events: &events,
+        on_toggle: &on_toggle,
+        keys: None,
     };
+    let keys = match schemes {
+        Some(schemes) => save_with_schemes(state, &update, schemes).await?,
+        None => {
+            state.store().update_endpoint_with(&update).await?;
+            open_keys(state, &ep)?
+        }
+    };
+    wake_for(state, &events);
     Ok(EndpointOut::with_keys(ep, &keys))
+}
+
+/// Writes `update` with the endpoint's keys set to sign with exactly `schemes`, if nobody
+/// changed the keys meanwhile (then again on what they changed them to).
+async fn save_with_schemes(
+    state: &ApiState,
+    update: &EndpointUpdate<'_>,
+    schemes: &[Scheme],
+) -> Result<EndpointKeys, ApiError> {
+    let set_schemes = |keys: &mut EndpointKeys| {
+        keys.set_schemes(schemes)
+            .map_err(|e| ApiError::body_field("signatureSchemes", e.to_string()))
+    };
+    let ep = update.endpoint;
+    let mut sealed = ep.keys.clone();
+    for _ in 0..KEY_TRIES {
+        let (keys, new) = changed(state, ep, &sealed, set_schemes)?;
+        let swap = KeySwap {
+            old: &sealed,
+            new: &new,
+        };
+        let written = EndpointUpdate {
+            keys: Some(swap),
+            ..*update
+        };
+        if state.store().update_endpoint_with(&written).await? {
+            return Ok(keys);
+        }
+        sealed = stored_keys(state, ep).await?;
+    }
+    Err(keys_kept_changing())
 }
 
 pub(super) async fn list(

@@ -28,18 +28,19 @@ fn open(state: &ApiState, id: &EndpointId, sealed: &SealedKeys) -> Result<Endpoi
         .map_err(|e| ApiError::Internal(format!("cannot open the keys of {id}: {e}")))
 }
 
+/// How often a key change is tried again after another writer changed the keys first.
+pub(super) const KEY_TRIES: usize = 3;
+
 /// Applies `change` to the endpoint's keys and stores them sealed, if nobody changed them
-/// meanwhile (then again on what they changed them to: a few tries, then 409).
-pub(super) async fn change_keys(
+/// meanwhile (then again on what they changed them to: [`KEY_TRIES`] tries, then 409).
+async fn change_keys(
     state: &ApiState,
     ep: &Endpoint,
     change: impl Fn(&mut EndpointKeys) -> Result<(), ApiError>,
 ) -> Result<EndpointKeys, ApiError> {
     let mut sealed = ep.keys.clone();
-    for _ in 0..3 {
-        let mut keys = open(state, &ep.id, &sealed)?;
-        change(&mut keys)?;
-        let new = keys.seal(state.keyring(), &ep.id);
+    for _ in 0..KEY_TRIES {
+        let (keys, new) = changed(state, ep, &sealed, &change)?;
         let now = state.clock().now();
         if state
             .store()
@@ -48,16 +49,37 @@ pub(super) async fn change_keys(
         {
             return Ok(keys);
         }
-        sealed = state
-            .store()
-            .get_endpoint(&ep.app_id, ep.id.as_str())
-            .await?
-            .ok_or(ApiError::NotFound("endpoint"))?
-            .keys;
+        sealed = stored_keys(state, ep).await?;
     }
-    Err(ApiError::Conflict(
-        "the endpoint's keys kept changing under this request; retry".into(),
-    ))
+    Err(keys_kept_changing())
+}
+
+/// The keys `sealed` after `change`: in the clear, and sealed.
+pub(super) fn changed(
+    state: &ApiState,
+    ep: &Endpoint,
+    sealed: &SealedKeys,
+    change: impl Fn(&mut EndpointKeys) -> Result<(), ApiError>,
+) -> Result<(EndpointKeys, SealedKeys), ApiError> {
+    let mut keys = open(state, &ep.id, sealed)?;
+    change(&mut keys)?;
+    let new = keys.seal(state.keyring(), &ep.id);
+    Ok((keys, new))
+}
+
+/// The endpoint's keys as stored now, after another writer changed them.
+pub(super) async fn stored_keys(state: &ApiState, ep: &Endpoint) -> Result<SealedKeys, ApiError> {
+    Ok(state
+        .store()
+        .get_endpoint(&ep.app_id, ep.id.as_str())
+        .await?
+        .ok_or(ApiError::NotFound("endpoint"))?
+        .keys)
+}
+
+/// The answer when every try lost to another writer.
+pub(super) fn keys_kept_changing() -> ApiError {
+    ApiError::Conflict("the endpoint's keys kept changing under this request; retry".into())
 }
 
 pub(super) async fn secret(
