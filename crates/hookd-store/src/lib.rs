@@ -1,8 +1,8 @@
 //! hookd's durable storage.
 //!
 //! The API and the delivery engine talk to a [`Store`]; they never see SQL. Two
-//! implementations keep the same contract, checked by one behavioural test suite
-//! (`tests/store_behaviour.rs`): embedded SQLite (the default: one file, no other service) and
+//! implementations keep the same contract, checked by one behavioural test suite run
+//! on both (`tests/*_behaviour.rs`, one file per resource): embedded SQLite (the default: one file, no other service) and
 //! PostgreSQL (for several hookd processes sharing one database).
 //!
 //! # Layout

@@ -3,6 +3,7 @@
 //! Each test binary uses part of this module.
 #![allow(dead_code)]
 
+pub mod checks;
 pub mod fixtures;
 pub mod queue;
 
