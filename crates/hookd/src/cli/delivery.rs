@@ -17,12 +17,14 @@ pub struct DeliveryOptions {
     workers: usize,
     /// The most attempts in flight to any one endpoint, across every process (an endpoint's
     /// `maxConcurrency` may set fewer). Within it, each endpoint's limit adapts to how its
-    /// receiver answers.
+    /// receiver answers. On PostgreSQL it counts every delivery held under a lease (claimed
+    /// ahead, in flight, or waiting for its record), so it sits well above what one fast
+    /// receiver needs in flight.
     #[arg(
         long,
         visible_alias = "endpoint-concurrency",
         env = "HOOKD_ENDPOINT_MAX_CONCURRENCY",
-        default_value_t = 128
+        default_value_t = 256
     )]
     endpoint_max_concurrency: usize,
     /// Attempt timeout for endpoints without their own, in seconds (1..=30).
