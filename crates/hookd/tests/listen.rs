@@ -1,6 +1,8 @@
 //! `hookd listen` as a child process receiving real deliveries from a real `hookd serve`: it
 //! prints each one (headers, indented body, verified or not and why) and answers the status it
-//! was given, which hookd's delivery log then shows.
+//! was given (401 to one that does not verify), which hookd's delivery log then shows. Its
+//! scenarios (`--fail`, `--delay`, `--retry-after`, `--location`) are exercised against hookd
+//! in `seed_experiments.rs`.
 
 mod support;
 
@@ -20,7 +22,7 @@ fn listen(args: &[&str]) -> Announced {
 }
 
 #[tokio::test]
-async fn listen_prints_verified_and_unverified_deliveries_and_answers_the_chosen_status() {
+async fn listen_answers_the_chosen_status_when_verified_and_401_when_not() {
     let secret = Secret::generate().to_string();
     let listener = listen(&["--secret", &secret, "--status", "202"]);
     let (database, _dir) = hookd_store::testing::fresh_sqlite();
@@ -52,7 +54,8 @@ async fn listen_prints_verified_and_unverified_deliveries_and_answers_the_chosen
     let message: serde_json::Value = response.json().await.unwrap();
     let msg_id = message["id"].as_str().unwrap();
 
-    let output = listener.wait_for_output("answered: 202", 2).await;
+    listener.wait_for_output("answered: 202", 1).await;
+    let output = listener.wait_for_output("answered: 401", 1).await;
     let reports: Vec<&str> = output.split("━━ #").skip(1).collect();
     let report = |path: &str| {
         reports
@@ -81,9 +84,18 @@ async fn listen_prints_verified_and_unverified_deliveries_and_answers_the_chosen
         a["data"].as_array().is_some_and(|d| d.len() == 2)
     })
     .await;
-    for attempt in attempts["data"].as_array().unwrap() {
-        assert_eq!(attempt["responseStatusCode"], 202, "{attempt}");
-    }
+    let mut codes: Vec<i64> = attempts["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|attempt| attempt["responseStatusCode"].as_i64().unwrap())
+        .collect();
+    codes.sort();
+    assert_eq!(
+        codes,
+        [202, 401],
+        "the forged delivery is refused: {attempts}"
+    );
 }
 
 #[tokio::test]
@@ -138,7 +150,7 @@ async fn listen_checks_github_and_stripe_signatures_with_scheme() {
     for (scheme, header, signature) in cases {
         let listener = listen(&["--scheme", scheme, "--secret", "dev-secret"]);
         // Signed as is, then the same signature on a changed body.
-        for sent in [&body[..], br#"{"action":"closed"}"#] {
+        for (sent, answer) in [(&body[..], 200), (br#"{"action":"closed"}"#, 401)] {
             let response = reqwest::Client::new()
                 .post(format!("{}/{scheme}", listener.url))
                 .header(header, &signature)
@@ -146,9 +158,9 @@ async fn listen_checks_github_and_stripe_signatures_with_scheme() {
                 .send()
                 .await
                 .unwrap();
-            assert_eq!(response.status().as_u16(), 200);
+            assert_eq!(response.status().as_u16(), answer, "{scheme}");
         }
-        let output = listener.wait_for_output("answered: 200", 2).await;
+        let output = listener.wait_for_output("answered: 401", 1).await;
         assert_eq!(
             output.matches("verified: yes\n").count(),
             1,
