@@ -105,6 +105,12 @@ impl DeliveryOptions {
         })
     }
 
+    /// Lets deliveries reach this machine's loopback addresses (`serve --dev`).
+    pub fn allow_loopback(&mut self) {
+        let loopback = ["127.0.0.0/8", "::1/128"].map(|net| net.parse::<IpNet>().expect("valid"));
+        self.allow_subnets.extend(loopback);
+    }
+
     /// The outbound HTTP client's configuration, or which file could not be read.
     pub fn http(&self) -> anyhow::Result<HttpConfig> {
         let policy = if self.disable_ssrf_guard {

@@ -11,7 +11,7 @@
 //! written by any process is picked up at once by whichever engine is free.
 
 use std::ffi::OsStr;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -74,6 +74,11 @@ pub struct Args {
     /// Accept plain `http://` endpoint URLs (https only otherwise).
     #[arg(long, env = "HOOKD_ALLOW_HTTP_ENDPOINTS")]
     allow_http_endpoints: bool,
+    /// Development mode: deliver to plain `http://` endpoints on this machine (loopback,
+    /// 127.0.0.0/8 and ::1), as `--allow-http-endpoints --allow-subnet 127.0.0.0/8
+    /// --allow-subnet ::1/128` would, and print how to try hookd. Refused with --production.
+    #[arg(long, env = "HOOKD_DEV", conflicts_with = "production")]
+    dev: bool,
     /// Largest accepted message payload, in bytes.
     #[arg(long, env = "HOOKD_MAX_PAYLOAD_BYTES", default_value_t = 256 * 1024)]
     max_payload_bytes: usize,
@@ -128,8 +133,12 @@ const RELAY_POLL_SIGNALLED: Duration = Duration::from_secs(1);
 /// engine-only process may wait, at most, for work another process's API accepted.
 const ANNOUNCE_SPACING: Duration = Duration::from_millis(20);
 
-pub fn run(args: Args) -> ExitCode {
+pub fn run(mut args: Args) -> ExitCode {
     init_logging(args.log_json);
+    if args.dev {
+        args.allow_http_endpoints = true;
+        args.delivery.allow_loopback();
+    }
     match runtime().block_on(serve(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -196,6 +205,9 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         (Some(listener), Some(address)) => {
             tracing::info!(%address, database = %args.database.display(), role = ?args.role, "hookd is serving");
             println!("hookd listening on http://{address}");
+            if args.dev {
+                print_dev_guide(address);
+            }
             let mut state = ApiState::new(store, clock, config, wake.new_work);
             if let Some(engine) = engine {
                 state = state.with_endpoint_load(engine);
@@ -215,6 +227,24 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     shutdown.on_signal().await?;
     tracing::info!("hookd stopped");
     Ok(())
+}
+
+/// What `--dev` opens, and how to try hookd from here: the portal, a receiver, a publish.
+fn print_dev_guide(address: SocketAddr) {
+    tracing::warn!(
+        "development mode: plain http:// endpoints on loopback (127.0.0.0/8, ::1) receive \
+         deliveries; never use --dev in production"
+    );
+    // Written, not println!: stdout may be a pipe already closed by whoever read the address.
+    let _ = writeln!(
+        std::io::stdout(),
+        "development mode: http:// endpoints on this machine are allowed (not for production)
+  portal:  http://{address}/portal/ (sign in with the admin token)
+  receive: hookd listen --secret whsec_…   (then add http://127.0.0.1:8000 as an endpoint)
+  publish: curl http://{address}/api/v1/app/APP/msg -H 'Authorization: Bearer ADMIN_TOKEN' \\
+             -H 'content-type: application/json' \\
+             -d '{{\"eventType\": \"order.shipped\", \"payload\": {{\"type\": \"order.shipped\", \"timestamp\": \"2026-11-14T09:53:14Z\", \"data\": {{\"orderId\": 1003}}}}}}'"
+    );
 }
 
 /// The options turned into each part's configuration, all checked before anything starts.

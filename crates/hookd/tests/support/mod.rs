@@ -334,8 +334,16 @@ impl TestTime {
 
     /// `hookd serve` on `database` (as [`Hookd::serve_local`]) running on this clock.
     pub fn serve_local(&self, database: &str, token: &str, extra: &[&str]) -> Hookd {
-        let env = [("HOOKD_TEST_CLOCK_OFFSET_FILE", self.path.to_str().unwrap())];
-        Hookd::serve_local_with_env(database, token, extra, &env)
+        Hookd::serve_local_with_env(database, token, extra, &[self.env()])
+    }
+
+    /// `hookd serve` with `args` (as [`Hookd::serve`]) running on this clock.
+    pub fn serve(&self, args: &[&str]) -> Hookd {
+        Hookd::serve_with_env(args, &[self.env()])
+    }
+
+    fn env(&self) -> (&str, &str) {
+        ("HOOKD_TEST_CLOCK_OFFSET_FILE", self.path.to_str().unwrap())
     }
 }
 
