@@ -2,12 +2,10 @@
 //!
 //! # Layout
 //! - `cli`: one module per subcommand (`serve`'s parts beside it: `database`, `delivery`,
-//!   `master_key`, `metrics`, `clock`, `shutdown`); `main` only parses arguments and
-//!   dispatches.
+//!   `master_key`, `metrics`, `clock`, `shutdown`; `config` merges a `--config` file into the
+//!   arguments); `main` only hands over to it.
 
 mod cli;
-
-use clap::Parser;
 
 // Every delivery allocates and frees many small buffers on several threads at once, which
 // mimalloc does in about half the CPU of glibc's malloc (docs/benchmarks.md).
@@ -15,5 +13,5 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    cli::Cli::parse().run()
+    cli::Cli::main()
 }

@@ -1,6 +1,7 @@
 //! Command-line interface: argument definitions and dispatch to one module per subcommand.
 
 mod clock;
+mod config;
 mod database;
 mod delivery;
 mod keygen;
@@ -20,6 +21,8 @@ use std::io::Read;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+use config::Sources;
 
 /// hookd: a self-hosted webhook delivery server.
 #[derive(Debug, Parser)]
@@ -43,11 +46,33 @@ enum Command {
     Token(token::Args),
     /// Make a master key, or rotate the master key that seals endpoint secrets at rest.
     MasterKey(master_key::Args),
+    /// Show serve's configuration (command line, environment, --config file, defaults).
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the configuration `serve` would run with, as TOML, and where each value came
+    /// from; secrets masked. Takes serve's options.
+    Show(Box<serve::Args>),
 }
 
 impl Cli {
-    pub fn run(self) -> ExitCode {
+    /// Parses the process's arguments (with `--config`'s file merged in) and runs the command.
+    pub fn main() -> ExitCode {
+        match config::parse::<Self>(std::env::args_os().collect()) {
+            Ok((cli, sources)) => cli.run(&sources),
+            Err(message) => usage_error(message),
+        }
+    }
+
+    fn run(self, sources: &Sources) -> ExitCode {
         match self.command {
+            Command::Config(ConfigCommand::Show(_)) => {
+                print!("{}", sources.show());
+                ExitCode::SUCCESS
+            }
             Command::Serve(args) => serve::run(*args),
             Command::Migrate(args) => migrate::run(args),
             Command::Sign(args) => sign::run(args),

@@ -35,6 +35,10 @@ use super::shutdown::Shutdown;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Read options from this TOML file (keys are these options' names: `workers = 512`);
+    /// the command line and the environment take precedence over it.
+    #[arg(long, env = "HOOKD_CONFIG", value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
     /// Address the API listens on.
     #[arg(long, env = "HOOKD_LISTEN", default_value = "127.0.0.1:8071")]
     listen: SocketAddr,
@@ -203,7 +207,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     });
     match (listener, address) {
         (Some(listener), Some(address)) => {
-            tracing::info!(%address, database = %args.database.display(), role = ?args.role, "hookd is serving");
+            tracing::info!(%address, database = %args.database.display(), role = ?args.role, config = ?args.config, "hookd is serving");
             println!("hookd listening on http://{address}");
             if args.dev {
                 print_dev_guide(address);
