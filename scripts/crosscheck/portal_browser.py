@@ -85,6 +85,15 @@ try:
     driver.find_element(By.LINK_TEXT, "Acme Shop").click()
     heading("Acme Shop")
 
+    # The message list says, per message, whether it went out.
+    listed = "//caption[contains(., 'Messages, newest first')]/ancestor::table//tbody/tr"
+    wait.until(EC.presence_of_element_located((By.XPATH, listed)))
+    rows = driver.find_elements(By.XPATH, listed)
+    check(len(rows) == 4, f"four messages listed, not {len(rows)}")
+    for row in rows:
+        expected = "Failed 1/1" if FAILED in row.text else "Delivered 1/1"
+        check(expected in row.text, f"the row says {expected}: {row.text}")
+
     # Find the failed message.
     Select(by_label("Delivery status")).select_by_visible_text("Failed")
     button("Search").click()

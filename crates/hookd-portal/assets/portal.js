@@ -428,9 +428,23 @@ function messageTable(messages, app, caption) {
   const rows = messages.map((msg) => h('tr', {},
     h('td', {}, time(msg.timestamp)),
     h('td', {}, msg.eventType),
+    h('td', {}, deliveriesBadge(msg.deliveries)),
     h('td', { class: 'id' }, h('a', { href: `#/app/${enc(app.id)}/msg/${enc(msg.id)}` }, msg.id)),
     h('td', { class: 'id' }, msg.eventId || '—')));
-  return table(caption, ['Created', 'Event type', 'Message', 'eventId'], rows, 'No messages match.');
+  return table(caption, ['Created', 'Event type', 'Status', 'Message', 'eventId'], rows, 'No messages match.');
+}
+
+// A message's deliveries in one badge: failed if any failed, else pending if any is, else
+// delivered; with how many of its endpoints are in that state.
+function deliveriesBadge(deliveries) {
+  if (!deliveries) return '—';
+  const { succeeded, pending, failed } = deliveries;
+  const total = succeeded + pending + failed;
+  if (total === 0) return h('span', { title: 'No endpoint took this message' }, 'No endpoints');
+  const [label, kind, count] = failed > 0 ? ['Failed', 'bad', failed]
+    : pending > 0 ? ['Pending', 'wait', pending] : ['Delivered', 'ok', succeeded];
+  const title = `${succeeded} delivered, ${pending} pending, ${failed} failed, of ${total} endpoint(s)`;
+  return h('span', { class: `badge ${kind}`, title }, `${label} ${count}/${total}`);
 }
 
 // ---------------------------------------------------------------- endpoint page

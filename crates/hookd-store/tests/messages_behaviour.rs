@@ -9,7 +9,9 @@ use harness::checks::{finish, pending_routes};
 use harness::fixtures::{app, at, endpoint, first_page, message};
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
 use hookd_core::{AttemptId, MessageId};
-use hookd_store::{AttemptFilter, Cursor, MessageFilter, PageRequest, Store, StoreError};
+use hookd_store::{
+    AttemptFilter, Cursor, DeliveryTally, MessageFilter, PageRequest, Store, StoreError,
+};
 
 async fn a_message_is_routed_to_subscribed_enabled_endpoints_only(store: &dyn Store) {
     let a = app(None, 0);
@@ -200,6 +202,37 @@ async fn messages_are_searched_by_delivery_status_within_their_app(store: &dyn S
     );
 }
 
+async fn deliveries_are_tallied_per_message_for_a_list_page(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    let endpoints: Vec<_> = (0..3).map(|_| endpoint(&a, None, None, None)).collect();
+    for ep in &endpoints {
+        store.create_endpoint(ep).await.unwrap();
+    }
+    let mixed = message(&a, "order.shipped", None, None, 100);
+    let untouched = message(&a, "order.shipped", None, None, 200);
+    let not_asked = message(&a, "order.shipped", None, None, 300);
+    for m in [&mixed, &untouched, &not_asked] {
+        store.create_message(m).await.unwrap();
+    }
+    finish(store, &mixed, &endpoints[0], 1_000, DeliveryStatus::Success).await;
+    finish(store, &mixed, &endpoints[1], 1_100, DeliveryStatus::Fail).await;
+
+    let tallies = store
+        .delivery_tallies(&[mixed.id.clone(), untouched.id.clone()])
+        .await
+        .unwrap();
+    let tally = |succeeded, pending, failed| DeliveryTally {
+        succeeded,
+        pending,
+        failed,
+    };
+    assert_eq!(tallies.len(), 2, "only the messages asked for: {tallies:?}");
+    assert_eq!(tallies[&mixed.id], tally(1, 1, 1));
+    assert_eq!(tallies[&untouched.id], tally(0, 3, 0));
+    assert!(store.delivery_tallies(&[]).await.unwrap().is_empty());
+}
+
 async fn attempts_are_recorded_and_listed(store: &dyn Store) {
     let a = app(None, 0);
     store.create_app(&a).await.unwrap();
@@ -274,5 +307,6 @@ behaviour!(
     a_repeated_event_id_is_a_conflict_and_writes_nothing,
     messages_list_newest_first_with_filters,
     messages_are_searched_by_delivery_status_within_their_app,
+    deliveries_are_tallied_per_message_for_a_list_page,
     attempts_are_recorded_and_listed,
 );

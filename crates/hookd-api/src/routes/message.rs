@@ -20,7 +20,7 @@ use axum::{Extension, Json, Router};
 use hookd_core::model::Message;
 use hookd_core::validate::MessageError;
 use hookd_core::{MessageId, Timestamp};
-use hookd_store::MessageFilter;
+use hookd_store::{DeliveryTally, MessageFilter};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -71,6 +71,27 @@ pub struct MessageOut {
     channels: Option<Vec<String>>,
     payload: Box<RawValue>,
     timestamp: String,
+    /// hookd addition, in lists only: the message's status column.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deliveries: Option<DeliveriesOut>,
+}
+
+/// How a message's deliveries stand, counted (`pending` includes attempts in flight).
+#[derive(Serialize)]
+struct DeliveriesOut {
+    succeeded: u32,
+    pending: u32,
+    failed: u32,
+}
+
+impl From<DeliveryTally> for DeliveriesOut {
+    fn from(tally: DeliveryTally) -> Self {
+        Self {
+            succeeded: tally.succeeded,
+            pending: tally.pending,
+            failed: tally.failed,
+        }
+    }
 }
 
 impl MessageOut {
@@ -103,6 +124,7 @@ impl MessageOut {
             channels: message.channels,
             payload,
             timestamp: message.created_at.to_rfc3339(),
+            deliveries: None,
         }
     }
 }
@@ -237,10 +259,18 @@ async fn list(
         .store()
         .list_messages(&app.id, &filter, &page_request(&query)?)
         .await?;
+    let ids: Vec<MessageId> = page.items.iter().map(|m| m.id.clone()).collect();
+    let tallies = state.store().delivery_tallies(&ids).await?;
     Ok(Json(ListOut::from_page(
         page,
         |m| m.id.to_string(),
-        |m| MessageOut::new(m, with_content),
+        |m| {
+            let tally = tallies.get(&m.id).copied().unwrap_or_default();
+            MessageOut {
+                deliveries: Some(tally.into()),
+                ..MessageOut::new(m, with_content)
+            }
+        },
     )))
 }
 

@@ -1,9 +1,11 @@
 //! [`MessageStore`] on PostgreSQL: messages and the delivery log.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use hookd_core::model::filters_take;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
-use hookd_core::{AppId, Timestamp};
+use hookd_core::{AppId, MessageId, Timestamp};
 use sqlx::AssertSqlSafe;
 use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgConnection, PgPool};
@@ -18,9 +20,10 @@ use crate::columns::{
 use crate::error::taken;
 use crate::json::{decode_opt, encode_opt};
 use crate::search;
+use crate::store::tally;
 use crate::{
-    AttemptFilter, CreatedMessage, EndpointStats, MessageFilter, MessageStore, Page, PageRequest,
-    Route, StoreError,
+    AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore, Page,
+    PageRequest, Route, StoreError,
 };
 
 #[async_trait]
@@ -83,6 +86,30 @@ impl MessageStore for PgStore {
         query
             .page(&self.pool, "m.id", true, page, rows::message)
             .await
+    }
+
+    async fn delivery_tallies(
+        &self,
+        messages: &[MessageId],
+    ) -> Result<HashMap<MessageId, DeliveryTally>, StoreError> {
+        if messages.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let ids: Vec<&str> = messages.iter().map(MessageId::as_str).collect();
+        let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT message_id, status, COUNT(*) FROM deliveries
+             WHERE message_id = ANY($1) GROUP BY message_id, status",
+        )
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(tally(rows.into_iter().map(|(id, status, count)| {
+            (
+                MessageId::from_stored(id),
+                DeliveryStatus::from_code(status),
+                u32::try_from(count).unwrap_or(u32::MAX),
+            )
+        })))
     }
 
     async fn list_message_deliveries(

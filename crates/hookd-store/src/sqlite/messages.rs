@@ -1,11 +1,12 @@
 //! [`MessageStore`] on SQLite: messages and the delivery log.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use hookd_core::model::filters_take;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
-use hookd_core::{AppId, EndpointId, Timestamp};
+use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{Connection, params};
 
@@ -17,9 +18,10 @@ use super::{ListQuery, SqliteStore, missing, refused, text};
 use crate::error::taken;
 use crate::json::{decode_opt, encode, encode_opt};
 use crate::search;
+use crate::store::tally;
 use crate::{
-    AttemptFilter, ClaimedDelivery, CreatedMessage, EndpointStats, Handoff, MessageFilter,
-    MessageStore, Page, PageRequest, Reserved, Route, StoreError,
+    AttemptFilter, ClaimedDelivery, CreatedMessage, DeliveryTally, EndpointStats, Handoff,
+    MessageFilter, MessageStore, Page, PageRequest, Reserved, Route, StoreError,
 };
 
 #[async_trait]
@@ -91,6 +93,33 @@ impl MessageStore for SqliteStore {
                     );
                 }
                 query.page(conn, "m.id", true, &page, rows::message)
+            })
+            .await
+    }
+
+    async fn delivery_tallies(
+        &self,
+        messages: &[MessageId],
+    ) -> Result<HashMap<MessageId, DeliveryTally>, StoreError> {
+        if messages.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let ids: Vec<Value> = messages.iter().map(|id| text(id.as_str())).collect();
+        self.db
+            .read(move |conn| {
+                let marks = vec!["?"; ids.len()].join(",");
+                let sql = format!(
+                    "SELECT message_id, status, COUNT(*) FROM deliveries
+                     WHERE message_id IN ({marks}) GROUP BY message_id, status"
+                );
+                let counts = collect(conn, &sql, rusqlite::params_from_iter(ids), |row| {
+                    Ok((
+                        MessageId::from_stored(row.get(0)?),
+                        DeliveryStatus::from_code(row.get(1)?),
+                        row.get::<_, u32>(2)?,
+                    ))
+                })?;
+                Ok(tally(counts))
             })
             .await
     }

@@ -1,9 +1,11 @@
 //! [`MessageStore`]: published messages, and the delivery log (where each message went, and
 //! every attempt).
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
-use hookd_core::{AppId, EndpointId, Timestamp};
+use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 
 use crate::{Page, PageRequest, StoreError};
 
@@ -41,6 +43,37 @@ pub struct EndpointStats {
     /// Attempts made in the period, and how many of them succeeded.
     pub attempts: u64,
     pub successful_attempts: u64,
+}
+
+/// Where one message's deliveries stand, counted: the status column of a message list.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeliveryTally {
+    pub succeeded: u32,
+    /// Waiting for an attempt or in one.
+    pub pending: u32,
+    pub failed: u32,
+}
+
+impl DeliveryTally {
+    /// Counts `count` more deliveries in `status`.
+    pub fn add(&mut self, status: DeliveryStatus, count: u32) {
+        match status {
+            DeliveryStatus::Success => self.succeeded += count,
+            DeliveryStatus::Pending | DeliveryStatus::Sending => self.pending += count,
+            DeliveryStatus::Fail => self.failed += count,
+        }
+    }
+}
+
+/// Sums `(message, status, count)` rows into each message's tally.
+pub(crate) fn tally(
+    counts: impl IntoIterator<Item = (MessageId, DeliveryStatus, u32)>,
+) -> HashMap<MessageId, DeliveryTally> {
+    let mut tallies: HashMap<MessageId, DeliveryTally> = HashMap::new();
+    for (message, status, count) in counts {
+        tallies.entry(message).or_default().add(status, count);
+    }
+    tallies
 }
 
 /// A message accepted by [`MessageStore::create_message`].
@@ -96,6 +129,12 @@ pub trait MessageStore: Send + Sync {
     ) -> Result<Page<Message>, StoreError>;
 
     // Deliveries and attempts (the delivery log).
+    /// How the deliveries of each of `messages` stand (a message without deliveries is
+    /// missing from the answer). One indexed read for a page of a message list.
+    async fn delivery_tallies(
+        &self,
+        messages: &[MessageId],
+    ) -> Result<HashMap<MessageId, DeliveryTally>, StoreError>;
     /// Every endpoint a message was routed to, with where its delivery stands.
     async fn list_message_deliveries(
         &self,

@@ -23,8 +23,9 @@ pub use endpoints::{EndpointStore, EndpointUpdate, KeySwap};
 pub use event_types::EventTypeStore;
 pub(crate) use gauges::age;
 pub use gauges::{GaugeStore, Gauges};
+pub(crate) use messages::tally;
 pub use messages::{
-    AttemptFilter, CreatedMessage, EndpointStats, MessageFilter, MessageStore, Route,
+    AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore, Route,
 };
 pub use outbox::{OutboxStore, RelayRules, Relayed, Wakeups};
 pub use retention::{EXPUNGED, PurgeCursor, PurgeRequest, Purged, RetentionStore};
