@@ -93,6 +93,26 @@ fn the_readme_walk_through_delivers_a_verified_event_to_hookd_listen() {
             "{expected:?} missing:\n{printed}"
         );
     }
+    // What the portal's message list shows: the message delivered to its one endpoint.
+    let delivered = serde_json::json!({"succeeded": 1, "pending": 0, "failed": 0});
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut list = serde_json::Value::Null;
+    for _ in 0..200 {
+        list = runtime.block_on(async {
+            let response = reqwest::Client::new()
+                .get("http://127.0.0.1:8071/api/v1/app/acme/msg")
+                .bearer_auth("dev-token")
+                .send()
+                .await
+                .unwrap();
+            response.json::<serde_json::Value>().await.unwrap()
+        });
+        if list["data"][0]["deliveries"] == delivered {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(list["data"][0]["deliveries"], delivered, "{list}");
     drop(shell);
 }
 
