@@ -78,6 +78,7 @@ async fn processes_connecting_at_once_migrate_once() {
             "deliveries",
             "endpoints",
             "event_types",
+            "function_definitions",
             "idempotent_responses",
             "messages",
             "outbox",
@@ -104,6 +105,74 @@ async fn a_process_starts_on_a_schema_a_newer_version_migrated() {
         .await
         .expect("an older process ignores migrations newer than itself");
     assert!(!older.has_admin_token().await.unwrap());
+}
+
+/// `outbox_notify`'s definition in the database, and the number recorded for it.
+async fn outbox_notify_in_place(store: &PgStore) -> (String, i64) {
+    let sql: String =
+        sqlx::query_scalar("SELECT pg_get_functiondef('hookd.outbox_notify'::regproc)")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    let number = sqlx::query_scalar(
+        "SELECT definition FROM hookd.function_definitions WHERE name = 'outbox_notify'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    (sql, number)
+}
+
+/// Replaces `outbox_notify` by a marked body, recorded as definition `number`.
+async fn put_marked_outbox_notify(store: &PgStore, number: i64) {
+    sqlx::raw_sql(
+        "CREATE OR REPLACE FUNCTION hookd.outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RETURN NULL; END -- marked
+         $$;",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE hookd.function_definitions SET definition = $1 WHERE name = 'outbox_notify'",
+    )
+    .bind(number)
+    .execute(store.pool())
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn connecting_puts_back_a_function_whose_definition_in_place_is_older() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::functions_older").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    let (current, number) = outbox_notify_in_place(&store).await;
+    assert!(current.contains("pg_notify"), "{current}");
+    put_marked_outbox_notify(&store, number - 1).await;
+
+    let reconnected = PgStore::connect(&url).await.unwrap();
+    assert_eq!(
+        outbox_notify_in_place(&reconnected).await,
+        (current, number)
+    );
+}
+
+#[tokio::test]
+async fn an_older_process_keeps_a_newer_function_definition() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::functions_newer").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    let (_, number) = outbox_notify_in_place(&store).await;
+    // What a newer hookd leaves behind in a rolling upgrade: a later definition.
+    put_marked_outbox_notify(&store, number + 1).await;
+
+    let older = PgStore::connect(&url).await.unwrap();
+    let (in_place, kept) = outbox_notify_in_place(&older).await;
+    assert!(in_place.contains("-- marked"), "{in_place}");
+    assert_eq!(kept, number + 1);
 }
 
 #[tokio::test]

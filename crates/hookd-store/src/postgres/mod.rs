@@ -8,7 +8,9 @@
 //!
 //! Everything lives in the PostgreSQL schema `hookd` (every pooled connection has
 //! `search_path=hookd`), so hookd can share a database with other software. The schema and its
-//! tables are created and migrated by [`PgStore::connect`] from `migrations/postgres/`.
+//! tables are created and migrated by [`PgStore::connect`] from `migrations/postgres/`; then
+//! `functions` applies the current definitions of the functions hookd calls, from
+//! `migrations/postgres-functions/`.
 //!
 //! One file per resource trait (`applications`, `endpoints`, `event_types`, `messages`,
 //! `auth`, `queue`, `outbox`, `gauges`, `retention`), `record` for recording attempts in
@@ -24,6 +26,7 @@ mod applications;
 mod auth;
 mod endpoints;
 mod event_types;
+mod functions;
 mod gauges;
 mod messages;
 mod outbox;
@@ -113,6 +116,8 @@ impl PgStore {
             MigrateError::Execute(e) => StoreError::from(e),
             other => StoreError::Config(format!("cannot migrate the PostgreSQL schema: {other}")),
         })?;
+        let now = hookd_core::Clock::now(&hookd_core::SystemClock);
+        functions::apply(&pool, now.as_millis()).await?;
         let taker = publish::HandoffSlot::default();
         Ok(Self {
             publisher: Publisher::start(pool.clone(), taker.clone()),

@@ -1,0 +1,68 @@
+-- hookd function publish_batch, definition 1.
+-- Writes a batch of messages and their deliveries in one statement, and writes `sending` under
+-- a lease the deliveries its process's engine asked for (`delivery_leases` not NULL), so the
+-- engine starts them once committed, without a claim. A delivery handed over counts against its
+-- endpoint's ceiling as a claimed one does, across every process (with `cluster_limits` it takes
+-- the claims' advisory lock first); the rest are written pending, due at once. Rate-limited and
+-- paused endpoints are left to claims.
+CREATE OR REPLACE FUNCTION publish_batch(
+    message_ids TEXT[], app_ids TEXT[], event_types TEXT[], event_ids TEXT[], channels TEXT[],
+    payloads BYTEA[], created BIGINT[],
+    delivery_messages TEXT[], delivery_endpoints TEXT[], delivery_due BIGINT[],
+    delivery_leases BIGINT[],
+    now_ms BIGINT, per_endpoint BIGINT, cluster_limits BOOLEAN)
+RETURNS TABLE (written_id TEXT, claimed_endpoint TEXT)
+LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    IF cluster_limits AND EXISTS (SELECT FROM unnest(delivery_leases) l WHERE l IS NOT NULL) THEN
+        PERFORM pg_advisory_xact_lock(448546171748);
+    END IF;
+    -- `written`: the messages, skipping any whose eventId is taken. `routed`: the deliveries of
+    -- those written. `room`: for each endpoint asked for, how many it may still take. `decided`:
+    -- the first deliveries asked for, within that room, go `sending` (3), the rest pending (1).
+    RETURN QUERY
+    WITH written AS (
+        INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at)
+        SELECT * FROM UNNEST(message_ids, app_ids, event_types, event_ids, channels, payloads,
+                             created)
+        ON CONFLICT (app_id, event_id) DO NOTHING
+        RETURNING id
+    ), routed AS (
+        SELECT r.* FROM UNNEST(delivery_messages, delivery_endpoints, delivery_due,
+                               delivery_leases) WITH ORDINALITY
+            AS r(message_id, endpoint_id, due, lease, ord)
+        WHERE r.message_id IN (SELECT w.id FROM written w)
+    ), room AS (
+        SELECT e.id, LEAST(per_endpoint, COALESCE(e.max_concurrency, per_endpoint)) - busy.n AS n
+        FROM (SELECT DISTINCT r.endpoint_id FROM routed r WHERE r.lease IS NOT NULL) asked
+        CROSS JOIN LATERAL (
+            SELECT * FROM endpoints WHERE id = asked.endpoint_id OFFSET 0
+        ) e
+        CROSS JOIN LATERAL (
+            SELECT count(*) AS n FROM deliveries f
+            WHERE cluster_limits AND f.endpoint_id = e.id AND f.status = 3
+              AND f.next_attempt_at > now_ms
+        ) busy
+        WHERE NOT e.disabled
+          AND (NOT cluster_limits
+               OR (COALESCE(e.throttle_rate, 0) = 0 AND COALESCE(e.next_window_at, 0) <= now_ms))
+    ), decided AS (
+        SELECT r.message_id, r.endpoint_id, r.due,
+               CASE WHEN r.lease IS NOT NULL
+                         AND row_number() OVER (PARTITION BY r.endpoint_id, r.lease IS NULL
+                                                ORDER BY r.ord) <= COALESCE(o.n, 0)
+                    THEN r.lease END AS lease
+        FROM routed r LEFT JOIN room o ON o.id = r.endpoint_id
+    ), inserted AS (
+        INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
+                                next_attempt_at, updated_at)
+        SELECT d.message_id, d.endpoint_id, CASE WHEN d.lease IS NULL THEN 1 ELSE 3 END, 0,
+               COALESCE(d.lease, d.due), d.due
+        FROM decided d
+        RETURNING deliveries.message_id, deliveries.endpoint_id, deliveries.status
+    )
+    SELECT w.id, NULL::TEXT FROM written w
+    UNION ALL
+    SELECT i.message_id, i.endpoint_id FROM inserted i WHERE i.status = 3;
+END
+$$;

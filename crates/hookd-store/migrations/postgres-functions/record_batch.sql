@@ -1,0 +1,155 @@
+-- hookd function record_batch, definition 1.
+-- Records a batch of finished attempts in one call and one transaction: locks the endpoints,
+-- then the deliveries, each in key order (as deleting an endpoint does), writes the attempts in
+-- the order they were made and moves each delivery still `sending` under its lease, then the
+-- endpoints' failure streaks and slow-downs where they change. Answers, per attempt: whether it
+-- was logged, whether its delivery moved, and when its endpoint's failure streak began.
+CREATE OR REPLACE FUNCTION record_batch(
+    message_ids TEXT[], endpoint_ids TEXT[], statuses BIGINT[], attempt_counts BIGINT[],
+    next_attempts BIGINT[], updated BIGINT[],
+    attempt_ids TEXT[], urls TEXT[], response_codes BIGINT[], responses TEXT[], heads TEXT[],
+    durations BIGINT[], attempt_statuses BIGINT[], triggers BIGINT[], created BIGINT[],
+    leases BIGINT[], holds BIGINT[],
+    lock_endpoints TEXT[], lock_delivery_endpoints TEXT[], lock_delivery_messages TEXT[],
+    sending BIGINT, success BIGINT, set_from INT)
+RETURNS TABLE (was_logged BOOLEAN, was_moved BOOLEAN, streak_since BIGINT)
+LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+    n INT := cardinality(message_ids);
+    logged BOOLEAN[] := array_fill(false, ARRAY[n]);
+    moved BOOLEAN[] := array_fill(false, ARRAY[n]);
+    since BIGINT[] := array_fill(NULL::BIGINT, ARRAY[n]);
+    befores BIGINT[];
+    ep TEXT;
+    before BIGINT;
+    after BIGINT;
+    broken BOOLEAN;
+    hold BIGINT;
+    stored BIGINT;
+    did_move BOOLEAN;
+    did_log BOOLEAN;
+BEGIN
+    -- The function scan is the outer side of each nested loop: rows are locked in array order.
+    SELECT array_agg(e.failing_since ORDER BY k.ord) INTO befores
+    FROM unnest(lock_endpoints) WITH ORDINALITY k(id, ord)
+    LEFT JOIN LATERAL (SELECT failing_since FROM endpoints WHERE id = k.id FOR KEY SHARE) e
+        ON true;
+    PERFORM FROM unnest(lock_delivery_endpoints, lock_delivery_messages) k(endpoint_id, message_id)
+    CROSS JOIN LATERAL (SELECT FROM deliveries d
+        WHERE d.endpoint_id = k.endpoint_id AND d.message_id = k.message_id
+        FOR NO KEY UPDATE) locked;
+
+    IF n >= set_from AND cardinality(lock_delivery_messages) = n THEN
+        -- A large batch, each delivery once: one statement for all, planned for this call (an
+        -- `UPDATE` joined to arrays has no plan safe to keep), which then costs less than a
+        -- statement per attempt.
+        EXECUTE 'WITH input AS (
+                SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
+                                     $14, $15, $16) WITH ORDINALITY
+                AS i(message_id, endpoint_id, status, attempt_count, next_attempt_at,
+                     updated_at, attempt_id, url, response_status_code, response,
+                     response_head, response_duration_ms, attempt_status, trigger_type,
+                     created_at, lease, ord)
+            ), moving AS (
+                UPDATE deliveries d SET status = i.status, attempt_count = i.attempt_count,
+                    next_attempt_at = i.next_attempt_at, updated_at = i.updated_at,
+                    manual = false
+                FROM input i
+                WHERE d.message_id = i.message_id AND d.endpoint_id = i.endpoint_id
+                  AND (i.lease IS NULL OR (d.status = $17 AND d.next_attempt_at = i.lease))
+                RETURNING d.message_id, d.endpoint_id
+            ), logging AS (
+                INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code,
+                    response, response_head, response_duration_ms, status, trigger_type,
+                    created_at)
+                SELECT i.attempt_id, i.message_id, i.endpoint_id, i.url,
+                    i.response_status_code, i.response, i.response_head,
+                    i.response_duration_ms, i.attempt_status, i.trigger_type, i.created_at
+                FROM input i WHERE EXISTS (SELECT FROM deliveries d
+                    WHERE d.message_id = i.message_id AND d.endpoint_id = i.endpoint_id)
+                RETURNING message_id, endpoint_id
+            )
+            SELECT array_agg(l.message_id IS NOT NULL ORDER BY i.ord),
+                   array_agg(m.message_id IS NOT NULL ORDER BY i.ord)
+            FROM input i
+            LEFT JOIN logging l ON l.message_id = i.message_id AND l.endpoint_id = i.endpoint_id
+            LEFT JOIN moving m ON m.message_id = i.message_id AND m.endpoint_id = i.endpoint_id'
+        INTO logged, moved
+        USING message_ids, endpoint_ids, statuses, attempt_counts, next_attempts, updated,
+            attempt_ids, urls, response_codes, responses, heads, durations, attempt_statuses,
+            triggers, created, leases, sending;
+    ELSE
+        -- One statement per attempt, each an executor's start but nothing planned. A delivery
+        -- twice in a batch (its lease ran out and it was claimed again) is met in the order its
+        -- attempts were made, the second seeing the first's move.
+        FOR i IN 1 .. n LOOP
+            WITH moving AS (
+                UPDATE deliveries d SET status = statuses[i], attempt_count = attempt_counts[i],
+                    next_attempt_at = next_attempts[i], updated_at = updated[i], manual = false
+                WHERE d.message_id = message_ids[i] AND d.endpoint_id = endpoint_ids[i]
+                  AND (leases[i] IS NULL
+                       OR (d.status = sending AND d.next_attempt_at = leases[i]))
+                RETURNING 1
+            ), logging AS (
+                INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code,
+                    response, response_head, response_duration_ms, status, trigger_type,
+                    created_at)
+                SELECT attempt_ids[i], message_ids[i], endpoint_ids[i], urls[i],
+                    response_codes[i], responses[i], heads[i], durations[i],
+                    attempt_statuses[i], triggers[i], created[i]
+                WHERE EXISTS (SELECT FROM deliveries d
+                    WHERE d.message_id = message_ids[i] AND d.endpoint_id = endpoint_ids[i])
+                RETURNING 1
+            )
+            SELECT EXISTS (SELECT FROM moving), EXISTS (SELECT FROM logging)
+            INTO did_move, did_log;
+            moved[i] := did_move;
+            logged[i] := did_log;
+        END LOOP;
+    END IF;
+
+    -- Each endpoint's failure streak through its moved attempts (a success ends it, a failure
+    -- starts one unless started), and the latest slow-down its logged attempts asked for.
+    FOR j IN 1 .. cardinality(lock_endpoints) LOOP
+        ep := lock_endpoints[j];
+        before := befores[j];
+        after := before;
+        broken := false;
+        hold := NULL;
+        FOR i IN 1 .. n LOOP
+            CONTINUE WHEN endpoint_ids[i] <> ep;
+            IF logged[i] AND holds[i] IS NOT NULL THEN
+                hold := GREATEST(hold, holds[i]);
+            END IF;
+            CONTINUE WHEN NOT moved[i];
+            IF attempt_statuses[i] = success THEN
+                broken := true;
+                after := NULL;
+            ELSE
+                after := COALESCE(after, created[i]);
+                since[i] := after;
+            END IF;
+        END LOOP;
+        CONTINUE WHEN after IS NOT DISTINCT FROM before AND hold IS NULL;
+        -- Another process may have started the streak since it was read: without a success
+        -- here, the earlier start is kept, and answered.
+        UPDATE endpoints e SET
+            failing_since = CASE WHEN after IS NOT DISTINCT FROM before THEN e.failing_since
+                                 WHEN broken THEN after
+                                 ELSE COALESCE(e.failing_since, after) END,
+            next_window_at = CASE WHEN hold IS NULL THEN e.next_window_at
+                                  ELSE GREATEST(COALESCE(e.next_window_at, 0), hold) END
+        WHERE e.id = ep
+        RETURNING e.failing_since INTO stored;
+        CONTINUE WHEN after IS NOT DISTINCT FROM before OR stored IS NULL;
+        -- The batch's last streak is the one stored; those it ended keep their own start.
+        FOR i IN 1 .. n LOOP
+            IF endpoint_ids[i] = ep AND since[i] = after THEN
+                since[i] := stored;
+            END IF;
+        END LOOP;
+    END LOOP;
+
+    RETURN QUERY SELECT * FROM unnest(logged, moved, since);
+END
+$$;
