@@ -192,6 +192,18 @@ async fn oversized_and_non_object_payloads_are_refused() {
 }
 
 #[tokio::test]
+async fn a_message_for_later_is_refused_rather_than_sent_early() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    let path = format!("/app/{app}/msg");
+    let later = json!({"eventType": "x", "payload": {}, "deliverAt": "2030-01-01T00:00:00Z"});
+    let (status, body) = api.call(Method::POST, &path, Some(later)).await;
+    assert_invalid_field(status, &body, "deliverAt");
+    let (_, listed) = api.call(Method::GET, &path, None).await;
+    assert_eq!(listed["data"], json!([]), "nothing stored: {listed}");
+}
+
+#[tokio::test]
 async fn strict_mode_refuses_unknown_and_archived_event_types() {
     let api = start(ApiConfig {
         strict_event_types: true,

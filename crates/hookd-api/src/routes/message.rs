@@ -60,6 +60,9 @@ struct MessageIn {
     payload_retention_period: Option<i64>,
     /// The same in hours (Svix's newer field; not both).
     payload_retention_hours: Option<i64>,
+    /// Svix's scheduled delivery, which hookd does not do yet: refused rather than ignored,
+    /// since ignoring it would send the message before it is due.
+    deliver_at: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -148,6 +151,13 @@ impl MessageIn {
                 ApiError::PayloadTooLarge(too_large.to_string())
             }
         })?;
+        if self.deliver_at.is_some() {
+            return Err(ApiError::body_field(
+                "deliverAt",
+                "scheduled delivery is not supported by this hookd; publish the message when it \
+                 is due",
+            ));
+        }
         if state.config().strict_event_types {
             let known = state.store().get_event_type(&self.event_type).await?;
             match known {
