@@ -2,11 +2,14 @@
 //! (attempted destinations) and what an endpoint was sent (attempted messages); and dropping
 //! an attempt's response body when an endpoint answered with something sensitive.
 
+use std::collections::HashMap;
+
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get};
 use axum::{Extension, Json, Router};
 use hookd_core::model::{Attempt, Delivery, Endpoint, Message};
+use hookd_core::{AppId, MessageId};
 use hookd_store::{AttemptFilter, Page};
 use serde::Serialize;
 
@@ -51,6 +54,9 @@ struct AttemptOut {
     status_text: &'static str,
     trigger_type: i16,
     timestamp: String,
+    /// The message attempted, with `with_msg=true` (Svix's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    msg: Option<message::MessageOut>,
 }
 
 impl From<Attempt> for AttemptOut {
@@ -68,6 +74,7 @@ impl From<Attempt> for AttemptOut {
             status_text: a.status.text(),
             trigger_type: a.trigger_type.code(),
             timestamp: a.created_at.to_rfc3339(),
+            msg: None,
         }
     }
 }
@@ -102,12 +109,47 @@ fn attempt_filter(query: &QueryParams) -> Result<AttemptFilter, ApiError> {
     })
 }
 
-fn attempts(page: Page<Attempt>) -> Json<ListOut<AttemptOut>> {
+/// A page of attempts, each with its message when `messages` has it (`with_msg=true`).
+fn attempts(
+    page: Page<Attempt>,
+    messages: &HashMap<MessageId, message::MessageOut>,
+) -> Json<ListOut<AttemptOut>> {
     Json(ListOut::from_page(
         page,
         |a| a.id.to_string(),
-        AttemptOut::from,
+        |a| AttemptOut {
+            msg: messages.get(&a.message_id).cloned(),
+            ..AttemptOut::from(a)
+        },
     ))
+}
+
+/// The messages a page of attempts was of, as `with_msg=true` shows them (`with_content`
+/// applies), or none without it.
+async fn attempted_messages(
+    state: &ApiState,
+    app: &AppId,
+    page: &Page<Attempt>,
+    query: &QueryParams,
+) -> Result<HashMap<MessageId, message::MessageOut>, ApiError> {
+    let mut messages = HashMap::new();
+    if !query.flag("with_msg", false)? {
+        return Ok(messages);
+    }
+    let with_content = query.flag("with_content", true)?;
+    for attempt in &page.items {
+        if messages.contains_key(&attempt.message_id) {
+            continue;
+        }
+        if let Some(m) = state
+            .store()
+            .get_message(app, attempt.message_id.as_str())
+            .await?
+        {
+            messages.insert(m.id.clone(), message::MessageOut::new(m, with_content));
+        }
+    }
+    Ok(messages)
 }
 
 async fn by_message(
@@ -126,7 +168,8 @@ async fn by_message(
             &page_request(&query)?,
         )
         .await?;
-    Ok(attempts(page))
+    let messages = attempted_messages(&state, &msg.app_id, &page, &query).await?;
+    Ok(attempts(page, &messages))
 }
 
 async fn by_endpoint(
@@ -140,7 +183,8 @@ async fn by_endpoint(
         .store()
         .list_attempts_by_endpoint(&ep, &attempt_filter(&query)?, &page_request(&query)?)
         .await?;
-    Ok(attempts(page))
+    let messages = attempted_messages(&state, &ep.app_id, &page, &query).await?;
+    Ok(attempts(page, &messages))
 }
 
 async fn one(

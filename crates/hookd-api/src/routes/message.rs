@@ -65,7 +65,7 @@ struct MessageIn {
     deliver_at: Option<serde_json::Value>,
 }
 
-#[derive(Serialize)]
+#[derive(Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageOut {
     id: String,
@@ -80,7 +80,7 @@ pub struct MessageOut {
 }
 
 /// How a message's deliveries stand, counted (`pending` includes attempts in flight).
-#[derive(Serialize)]
+#[derive(Clone, Serialize)]
 struct DeliveriesOut {
     succeeded: u32,
     pending: u32,
