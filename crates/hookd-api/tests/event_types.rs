@@ -1,5 +1,5 @@
 //! Event types over real HTTP on loopback and a real SQLite file: the catalog's archive on
-//! delete and expunge on request.
+//! delete and expunge on request, and the group and feature flags Svix's SDKs send.
 
 mod common;
 
@@ -39,4 +39,36 @@ async fn event_types_archive_on_delete_and_expunge_on_request() {
         api.call(Method::GET, "/event-type/a.b", None).await.0,
         StatusCode::NOT_FOUND
     );
+}
+
+#[tokio::test]
+async fn an_event_types_group_and_feature_flags_are_kept_patched_and_checked() {
+    let api = start_default().await;
+    let created = json!({"name": "order.shipped", "description": "Shipped",
+                         "groupName": "orders", "featureFlags": ["beta", "eu-only"]});
+    let (status, body) = api.call(Method::POST, "/event-type", Some(created)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (_, read) = api
+        .call(Method::GET, "/event-type/order.shipped", None)
+        .await;
+    assert_eq!(read["groupName"], "orders", "{read}");
+    assert_eq!(read["featureFlags"], json!(["beta", "eu-only"]), "{read}");
+
+    let patch = json!({"groupName": "shipping", "featureFlags": null});
+    let (_, patched) = api
+        .call(Method::PATCH, "/event-type/order.shipped", Some(patch))
+        .await;
+    assert_eq!(patched["groupName"], "shipping", "{patched}");
+    assert_eq!(patched["featureFlags"], json!(null), "{patched}");
+    let (_, listed) = api.call(Method::GET, "/event-type", None).await;
+    assert_eq!(listed["data"][0]["groupName"], "shipping", "{listed}");
+
+    let bad = json!({"name": "order.paid", "description": "Paid", "featureFlags": ["no spaces"]});
+    let (status, body) = api.call(Method::POST, "/event-type", Some(bad)).await;
+    common::assert_invalid_field(status, &body, "featureFlags");
+    let bad = json!({"description": "Shipped", "groupName": "no/slashes"});
+    let (status, body) = api
+        .call(Method::PUT, "/event-type/order.shipped", Some(bad))
+        .await;
+    common::assert_invalid_field(status, &body, "groupName");
 }

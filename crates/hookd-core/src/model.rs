@@ -124,6 +124,10 @@ pub struct EventType {
     pub archived: bool,
     pub deprecated: bool,
     pub feature_flag: Option<String>,
+    /// Svix's `groupName`: how catalogs group event types.
+    pub group_name: Option<String>,
+    /// Svix's `featureFlags`, kept and shown as given.
+    pub feature_flags: Option<Vec<String>>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }

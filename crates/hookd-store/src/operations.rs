@@ -57,6 +57,8 @@ async fn catalogue(
         archived: false,
         deprecated: false,
         feature_flag: None,
+        group_name: None,
+        feature_flags: None,
         created_at: now,
         updated_at: now,
     };

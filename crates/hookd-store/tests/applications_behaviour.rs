@@ -143,6 +143,8 @@ async fn archived_event_types_are_listed_only_on_request(store: &dyn Store) {
         archived,
         deprecated: false,
         feature_flag: None,
+        group_name: Some("orders".into()),
+        feature_flags: Some(vec!["beta".into(), "eu".into()]),
         created_at: at(0),
         updated_at: at(0),
     };
@@ -169,6 +171,8 @@ async fn archived_event_types_are_listed_only_on_request(store: &dyn Store) {
     assert_eq!(names(true).await, vec!["order.old", "order.shipped"]);
     let mut updated = event_type("order.shipped", true);
     updated.description = "changed".into();
+    updated.group_name = Some("shipping".into());
+    updated.feature_flags = None;
     store.update_event_type(&updated).await.unwrap();
     assert_eq!(
         store.get_event_type("order.shipped").await.unwrap(),

@@ -33,6 +33,8 @@ struct EventTypeIn {
     deprecated: bool,
     schemas: Option<serde_json::Value>,
     feature_flag: Option<String>,
+    group_name: Option<String>,
+    feature_flags: Option<Vec<String>>,
 }
 
 /// Body of PUT: the name comes from the path.
@@ -46,6 +48,8 @@ struct EventTypeUpdate {
     deprecated: bool,
     schemas: Option<serde_json::Value>,
     feature_flag: Option<String>,
+    group_name: Option<String>,
+    feature_flags: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -58,6 +62,10 @@ struct EventTypePatch {
     schemas: Option<Option<serde_json::Value>>,
     #[serde(default, deserialize_with = "patch_field")]
     feature_flag: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch_field")]
+    group_name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch_field")]
+    feature_flags: Option<Option<Vec<String>>>,
 }
 
 #[derive(Serialize)]
@@ -69,6 +77,8 @@ struct EventTypeOut {
     deprecated: bool,
     schemas: Option<serde_json::Value>,
     feature_flag: Option<String>,
+    group_name: Option<String>,
+    feature_flags: Option<Vec<String>>,
     created_at: String,
     updated_at: String,
 }
@@ -82,6 +92,8 @@ impl EventTypeOut {
             deprecated: et.deprecated,
             schemas: if with_content { et.schemas } else { None },
             feature_flag: et.feature_flag,
+            group_name: et.group_name,
+            feature_flags: et.feature_flags,
             created_at: et.created_at.to_rfc3339(),
             updated_at: et.updated_at.to_rfc3339(),
         }
@@ -92,6 +104,8 @@ impl EventTypeUpdate {
     fn validate(&self) -> Result<(), ApiError> {
         validate::text("description", &self.description, 4096)?;
         validate::uid("featureFlag", self.feature_flag.as_deref())?;
+        validate::uid("groupName", self.group_name.as_deref())?;
+        feature_flags(self.feature_flags.as_deref())?;
         schemas("schemas", self.schemas.as_ref())
     }
 
@@ -104,10 +118,20 @@ impl EventTypeUpdate {
             archived: self.archived,
             deprecated: self.deprecated,
             feature_flag: self.feature_flag,
+            group_name: self.group_name,
+            feature_flags: self.feature_flags,
             created_at: now,
             updated_at: now,
         }
     }
+}
+
+/// Svix's `featureFlags`: each a name, as `featureFlag` is.
+fn feature_flags(flags: Option<&[String]>) -> Result<(), ApiError> {
+    flags
+        .unwrap_or_default()
+        .iter()
+        .try_for_each(|flag| validate::uid("featureFlags", Some(flag)))
 }
 
 fn schemas(field: &str, value: Option<&serde_json::Value>) -> Result<(), ApiError> {
@@ -148,6 +172,8 @@ async fn create(
         deprecated,
         schemas,
         feature_flag,
+        group_name,
+        feature_flags,
     } = input;
     let update = EventTypeUpdate {
         description,
@@ -155,6 +181,8 @@ async fn create(
         deprecated,
         schemas,
         feature_flag,
+        group_name,
+        feature_flags,
     };
     update.validate()?;
     let et = update.into_event_type(name, &state);
@@ -227,6 +255,14 @@ async fn patch(
     if let Some(flag) = input.feature_flag {
         validate::uid("featureFlag", flag.as_deref())?;
         et.feature_flag = flag;
+    }
+    if let Some(group) = input.group_name {
+        validate::uid("groupName", group.as_deref())?;
+        et.group_name = group;
+    }
+    if let Some(flags) = input.feature_flags {
+        feature_flags(flags.as_deref())?;
+        et.feature_flags = flags;
     }
     et.updated_at = state.clock().now();
     state.store().update_event_type(&et).await?;

@@ -15,7 +15,8 @@ impl EventTypeStore for PgStore {
     async fn create_event_type(&self, et: &EventType) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO event_types (name, description, schemas, archived, deprecated,
-             feature_flag, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+             feature_flag, created_at, updated_at, group_name, feature_flags)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
         .bind(&et.name)
         .bind(&et.description)
@@ -25,6 +26,8 @@ impl EventTypeStore for PgStore {
         .bind(et.feature_flag.as_deref())
         .bind(et.created_at.as_millis())
         .bind(et.updated_at.as_millis())
+        .bind(et.group_name.as_deref())
+        .bind(encode_opt(et.feature_flags.as_ref()))
         .execute(&self.pool)
         .await
         .map_err(conflict(taken::event_type(&et.name)))?;
@@ -54,7 +57,8 @@ impl EventTypeStore for PgStore {
     async fn update_event_type(&self, et: &EventType) -> Result<(), StoreError> {
         let done = sqlx::query(
             "UPDATE event_types SET description = $2, schemas = $3, archived = $4,
-             deprecated = $5, feature_flag = $6, updated_at = $7 WHERE name = $1",
+             deprecated = $5, feature_flag = $6, updated_at = $7, group_name = $8,
+             feature_flags = $9 WHERE name = $1",
         )
         .bind(&et.name)
         .bind(&et.description)
@@ -63,6 +67,8 @@ impl EventTypeStore for PgStore {
         .bind(et.deprecated)
         .bind(et.feature_flag.as_deref())
         .bind(et.updated_at.as_millis())
+        .bind(et.group_name.as_deref())
+        .bind(encode_opt(et.feature_flags.as_ref()))
         .execute(&self.pool)
         .await?;
         touched(done.rows_affected(), "event type")

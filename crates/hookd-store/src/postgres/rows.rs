@@ -103,6 +103,8 @@ pub fn event_type(row: &PgRow) -> Decoded<EventType> {
         feature_flag: get(row, 5)?,
         created_at: time(row, 6)?,
         updated_at: time(row, 7)?,
+        group_name: get(row, 8)?,
+        feature_flags: decode_opt(get(row, 9)?)?,
     })
 }
 

@@ -59,6 +59,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         8,
         include_str!("../../migrations/sqlite/0008_endpoint_max_concurrency.sql"),
     ),
+    (
+        9,
+        include_str!("../../migrations/sqlite/0009_event_type_groups.sql"),
+    ),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.

@@ -19,7 +19,8 @@ impl EventTypeStore for SqliteStore {
             .write(move |conn| {
                 conn.prepare_cached(
                     "INSERT INTO event_types (name, description, schemas, archived, deprecated,
-                     feature_flag, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                     feature_flag, created_at, updated_at, group_name, feature_flags)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 )?
                 .execute(params![
                     et.name,
@@ -30,6 +31,8 @@ impl EventTypeStore for SqliteStore {
                     et.feature_flag,
                     et.created_at.as_millis(),
                     et.updated_at.as_millis(),
+                    et.group_name,
+                    encode_opt(et.feature_flags.as_ref()),
                 ])
                 .map_err(conflict(taken::event_type(&et.name)))?;
                 Ok(())
@@ -76,7 +79,8 @@ impl EventTypeStore for SqliteStore {
                 let rows = conn
                     .prepare_cached(
                         "UPDATE event_types SET description = ?2, schemas = ?3, archived = ?4,
-                         deprecated = ?5, feature_flag = ?6, updated_at = ?7 WHERE name = ?1",
+                         deprecated = ?5, feature_flag = ?6, updated_at = ?7, group_name = ?8,
+                         feature_flags = ?9 WHERE name = ?1",
                     )?
                     .execute(params![
                         et.name,
@@ -86,6 +90,8 @@ impl EventTypeStore for SqliteStore {
                         et.deprecated,
                         et.feature_flag,
                         et.updated_at.as_millis(),
+                        et.group_name,
+                        encode_opt(et.feature_flags.as_ref()),
                     ])?;
                 touched(rows as u64, "event type")
             })

@@ -77,6 +77,8 @@ pub fn event_type(row: &Row<'_>) -> Decoded<EventType> {
         feature_flag: row.get(5)?,
         created_at: Timestamp::from_millis(row.get(6)?),
         updated_at: Timestamp::from_millis(row.get(7)?),
+        group_name: row.get(8)?,
+        feature_flags: decode_opt(row.get(9)?)?,
     })
 }
 
