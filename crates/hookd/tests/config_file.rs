@@ -78,10 +78,19 @@ fn the_documented_example_names_every_option_and_show_reads_each_from_its_line()
             .position(|l| l.starts_with(&format!("{key} ")))
             .unwrap()
             + 1;
-        // An empty list sets nothing; every other value comes from the file.
-        if !example.contains(&format!("{key} = []")) {
-            assert!(line.ends_with(&format!("# file {path}:{at}")), "{line}");
-        }
+        // `false` and `[]` add nothing to the defaults; every other value comes from the file.
+        let sets_nothing = ["[]", "false"]
+            .iter()
+            .any(|empty| example.contains(&format!("{key} = {empty}")));
+        let origin = if sets_nothing {
+            "# default".to_owned()
+        } else {
+            format!("# file {path}:{at}")
+        };
+        assert!(
+            line.ends_with(&origin) || (sets_nothing && line.ends_with("# not set")),
+            "{line}"
+        );
     }
     let line = |key: &str| &settings.iter().find(|(k, _)| k == key).unwrap().1;
     for secret in ["admin-token", "metrics-token"] {

@@ -165,8 +165,11 @@ pub fn parse<C: clap::CommandFactory + clap::FromArgMatches>(
                     first_line(&error)
                 ));
             }
-            argv.extend(value.arguments);
-            from_file.insert(value.id, value.place);
+            // `false` or `[]` adds no argument: the option keeps its default, and says so.
+            if !value.arguments.is_empty() {
+                argv.extend(value.arguments);
+                from_file.insert(value.id, value.place);
+            }
         }
         file_path = Some(file.path);
     }
