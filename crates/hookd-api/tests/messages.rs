@@ -295,3 +295,45 @@ async fn idempotency_key_replays_the_first_response() {
         .await;
     assert_ne!(other["id"], first["id"]);
 }
+
+#[tokio::test]
+async fn a_publish_carrying_its_application_makes_it_when_missing() {
+    let api = start_default().await;
+    let message = |app: serde_json::Value| json!({"eventType": "order.shipped", "payload": {}, "application": app});
+    let (status, body) = api
+        .call(
+            Method::POST,
+            "/app/new-shop/msg",
+            Some(message(json!({"name": "New Shop", "uid": "new-shop"}))),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let (status, app) = api.call(Method::GET, "/app/new-shop", None).await;
+    assert_eq!(status, StatusCode::OK, "{app}");
+    assert_eq!(app["name"], "New Shop");
+
+    // Existing: the inline application is ignored, the app unchanged.
+    let (status, _) = api
+        .call(
+            Method::POST,
+            "/app/new-shop/msg",
+            Some(message(json!({"name": "Renamed"}))),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (_, app) = api.call(Method::GET, "/app/new-shop", None).await;
+    assert_eq!(app["name"], "New Shop");
+    let (_, listed) = api.call(Method::GET, "/app/new-shop/msg", None).await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 2, "{listed}");
+
+    // Without it, a missing application is still a 404; a refused message makes none.
+    let plain = json!({"eventType": "order.shipped", "payload": {}});
+    let (status, _) = api.call(Method::POST, "/app/other/msg", Some(plain)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let mut bad = message(json!({"name": "Other"}));
+    bad["payload"] = json!([1]);
+    let (status, body) = api.call(Method::POST, "/app/other/msg", Some(bad)).await;
+    assert_invalid_field(status, &body, "payload");
+    let (status, _) = api.call(Method::GET, "/app/other", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::extract::{JsonBody, QueryParams, patch_field};
 use crate::list::{ListOut, page_request};
 use crate::{ApiError, ApiState, Principal, validate};
+use hookd_store::StoreError;
 
 pub fn routes() -> Router<ApiState> {
     Router::new().route("/app", get(list).post(create)).route(
@@ -158,16 +159,31 @@ async fn upsert(
             Ok(ok(app, StatusCode::OK))
         }
         None => {
-            principal.require_admin()?;
-            if AppId::looks_like(&app_id) {
-                return Err(ApiError::NotFound("application"));
-            }
-            validate::name("uid", &app_id)?;
-            let mut app = input.into_new(&state);
-            app.uid = Some(app_id);
-            state.store().create_app(&app).await?;
+            let app = create_at_path(&state, &principal, &app_id, input).await?;
             Ok(ok(app, StatusCode::CREATED))
         }
+    }
+}
+
+/// Makes the application a path names that does not exist yet, with the path as its uid (an
+/// admin's PUT, or a publish that carries the application, as Svix's SDKs send it); the path
+/// wins over a uid in the body. Made meanwhile by a concurrent request, that one is answered.
+pub(crate) async fn create_at_path(
+    state: &ApiState,
+    principal: &Principal,
+    app_id: &str,
+    input: ApplicationIn,
+) -> Result<Application, ApiError> {
+    principal.require_admin()?;
+    if AppId::looks_like(app_id) {
+        return Err(ApiError::NotFound("application"));
+    }
+    validate::name("uid", app_id)?;
+    let mut app = input.into_new(state);
+    app.uid = Some(app_id.to_owned());
+    match state.store().create_app(&app).await {
+        Err(StoreError::Conflict(_)) => state.app(principal, app_id).await,
+        done => done.map(|()| app).map_err(ApiError::from),
     }
 }
 

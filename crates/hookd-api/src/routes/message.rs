@@ -27,6 +27,7 @@ use serde_json::value::RawValue;
 use crate::auth::{Caller, Publish};
 use crate::extract::{JsonBody, QueryParams};
 use crate::list::{ListOut, page_request};
+use crate::routes::application::{self, ApplicationIn};
 use crate::{ApiError, ApiState, Principal};
 
 pub fn routes() -> Router<ApiState> {
@@ -60,6 +61,8 @@ struct MessageIn {
     payload_retention_period: Option<i64>,
     /// The same in hours (Svix's newer field; not both).
     payload_retention_hours: Option<i64>,
+    /// Svix's inline application: made, with the path as its uid, when the path names none.
+    application: Option<ApplicationIn>,
     /// Svix's scheduled delivery, which hookd does not do yet: refused rather than ignored,
     /// since ignoring it would send the message before it is due.
     deliver_at: Option<serde_json::Value>,
@@ -215,10 +218,20 @@ async fn create(
     Extension(principal): Extension<Principal>,
     Path(app_id): Path<String>,
     query: QueryParams,
-    JsonBody(input): JsonBody<MessageIn>,
+    JsonBody(mut input): JsonBody<MessageIn>,
 ) -> Result<(StatusCode, Json<MessageOut>), ApiError> {
-    let app = state.app(&principal, &app_id).await?;
+    // Checked first, so a refused message makes no application either.
     input.validate(&state).await?;
+    let app = match (
+        state.app(&principal, &app_id).await,
+        input.application.take(),
+    ) {
+        (Err(ApiError::NotFound(_)), Some(new)) => {
+            new.validate()?;
+            application::create_at_path(&state, &principal, &app_id, new).await?
+        }
+        (found, _) => found?,
+    };
     let now = state.clock().now();
     let expires_at = input.payload_expires_at(now)?;
     let message = Message {
