@@ -14,8 +14,8 @@ pub const ENDPOINT_COLUMNS: &str = "e.id, e.app_id, e.uid, e.url, e.description,
 /// How many columns [`ENDPOINT_COLUMNS`] has: where the next record starts in a join.
 pub const ENDPOINT_WIDTH: usize = 18;
 
-pub const EVENT_TYPE_COLUMNS: &str = "name, description, schemas, archived, deprecated, feature_flag, created_at, updated_at, \
-     group_name, feature_flags";
+pub const EVENT_TYPE_COLUMNS: &str = "name, description, schemas, archived, deprecated, \
+     feature_flag, created_at, updated_at, group_name, feature_flags";
 
 pub const MESSAGE_COLUMNS: &str =
     "m.id, m.app_id, m.event_type, m.event_id, m.channels, m.payload, m.created_at";

@@ -7,12 +7,12 @@ use axum::routing::get;
 use axum::{Extension, Json, Router};
 use hookd_core::AppId;
 use hookd_core::model::{Application, Metadata};
+use hookd_store::StoreError;
 use serde::{Deserialize, Serialize};
 
 use crate::extract::{JsonBody, QueryParams, patch_field};
 use crate::list::{ListOut, page_request};
 use crate::{ApiError, ApiState, Principal, validate};
-use hookd_store::StoreError;
 
 pub fn routes() -> Router<ApiState> {
     Router::new().route("/app", get(list).post(create)).route(

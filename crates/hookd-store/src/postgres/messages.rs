@@ -92,9 +92,6 @@ impl MessageStore for PgStore {
         &self,
         messages: &[MessageId],
     ) -> Result<HashMap<MessageId, DeliveryTally>, StoreError> {
-        if messages.is_empty() {
-            return Ok(HashMap::new());
-        }
         let ids: Vec<&str> = messages.iter().map(MessageId::as_str).collect();
         let rows: Vec<(String, i64, i64)> = sqlx::query_as(
             "SELECT message_id, status, COUNT(*) FROM deliveries

@@ -101,9 +101,6 @@ impl MessageStore for SqliteStore {
         &self,
         messages: &[MessageId],
     ) -> Result<HashMap<MessageId, DeliveryTally>, StoreError> {
-        if messages.is_empty() {
-            return Ok(HashMap::new());
-        }
         let ids: Vec<Value> = messages.iter().map(|id| text(id.as_str())).collect();
         self.db
             .read(move |conn| {

@@ -56,7 +56,7 @@ pub struct DeliveryTally {
 
 impl DeliveryTally {
     /// Counts `count` more deliveries in `status`.
-    pub fn add(&mut self, status: DeliveryStatus, count: u32) {
+    fn add(&mut self, status: DeliveryStatus, count: u32) {
         match status {
             DeliveryStatus::Success => self.succeeded += count,
             DeliveryStatus::Pending | DeliveryStatus::Sending => self.pending += count,
