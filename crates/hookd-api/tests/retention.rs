@@ -206,6 +206,8 @@ async fn payload_retention_period_is_checked_and_sets_the_messages_own_expiry() 
     let request = |cursor| PurgeRequest {
         now,
         window_start: now.minus(Duration::from_secs(30 * 86_400)),
+        records_before: None,
+        event_ids_before: now,
         limit: 100,
         cursor,
     };

@@ -1,5 +1,6 @@
 //! The purger: drops the content (payloads and attempts) of settled messages whose retention
-//! has run out, in the background of every engine process.
+//! has run out, then, later, their records (message and delivery rows), in the background of
+//! every engine process.
 //!
 //! What is purged, and why a message with a delivery still to do never is, is the store's
 //! contract ([`hookd_store::RetentionStore`]). This loop only paces it: small batches (each one
@@ -13,12 +14,19 @@ use std::time::Duration;
 use hookd_core::Clock;
 use hookd_store::{PurgeCursor, PurgeRequest, Purged, Store};
 
+use crate::telemetry;
+
 /// How the purger behaves.
 #[derive(Clone, Debug)]
 pub struct RetentionConfig {
     /// Content of settled messages without their own retention period is kept this long after
     /// the message was created.
     pub window: Duration,
+    /// Records (message and delivery rows) of purged messages are deleted this long after the
+    /// message was created; `None` keeps them for ever.
+    pub records: Option<Duration>,
+    /// A deleted record's `eventId` stays taken this long after its message was created.
+    pub event_ids: Duration,
     /// Most messages looked at in one batch (one transaction).
     pub batch: usize,
     /// The pause between two batches of one pass.
@@ -51,8 +59,12 @@ impl Purger {
         loop {
             let wait = match self.batch(&cursor).await {
                 Ok(batch) => {
+                    telemetry::purged(&batch);
                     total.messages += batch.messages;
                     total.attempts += batch.attempts;
+                    total.records += batch.records;
+                    total.deliveries += batch.deliveries;
+                    total.event_ids += batch.event_ids;
                     match batch.next {
                         Some(next) => {
                             cursor = next;
@@ -60,6 +72,7 @@ impl Purger {
                         }
                         None => {
                             self.pass_over(std::mem::take(&mut total));
+                            telemetry::purge_pass_over(self.clock.now());
                             cursor = PurgeCursor::default();
                             self.config.interval
                         }
@@ -83,6 +96,8 @@ impl Purger {
         let request = PurgeRequest {
             now,
             window_start: now.minus(self.config.window),
+            records_before: self.config.records.map(|keep| now.minus(keep)),
+            event_ids_before: now.minus(self.config.event_ids),
             limit: self.config.batch.max(1),
             cursor: cursor.clone(),
         };
@@ -95,6 +110,14 @@ impl Purger {
                 messages = total.messages,
                 attempts = total.attempts,
                 "purged the content of settled messages past their retention"
+            );
+        }
+        if total.records > 0 || total.event_ids > 0 {
+            tracing::info!(
+                messages = total.records,
+                deliveries = total.deliveries,
+                event_ids_released = total.event_ids,
+                "deleted the records of purged messages past --keep-records"
             );
         }
     }

@@ -41,6 +41,14 @@ pub const ENDPOINTS_SENDING: &str = "hookd_endpoints_sending";
 pub const ATTEMPTS_IN_FLIGHT: &str = "hookd_engine_attempts_in_flight";
 pub const DELIVERIES_HELD: &str = "hookd_engine_deliveries_held";
 
+/// Counter: rows the purger deleted, by `table` (`attempts`, `deliveries`, `messages`,
+/// `spent_event_ids`).
+pub const PURGE_ROWS_DELETED: &str = "hookd_retention_rows_deleted_total";
+/// Counter: messages whose payload the purger dropped.
+pub const PURGE_PAYLOADS: &str = "hookd_retention_payloads_purged_total";
+/// Gauge: when this process's purger last finished a pass (unix seconds).
+pub const PURGE_PASS_END: &str = "hookd_retention_last_pass_end_timestamp_seconds";
+
 /// Gives the metrics their help texts (once, after the recorder is installed).
 pub fn describe() {
     metrics::describe_counter!(
@@ -51,6 +59,18 @@ pub fn describe() {
         ATTEMPT_DURATION,
         metrics::Unit::Seconds,
         "How long delivery attempts took, by outcome."
+    );
+    metrics::describe_counter!(
+        PURGE_ROWS_DELETED,
+        "Rows the retention purge deleted, by table: attempts, deliveries, messages, spent_event_ids."
+    );
+    metrics::describe_counter!(
+        PURGE_PAYLOADS,
+        "Messages whose payload the retention purge dropped."
+    );
+    metrics::describe_gauge!(
+        PURGE_PASS_END,
+        "When this process's retention purge last finished a pass (unix seconds)."
     );
     metrics::describe_counter!(
         SETTLED,
@@ -143,6 +163,24 @@ pub fn settled(status: DeliveryStatus) {
         _ => return,
     };
     metrics::counter!(SETTLED, "result" => result).increment(1);
+}
+
+/// Counts what one purge batch removed.
+pub fn purged(batch: &hookd_store::Purged) {
+    metrics::counter!(PURGE_PAYLOADS).increment(batch.messages as u64);
+    for (table, rows) in [
+        ("attempts", batch.attempts),
+        ("deliveries", batch.deliveries),
+        ("messages", batch.records as u64),
+        ("spent_event_ids", batch.event_ids),
+    ] {
+        metrics::counter!(PURGE_ROWS_DELETED, "table" => table).increment(rows);
+    }
+}
+
+/// Notes the end of a purge pass.
+pub fn purge_pass_over(now: hookd_core::Timestamp) {
+    metrics::gauge!(PURGE_PASS_END).set(now.as_millis() as f64 / 1000.0);
 }
 
 #[cfg(test)]

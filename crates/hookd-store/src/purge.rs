@@ -6,7 +6,7 @@
 use hookd_core::model::DeliveryStatus;
 use hookd_core::{MessageId, Timestamp};
 
-use crate::PurgeCursor;
+use crate::{PurgeCursor, PurgeRequest};
 
 /// `busy`: whether a delivery of `m` is still to do (pending or in flight).
 pub fn busy() -> String {
@@ -47,13 +47,39 @@ pub fn expiry_sql(p: [&str; 4]) -> String {
     )
 }
 
+/// Purged messages created before a bound: `id, app_id, event_id, created_at, busy`. Binds the
+/// id bound, the cursor's id and the limit, as the placeholders `p`.
+pub fn records_sql(p: [&str; 3]) -> String {
+    format!(
+        "SELECT m.id, m.app_id, m.event_id, m.created_at, {} FROM messages m
+         WHERE m.purged_at IS NOT NULL AND m.id < {} AND m.id > {}
+         ORDER BY m.id LIMIT {}",
+        busy(),
+        p[0],
+        p[1],
+        p[2]
+    )
+}
+
+/// Releases the oldest `eventId`s of deleted records created before a bound. Binds the bound
+/// and the limit, as the placeholders `p`.
+pub fn release_event_ids_sql(p: [&str; 2]) -> String {
+    format!(
+        "DELETE FROM spent_event_ids WHERE (app_id, event_id) IN (
+             SELECT app_id, event_id FROM spent_event_ids WHERE created_at < {}
+             ORDER BY created_at LIMIT {})",
+        p[0], p[1]
+    )
+}
+
 /// The id below which messages on the window are due.
 pub fn window_bound(window_start: Timestamp) -> String {
     MessageId::lowest_at(window_start).to_string()
 }
 
-/// The cursor's position in the window walk ("" before the first message).
-pub fn window_after(after: Option<&MessageId>) -> String {
+/// The cursor's position in a walk by id, the window's or the records' ("" before the first
+/// message).
+pub fn after_id(after: Option<&MessageId>) -> String {
     after.map_or_else(String::new, ToString::to_string)
 }
 
@@ -64,19 +90,44 @@ pub fn expiry_after(after: Option<&(Timestamp, MessageId)>) -> (i64, String) {
     })
 }
 
-/// Where the pass goes after a batch that looked at `examined` of `limit` messages, the last
-/// of them at `last`: on along the same walk while batches come back full, then to the next
-/// walk, then done.
+/// Where the pass goes after a batch of `request` that looked at `examined` of its limit, the
+/// last of them at `last`: on along the same walk while batches come back full, then to the
+/// next walk (the records' two only when `request` deletes records), then done.
 pub fn next_cursor(
-    cursor: &PurgeCursor,
+    request: &PurgeRequest,
     examined: usize,
-    limit: usize,
     last: Option<PurgeCursor>,
 ) -> Option<PurgeCursor> {
-    match (examined < limit, cursor) {
+    let records = request.records_before.is_some();
+    match (examined < request.limit, &request.cursor) {
+        (false, PurgeCursor::EventIds) => Some(PurgeCursor::EventIds),
         (false, _) => last,
         (true, PurgeCursor::Window(_)) => Some(PurgeCursor::Expiry(None)),
-        (true, PurgeCursor::Expiry(_)) => None,
+        (true, PurgeCursor::Expiry(_)) if records => Some(PurgeCursor::Records(None)),
+        (true, PurgeCursor::Records(_)) => Some(PurgeCursor::EventIds),
+        (true, PurgeCursor::Expiry(_) | PurgeCursor::EventIds) => None,
+    }
+}
+
+/// A purged message as the records walk found it.
+pub struct Record {
+    pub id: String,
+    pub app_id: String,
+    pub event_id: Option<String>,
+    pub created_at: i64,
+    /// A delivery of it is to do again (a recover after the purge): it keeps its record.
+    pub busy: bool,
+}
+
+impl Record {
+    /// Whether its `eventId` must stay taken after the record goes.
+    pub fn spends_event_id(&self, request: &PurgeRequest) -> bool {
+        self.event_id.is_some() && self.created_at >= request.event_ids_before.as_millis()
+    }
+
+    /// The cursor that points just past this message in the records walk.
+    pub fn cursor(&self) -> PurgeCursor {
+        PurgeCursor::Records(Some(MessageId::from_stored(self.id.clone())))
     }
 }
 

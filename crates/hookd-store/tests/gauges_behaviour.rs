@@ -23,7 +23,14 @@ async fn gauges(store: &dyn Store, now_ms: i64) -> Gauges {
 }
 
 async fn gauges_count_the_queue_of_enabled_endpoints(store: &dyn Store) {
-    assert_eq!(gauges(store, 0).await, Gauges::default());
+    let empty = gauges(store, 0).await;
+    assert_eq!(
+        empty,
+        Gauges {
+            database_bytes: empty.database_bytes,
+            ..Gauges::default()
+        }
+    );
     let (a, eps) = app_with_endpoints(store, 3).await;
     let msg = publish(store, &a, 10).await;
     let due = gauges(store, 100).await;
@@ -63,6 +70,7 @@ async fn gauges_count_the_queue_of_enabled_endpoints(store: &dyn Store) {
             oldest_due_age: Duration::ZERO,
             endpoints_disabled: 1,
             outbox_lag: Duration::ZERO,
+            database_bytes: waiting.database_bytes,
         }
     );
     let retry_due = gauges(store, 6_000).await;
@@ -159,9 +167,34 @@ async fn released_claims_are_due_at_once_and_others_untouched(store: &dyn Store)
     assert_eq!(store.release_claims(&[], at(50)).await.unwrap(), 0);
 }
 
+async fn the_database_size_grows_with_what_it_holds(store: &dyn Store) {
+    let (a, _) = app_with_endpoints(store, 1).await;
+    let before = gauges(store, 0).await.database_bytes;
+    assert!(before > 0, "an empty schema has pages");
+    // Bytes that do not compress: PostgreSQL would shrink a repeated one to nothing.
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut noise = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state.to_le_bytes()[0]
+    };
+    for n in 0..200 {
+        let mut msg = harness::fixtures::message(&a, "order.shipped", None, None, n);
+        msg.payload = Some((0..8_192).map(|_| noise()).collect());
+        store.create_message(&msg).await.unwrap();
+    }
+    let after = gauges(store, 0).await.database_bytes;
+    assert!(
+        after >= before + 200 * 8_192,
+        "1.6 MB of payloads more: {before} -> {after} bytes"
+    );
+}
+
 behaviour!(
     gauges_count_the_queue_of_enabled_endpoints,
     released_claims_are_due_at_once_and_others_untouched,
+    the_database_size_grows_with_what_it_holds,
 );
 
 /// The outbox lag is the wait of the oldest row not yet relayed, on the database's clock.

@@ -82,6 +82,7 @@ async fn processes_connecting_at_once_migrate_once() {
             "idempotent_responses",
             "messages",
             "outbox",
+            "spent_event_ids",
         ]
     );
 }

@@ -7,7 +7,7 @@
 
 mod harness;
 
-use harness::fixtures::{at, first_page};
+use harness::fixtures::{at, first_page, message};
 use harness::queue::{app_with_endpoints, claim, delivery, publish, record};
 use hookd_core::model::{Application, DeliveryStatus, Endpoint, Message};
 use hookd_store::{AttemptFilter, EXPUNGED, PurgeCursor, PurgeRequest, Purged, Store, StoreError};
@@ -15,15 +15,30 @@ use hookd_store::{AttemptFilter, EXPUNGED, PurgeCursor, PurgeRequest, Purged, St
 const DAY: i64 = 86_400_000;
 const WINDOW: i64 = 30 * DAY;
 
-/// Runs one whole purge pass at `now` (window of 30 days) in batches of `limit`; returns every
-/// batch's report.
+const RECORDS: i64 = 90 * DAY;
+const EVENT_IDS: i64 = 365 * DAY;
+
+/// Runs one whole purge pass at `now` (window of 30 days, records kept for ever) in batches of
+/// `limit`; returns every batch's report.
 async fn pass(store: &dyn Store, now: i64, limit: usize) -> Vec<Purged> {
+    pass_deleting(store, now, limit, None).await
+}
+
+/// [`pass`], deleting records `records` after their creation (`eventId`s kept a year).
+async fn pass_deleting(
+    store: &dyn Store,
+    now: i64,
+    limit: usize,
+    records: Option<i64>,
+) -> Vec<Purged> {
     let mut batches = Vec::new();
     let mut cursor = Some(PurgeCursor::default());
     while let Some(at_cursor) = cursor {
         let request = PurgeRequest {
             now: at(now),
             window_start: at(now - WINDOW),
+            records_before: records.map(|keep| at(now - keep)),
+            event_ids_before: at(now - EVENT_IDS),
             limit,
             cursor: at_cursor,
         };
@@ -268,9 +283,87 @@ async fn expunging_drops_content_at_once(store: &dyn Store) {
     );
 }
 
+async fn records_go_after_their_time_and_event_ids_stay_taken_for_theirs(store: &dyn Store) {
+    let (a, eps) = app_with_endpoints(store, 1).await;
+    let ep = &eps[0];
+    let with_event_id = message(&a, "order.shipped", Some("evt-1"), None, 100);
+    store.create_message(&with_event_id).await.unwrap();
+    record(
+        store,
+        &with_event_id,
+        ep,
+        110,
+        DeliveryStatus::Success,
+        1,
+        None,
+    )
+    .await
+    .unwrap();
+    let pending = publish(store, &a, 150).await;
+    let plain = settled(store, &a, ep, 200, DeliveryStatus::Fail).await;
+    let sum = |batches: &[Purged], of: fn(&Purged) -> u64| batches.iter().map(of).sum::<u64>();
+
+    let purged = pass_deleting(store, 300 + WINDOW, 1, Some(RECORDS)).await;
+    assert_eq!(purged_in(&purged), 2, "content first");
+    assert_eq!(
+        sum(&purged, |b| b.records as u64),
+        0,
+        "records stay for their time"
+    );
+
+    let early = pass_deleting(store, 100 + RECORDS, 1, Some(RECORDS)).await;
+    assert_eq!(
+        sum(&early, |b| b.records as u64),
+        0,
+        "not before their time"
+    );
+
+    let due = pass_deleting(store, 300 + RECORDS, 1, Some(RECORDS)).await;
+    assert_eq!(sum(&due, |b| b.records as u64), 2, "in batches of one");
+    assert_eq!(sum(&due, |b| b.deliveries), 2);
+    for gone in [&with_event_id, &plain] {
+        let found = store.get_message(&a.id, gone.id.as_str()).await.unwrap();
+        assert!(found.is_none(), "the record is deleted");
+        assert!(
+            delivery(store, gone, ep).await.is_none(),
+            "with its delivery"
+        );
+    }
+    assert!(
+        store
+            .get_message(&a.id, pending.id.as_str())
+            .await
+            .unwrap()
+            .is_some(),
+        "a message with a delivery to do keeps its record"
+    );
+
+    let again = message(&a, "order.shipped", Some("evt-1"), None, 400 + RECORDS);
+    let outcome = store.create_message(&again).await;
+    assert!(
+        matches!(outcome, Err(StoreError::Conflict(_))),
+        "the deleted record's eventId stays taken: {outcome:?}"
+    );
+    let (other_app, _) = app_with_endpoints(store, 1).await;
+    let elsewhere = message(
+        &other_app,
+        "order.shipped",
+        Some("evt-1"),
+        None,
+        400 + RECORDS,
+    );
+    store.create_message(&elsewhere).await.unwrap();
+
+    let released = pass_deleting(store, 101 + EVENT_IDS, 1, Some(RECORDS)).await;
+    assert_eq!(sum(&released, |b| b.event_ids), 1, "its own year is over");
+    let later = message(&a, "order.shipped", Some("evt-1"), None, 102 + EVENT_IDS);
+    store.create_message(&later).await.unwrap();
+}
+
 behaviour!(
     a_settled_message_loses_payload_and_attempts_after_the_window,
     pending_deliveries_keep_their_payload_however_old,
     a_messages_own_retention_wins_over_the_window,
     expunging_drops_content_at_once,
+    records_go_after_their_time_and_event_ids_stay_taken_for_theirs,
 );

@@ -16,7 +16,10 @@ const GAUGES: &str = "
     SELECT q.due, q.scheduled, q.in_flight, q.oldest,
            (SELECT COUNT(*) FROM endpoints WHERE disabled),
            (SELECT (EXTRACT(EPOCH FROM created_at) * 1000)::bigint
-            FROM outbox WHERE error IS NULL ORDER BY id LIMIT 1)
+            FROM outbox WHERE error IS NULL ORDER BY id LIMIT 1),
+           (SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint
+            FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace
+              AND c.relkind = 'r')
     FROM (
         SELECT COUNT(*) FILTER (WHERE d.next_attempt_at <= $1) AS due,
                COUNT(*) FILTER (WHERE d.next_attempt_at > $1 AND d.status = $2) AS scheduled,
@@ -46,6 +49,7 @@ impl GaugeStore for PgStore {
             oldest_due_age: age(now, row.try_get(3)?),
             endpoints_disabled: count(4)?,
             outbox_lag: age(now, row.try_get(5)?),
+            database_bytes: count(6)?,
         })
     }
 }

@@ -63,6 +63,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         9,
         include_str!("../../migrations/sqlite/0009_event_type_groups.sql"),
     ),
+    (
+        10,
+        include_str!("../../migrations/sqlite/0010_record_deletion.sql"),
+    ),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.

@@ -11,11 +11,12 @@ use crate::{GaugeStore, Gauges, StoreError};
 
 /// The deliveries of enabled endpoints still to be attempted (walked through
 /// `deliveries_endpoint_due`), disabled endpoints, and the oldest waiting outbox row (the
-/// first of `outbox_waiting`).
+/// first of `outbox_waiting`), and the file's size.
 const GAUGES: &str = "
     SELECT q.due, q.scheduled, q.in_flight, q.oldest,
            (SELECT COUNT(*) FROM endpoints WHERE disabled <> 0),
-           (SELECT created_at FROM outbox WHERE error IS NULL ORDER BY id LIMIT 1)
+           (SELECT created_at FROM outbox WHERE error IS NULL ORDER BY id LIMIT 1),
+           (SELECT c.page_count * s.page_size FROM pragma_page_count() c, pragma_page_size() s)
     FROM (
         SELECT COALESCE(SUM(d.next_attempt_at <= ?1), 0) AS due,
                COALESCE(SUM(d.next_attempt_at > ?1 AND d.status = ?2), 0) AS scheduled,
@@ -45,10 +46,11 @@ impl GaugeStore for SqliteStore {
                             row.get::<_, Option<i64>>(3)?,
                             row.get::<_, i64>(4)?,
                             row.get::<_, Option<i64>>(5)?,
+                            row.get::<_, i64>(6)?,
                         ))
                     },
                 )?;
-                let (due, scheduled, in_flight, oldest, disabled, outbox) = row;
+                let (due, scheduled, in_flight, oldest, disabled, outbox, bytes) = row;
                 Ok(Gauges {
                     due: count(due),
                     scheduled: count(scheduled),
@@ -56,6 +58,7 @@ impl GaugeStore for SqliteStore {
                     oldest_due_age: age(now, oldest),
                     endpoints_disabled: count(disabled),
                     outbox_lag: age(now, outbox),
+                    database_bytes: count(bytes),
                 })
             })
             .await

@@ -2,14 +2,14 @@
 //! group commits (and the deliveries in them) never wait long behind it.
 
 use async_trait::async_trait;
-use hookd_core::Timestamp;
 use hookd_core::model::Message;
+use hookd_core::{MessageId, Timestamp};
 use rusqlite::{Connection, params};
 
 use super::SqliteStore;
 use super::messages::insert_message;
 use crate::error::touched;
-use crate::purge::{self, Candidate};
+use crate::purge::{self, Candidate, Record};
 use crate::{
     CreatedMessage, EXPUNGED, PurgeCursor, PurgeRequest, Purged, RetentionStore, Route, StoreError,
 };
@@ -69,25 +69,16 @@ impl RetentionStore for SqliteStore {
 }
 
 fn purge(conn: &Connection, request: &PurgeRequest) -> Result<Purged, StoreError> {
-    let limit = i64::try_from(request.limit).unwrap_or(i64::MAX);
+    match &request.cursor {
+        PurgeCursor::Records(after) => delete_records(conn, request, after.as_ref()),
+        PurgeCursor::EventIds => release_event_ids(conn, request),
+        PurgeCursor::Window(_) | PurgeCursor::Expiry(_) => purge_content(conn, request),
+    }
+}
+
+fn purge_content(conn: &Connection, request: &PurgeRequest) -> Result<Purged, StoreError> {
+    let limit = limit(request);
     let candidates = match &request.cursor {
-        PurgeCursor::Window(after) => conn
-            .prepare_cached(&purge::window_sql(["?1", "?2", "?3"]))?
-            .query_map(
-                params![
-                    purge::window_bound(request.window_start),
-                    purge::window_after(after.as_ref()),
-                    limit
-                ],
-                |row| {
-                    Ok(Candidate {
-                        id: row.get(0)?,
-                        expires_at: None,
-                        busy: row.get(1)?,
-                    })
-                },
-            )?
-            .collect::<Result<Vec<_>, _>>()?,
         PurgeCursor::Expiry(after) => {
             let (after_at, after_id) = purge::expiry_after(after.as_ref());
             conn.prepare_cached(&purge::expiry_sql(["?1", "?2", "?3", "?4"]))?
@@ -103,6 +94,25 @@ fn purge(conn: &Connection, request: &PurgeRequest) -> Result<Purged, StoreError
                 )?
                 .collect::<Result<Vec<_>, _>>()?
         }
+        PurgeCursor::Window(after) => conn
+            .prepare_cached(&purge::window_sql(["?1", "?2", "?3"]))?
+            .query_map(
+                params![
+                    purge::window_bound(request.window_start),
+                    purge::after_id(after.as_ref()),
+                    limit
+                ],
+                |row| {
+                    Ok(Candidate {
+                        id: row.get(0)?,
+                        expires_at: None,
+                        busy: row.get(1)?,
+                    })
+                },
+            )?
+            .collect::<Result<Vec<_>, _>>()?,
+        // Not a content walk: `purge` sends these elsewhere.
+        PurgeCursor::Records(_) | PurgeCursor::EventIds => Vec::new(),
     };
     let mut purged = Purged {
         examined: candidates.len(),
@@ -111,17 +121,93 @@ fn purge(conn: &Connection, request: &PurgeRequest) -> Result<Purged, StoreError
     for candidate in candidates.iter().filter(|c| !c.busy) {
         conn.prepare_cached("UPDATE messages SET payload = NULL, purged_at = ?2 WHERE id = ?1")?
             .execute(params![candidate.id, request.now.as_millis()])?;
-        let attempts = conn
-            .prepare_cached("DELETE FROM attempts WHERE message_id = ?1")?
-            .execute([&candidate.id])?;
         purged.messages += 1;
-        purged.attempts += attempts as u64;
+        purged.attempts += delete_attempts(conn, &candidate.id)?;
     }
     purged.next = purge::next_cursor(
-        &request.cursor,
+        request,
         purged.examined,
-        request.limit,
         candidates.last().map(Candidate::cursor),
     );
     Ok(purged)
+}
+
+/// Deletes the records of purged messages created before `request.records_before`.
+fn delete_records(
+    conn: &Connection,
+    request: &PurgeRequest,
+    after: Option<&MessageId>,
+) -> Result<Purged, StoreError> {
+    let Some(before) = request.records_before else {
+        return Ok(Purged::default());
+    };
+    let records = conn
+        .prepare_cached(&purge::records_sql(["?1", "?2", "?3"]))?
+        .query_map(
+            params![
+                purge::window_bound(before),
+                purge::after_id(after),
+                limit(request)
+            ],
+            |row| {
+                Ok(Record {
+                    id: row.get(0)?,
+                    app_id: row.get(1)?,
+                    event_id: row.get(2)?,
+                    created_at: row.get(3)?,
+                    busy: row.get(4)?,
+                })
+            },
+        )?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut purged = Purged {
+        examined: records.len(),
+        ..Purged::default()
+    };
+    for record in records.iter().filter(|r| !r.busy) {
+        if record.spends_event_id(request) {
+            conn.prepare_cached(
+                "INSERT INTO spent_event_ids (app_id, event_id, created_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (app_id, event_id) DO NOTHING",
+            )?
+            .execute(params![record.app_id, record.event_id, record.created_at])?;
+        }
+        purged.attempts += delete_attempts(conn, &record.id)?;
+        purged.deliveries += conn
+            .prepare_cached("DELETE FROM deliveries WHERE message_id = ?1")?
+            .execute([&record.id])? as u64;
+        conn.prepare_cached("DELETE FROM messages WHERE id = ?1")?
+            .execute([&record.id])?;
+        purged.records += 1;
+    }
+    purged.next = purge::next_cursor(request, purged.examined, records.last().map(Record::cursor));
+    Ok(purged)
+}
+
+fn release_event_ids(conn: &Connection, request: &PurgeRequest) -> Result<Purged, StoreError> {
+    let released = conn
+        .prepare_cached(&purge::release_event_ids_sql(["?1", "?2"]))?
+        .execute(params![
+            request.event_ids_before.as_millis(),
+            limit(request)
+        ])?;
+    Ok(Purged {
+        examined: released,
+        event_ids: released as u64,
+        next: purge::next_cursor(request, released, None),
+        ..Purged::default()
+    })
+}
+
+/// Deletes a message's attempts (a purged message may have some again: a recover after the
+/// purge makes attempts that fail for want of the payload).
+fn delete_attempts(conn: &Connection, message_id: &str) -> Result<u64, StoreError> {
+    let deleted = conn
+        .prepare_cached("DELETE FROM attempts WHERE message_id = ?1")?
+        .execute([message_id])?;
+    Ok(deleted as u64)
+}
+
+fn limit(request: &PurgeRequest) -> i64 {
+    i64::try_from(request.limit).unwrap_or(i64::MAX)
 }

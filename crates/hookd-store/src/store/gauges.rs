@@ -30,6 +30,9 @@ pub struct Gauges {
     /// How long the oldest outbox row waiting to be relayed has waited; zero when none waits.
     /// Rows kept with an `error` are not waiting.
     pub outbox_lag: Duration,
+    /// Bytes hookd's data takes in the database: SQLite's whole file (its free pages too, which
+    /// new rows reuse), PostgreSQL's tables of hookd's schema with their indexes and TOAST.
+    pub database_bytes: u64,
 }
 
 /// The database-wide gauges of `/metrics`.

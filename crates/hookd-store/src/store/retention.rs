@@ -9,7 +9,11 @@
 //! server's window after its creation. "Purged" means: the payload set NULL (the API shows
 //! `{"expired": true}`, as Svix does), every attempt row of the message deleted, and the
 //! message stamped `purged_at` so no later pass looks at it again. The message row and its
-//! delivery rows stay, small, as the record of what was sent where.
+//! delivery rows stay, small, as the record of what was sent where, until the records' own
+//! time runs out ([`PurgeRequest::records_before`]): then the message and its deliveries are
+//! deleted. Its `eventId`, if it had one, stays taken for its application until
+//! [`PurgeRequest::event_ids_before`] passes its creation (a small row of its own), so a
+//! producer retrying an old event still hears "already exists" however long ago the record went.
 //!
 //! Purging runs in small batches, each one short transaction, so it never holds the database
 //! (SQLite's one writer above all) long enough to stall deliveries. A pass walks two indexes
@@ -30,6 +34,10 @@ pub enum PurgeCursor {
     Window(Option<MessageId>),
     /// Walking the messages with their own expiry, soonest first, after this one.
     Expiry(Option<(Timestamp, MessageId)>),
+    /// Walking the purged messages, oldest first, after this one, deleting their records.
+    Records(Option<MessageId>),
+    /// Releasing the `eventId`s of deleted records whose time has run out.
+    EventIds,
 }
 
 impl Default for PurgeCursor {
@@ -46,6 +54,12 @@ pub struct PurgeRequest {
     /// Messages without their own expiry created before this time are due (`now` minus the
     /// server's retention window).
     pub window_start: Timestamp,
+    /// Purged messages created before this time lose their records (the message and delivery
+    /// rows); `None` keeps records for ever (and the pass ends after the content's walks).
+    pub records_before: Option<Timestamp>,
+    /// The `eventId` of a deleted record stays taken while its message's creation is at or
+    /// after this time.
+    pub event_ids_before: Timestamp,
     /// Most messages looked at in this batch (one transaction).
     pub limit: usize,
     pub cursor: PurgeCursor,
@@ -60,6 +74,12 @@ pub struct Purged {
     pub messages: usize,
     /// Attempt rows deleted with them.
     pub attempts: u64,
+    /// Messages whose records (message and delivery rows) were deleted.
+    pub records: usize,
+    /// Delivery rows deleted with those records.
+    pub deliveries: u64,
+    /// `eventId`s released (taken no more).
+    pub event_ids: u64,
     /// Where the next batch starts; `None` when this pass is over.
     pub next: Option<PurgeCursor>,
 }
@@ -75,8 +95,10 @@ pub trait RetentionStore: Send + Sync {
         payload_expires_at: Timestamp,
     ) -> Result<CreatedMessage, StoreError>;
 
-    /// Purges up to `request.limit` due messages after `request.cursor`, in one transaction.
-    /// Messages with a delivery `pending` or `sending` are skipped and keep everything.
+    /// Runs the batch `request.cursor` points at, up to `request.limit` messages (or
+    /// `eventId`s), in one transaction: purging due content, deleting due records, or releasing
+    /// `eventId`s. Messages with a delivery `pending` or `sending` are skipped and keep
+    /// everything.
     async fn purge_batch(&self, request: &PurgeRequest) -> Result<Purged, StoreError>;
 
     /// Drops a message's payload now, whatever its deliveries (a payload sent by mistake);

@@ -42,6 +42,7 @@ const IN_FLIGHT: &str = "hookd_deliveries_in_flight";
 const OLDEST_DUE: &str = "hookd_queue_oldest_due_age_seconds";
 const ENDPOINTS_DISABLED: &str = "hookd_endpoints_disabled";
 const OUTBOX_LAG: &str = "hookd_outbox_lag_seconds";
+const DATABASE_BYTES: &str = "hookd_database_size_bytes";
 
 #[derive(Debug, clap::Args)]
 pub struct MetricsOptions {
@@ -152,6 +153,11 @@ fn describe_gauges() {
         metrics::Unit::Seconds,
         "How long the oldest outbox row waiting to be relayed has waited (0 when none waits)."
     );
+    metrics::describe_gauge!(
+        DATABASE_BYTES,
+        metrics::Unit::Bytes,
+        "Bytes hookd's data takes: the SQLite file, or hookd's PostgreSQL tables with their indexes."
+    );
 }
 
 fn set_gauges(gauges: &Gauges) {
@@ -161,4 +167,5 @@ fn set_gauges(gauges: &Gauges) {
     metrics::gauge!(OLDEST_DUE).set(gauges.oldest_due_age.as_secs_f64());
     metrics::gauge!(ENDPOINTS_DISABLED).set(gauges.endpoints_disabled as f64);
     metrics::gauge!(OUTBOX_LAG).set(gauges.outbox_lag.as_secs_f64());
+    metrics::gauge!(DATABASE_BYTES).set(gauges.database_bytes as f64);
 }
