@@ -205,17 +205,27 @@ impl Api {
         serde_json::from_str(&text).with_context(|| format!("GET {path} answered {text}"))
     }
 
+    /// hookd's `/metrics`, as text.
+    async fn metrics_text(&self) -> anyhow::Result<String> {
+        let response = self.client.get(&self.metrics).send().await;
+        let response = response.and_then(reqwest::Response::error_for_status);
+        Ok(response.context("GET /metrics")?.text().await?)
+    }
+
+    /// The value of one series of `/metrics` (its name with its labels, as printed), 0 when
+    /// hookd has not printed it yet.
+    pub async fn metric(&self, series: &str) -> anyhow::Result<f64> {
+        let text = self.metrics_text().await?;
+        let prefix = format!("{series} ");
+        Ok(text
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix)?.parse::<f64>().ok())
+            .unwrap_or(0.0))
+    }
+
     /// The engine's claims and record batches so far, from one read of hookd's `/metrics`.
     pub async fn engine_writes(&self) -> anyhow::Result<EngineWrites> {
-        let text = self
-            .client
-            .get(&self.metrics)
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .context("GET /metrics")?
-            .text()
-            .await?;
+        let text = self.metrics_text().await?;
         let counter = |name: &str, op: &str| {
             let prefix = format!("{name}{{op=\"{op}\"}} ");
             text.lines()

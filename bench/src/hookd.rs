@@ -8,7 +8,7 @@
 //! announces its address on stdout (hookd, and the harness's own receiver process).
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -262,6 +262,16 @@ impl Hookd {
         Self::start_under(&[], START_PATIENCE, database_url, extra)
     }
 
+    /// As [`Hookd::start`], on a clock shifted by the milliseconds written in `offset_file`
+    /// (`HOOKD_TEST_CLOCK_OFFSET_FILE`), so a benchmark can make days pass.
+    pub fn start_shifted(
+        database_url: &str,
+        extra: &[String],
+        offset_file: &Path,
+    ) -> anyhow::Result<Self> {
+        Self::start_with(&[], START_PATIENCE, database_url, extra, Some(offset_file))
+    }
+
     /// As [`Hookd::start`], with `wrapper` (a program and its arguments, e.g. valgrind's)
     /// running hookd, which may take up to `patience` to listen.
     pub fn start_under(
@@ -269,6 +279,16 @@ impl Hookd {
         patience: Duration,
         database_url: &str,
         extra: &[String],
+    ) -> anyhow::Result<Self> {
+        Self::start_with(wrapper, patience, database_url, extra, None)
+    }
+
+    fn start_with(
+        wrapper: &[String],
+        patience: Duration,
+        database_url: &str,
+        extra: &[String],
+        offset_file: Option<&Path>,
     ) -> anyhow::Result<Self> {
         let binary = binary()?;
         let admin_token = format!("bench_{}", random_hex());
@@ -289,6 +309,9 @@ impl Hookd {
             if name.to_string_lossy().starts_with("HOOKD_") {
                 command.env_remove(name);
             }
+        }
+        if let Some(file) = offset_file {
+            command.env("HOOKD_TEST_CLOCK_OFFSET_FILE", file);
         }
         let (child, base_url) = start_child_within(&mut command, "hookd listening on ", patience)?;
         Ok(Self {

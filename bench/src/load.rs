@@ -35,7 +35,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    fn new() -> Self {
+    pub fn new() -> Self {
         Self {
             latency_us: new_histogram(),
             errors: BTreeMap::new(),
@@ -53,8 +53,8 @@ impl Outcome {
         }
     }
 
-    /// Adds another worker's histogram and errors to this one.
-    fn merge(&mut self, other: Outcome) {
+    /// Adds another worker's (or phase's) histogram and errors to this one.
+    pub fn merge(&mut self, other: Outcome) {
         self.latency_us
             .add(other.latency_us)
             .expect("histograms of equal bounds add");

@@ -10,9 +10,9 @@
 //! closed-loop load generator with latency histograms), [`machine`] (what it ran on) and
 //! [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
 //! own on top of them: [`publish`], [`ceiling`], [`deliver`], [`fanout`], [`isolation`],
-//! [`memory`], [`cluster`], [`instructions`] and [`search`]; [`suite`] runs them all with
-//! one command. Those that drive hookd for throughput run it at its defaults first, then with
-//! `--tuned` flags ([`hookd::Tuning`]).
+//! [`memory`], [`retention`], [`cluster`], [`instructions`] and [`search`]; [`suite`] runs
+//! them all with one command. Those that drive hookd for throughput run it at its defaults
+//! first, then with `--tuned` flags ([`hookd::Tuning`]).
 
 mod api;
 mod ceiling;
@@ -28,6 +28,7 @@ mod memory;
 mod publish;
 mod receiver;
 mod report;
+mod retention;
 mod search;
 mod suite;
 
@@ -56,6 +57,8 @@ enum Command {
     Isolation(isolation::Args),
     /// hookd's memory while a backlog for a down endpoint builds up and drains.
     Memory(memory::Args),
+    /// What the retention purge costs publishers while it deletes a backlog.
+    Retention(retention::Args),
     /// Every benchmark in turn, with one command (writes every section of the docs).
     Suite(suite::Args),
     /// CPU instructions per delivered message, counted by callgrind (repeatable under noise).
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
             Command::Fanout(args) => fanout::run(args).await,
             Command::Isolation(args) => isolation::run(args).await,
             Command::Memory(args) => memory::run(args).await,
+            Command::Retention(args) => retention::run(args).await,
             Command::Suite(args) => suite::run(args).await,
             Command::Instructions(args) => instructions::run(args).await,
             Command::Receive {

@@ -57,7 +57,7 @@ impl Args {
             &ceiling_quick,
         ]
         .concat();
-        let plan: [(&str, &[&str], &[&str]); 8] = [
+        let plan: [(&str, &[&str], &[&str]); 9] = [
             (
                 "publish",
                 &backend,
@@ -87,6 +87,11 @@ impl Args {
             ("fanout", &backend, &fanout_quick),
             ("isolation", &backend, &["--rate", "50", "--seconds", "5"]),
             ("memory", &backend, &["--backlog", "2000"]),
+            (
+                "retention",
+                &backend,
+                &["--backlog", "2000", "--rate", "200", "--seconds", "3"],
+            ),
             // SQLite only, under callgrind: minutes at its own defaults.
             (
                 "instructions",

@@ -25,7 +25,7 @@ pub struct RetentionOptions {
     #[arg(long, env = "HOOKD_KEEP_EVENT_IDS", default_value = "365d")]
     keep_event_ids: String,
     /// Most messages purged in one transaction.
-    #[arg(long, env = "HOOKD_RETENTION_BATCH", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    #[arg(long, env = "HOOKD_RETENTION_BATCH", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     retention_batch: u64,
     /// How often the purger looks for expired content.
     #[arg(long, env = "HOOKD_RETENTION_INTERVAL", default_value = "1m")]
