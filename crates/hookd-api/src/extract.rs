@@ -159,3 +159,76 @@ where
 {
     serde::Deserialize::deserialize(deserializer).map(Some)
 }
+
+/// The metadata key holding where e-mail notices go (`hookd_engine::notices::NOTIFY_EMAIL`;
+/// the API does not depend on the engine).
+const NOTIFY_EMAIL: &str = "notifyEmail";
+
+/// Metadata, refusing a `notifyEmail` that is not an e-mail address (it is where hookd's
+/// e-mail notices go: a typo there would lose them silently).
+pub fn metadata<'de, D>(deserializer: D) -> Result<hookd_core::model::Metadata, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let metadata: hookd_core::model::Metadata = serde::Deserialize::deserialize(deserializer)?;
+    match metadata.get(NOTIFY_EMAIL) {
+        Some(address) if !is_email_address(address) => Err(serde::de::Error::custom(format!(
+            "{NOTIFY_EMAIL} {address:?} is not an e-mail address"
+        ))),
+        _ => Ok(metadata),
+    }
+}
+
+/// [`metadata`] for PATCH bodies, where it may be absent.
+pub fn metadata_patch<'de, D>(
+    deserializer: D,
+) -> Result<Option<hookd_core::model::Metadata>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    metadata(deserializer).map(Some)
+}
+
+/// `local@domain.tld`, as a mail server would take it: one `@`, no spaces or controls, a
+/// dotted domain, within SMTP's lengths.
+fn is_email_address(text: &str) -> bool {
+    let Some((local, domain)) = text.split_once('@') else {
+        return false;
+    };
+    let plain = |part: &str| {
+        !part.is_empty()
+            && !part
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || c == '@')
+    };
+    plain(local)
+        && plain(domain)
+        && local.len() <= 64
+        && text.len() <= 254
+        && domain.split('.').count() >= 2
+        && domain.split('.').all(|label| !label.is_empty())
+}
+
+#[cfg(test)]
+mod email_tests {
+    use super::is_email_address;
+
+    #[test]
+    fn addresses_are_told_from_typos() {
+        for good in ["ops@example.com", "a.b+tag@mail.example.co.uk"] {
+            assert!(is_email_address(good), "{good}");
+        }
+        for bad in [
+            "",
+            "ops",
+            "ops@",
+            "@example.com",
+            "ops@example",
+            "o ps@example.com",
+            "a@b@c.d",
+            "ops@example..com",
+        ] {
+            assert!(!is_email_address(bad), "{bad}");
+        }
+    }
+}

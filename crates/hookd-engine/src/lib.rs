@@ -17,6 +17,8 @@
 //! - `attempt`: the signed request for a delivery (signed with every key of the endpoint live
 //!   at that instant, opened from their sealed form), and what its outcome means.
 //! - `recorder`: writes finished attempts to the store, many per transaction.
+//! - [`notices`]: [`Notices`], e-mail to customers when hookd disables their endpoint or gives
+//!   up on a message, following the operational events.
 //! - `operations`: the operational webhooks of attempts and disabled endpoints, written with
 //!   the change they tell of.
 //! - [`schedule`]: [`RetrySchedule`] and `Retry-After`.
@@ -32,6 +34,7 @@ mod attempt;
 pub mod dispatcher;
 pub mod http;
 mod lanes;
+pub mod notices;
 mod operations;
 mod recorder;
 pub mod relay;
@@ -43,6 +46,7 @@ pub mod telemetry;
 pub mod testing;
 
 pub use dispatcher::{Engine, EngineConfig};
+pub use notices::{Mailer, NoticeConfig, Notices};
 pub use relay::{Relay, RelayConfig};
 pub use retention::{Purger, RetentionConfig};
 pub use schedule::RetrySchedule;

@@ -58,7 +58,7 @@ pub mod prelude {
     pub use crate::queue::DeliveryQueue;
     pub use crate::store::{
         ApplicationStore, AuthStore, EndpointStore, EventTypeStore, GaugeStore, MessageStore,
-        OutboxStore, RetentionStore, Store,
+        NoticeStore, OutboxStore, RetentionStore, Store,
     };
 }
 

@@ -81,6 +81,7 @@ async fn processes_connecting_at_once_migrate_once() {
             "function_definitions",
             "idempotent_responses",
             "messages",
+            "notice_cursor",
             "outbox",
             "spent_event_ids",
         ]

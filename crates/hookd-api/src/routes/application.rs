@@ -10,7 +10,7 @@ use hookd_core::model::{Application, Metadata};
 use hookd_store::StoreError;
 use serde::{Deserialize, Serialize};
 
-use crate::extract::{JsonBody, QueryParams, patch_field};
+use crate::extract::{JsonBody, QueryParams, metadata, metadata_patch, patch_field};
 use crate::list::{ListOut, page_request};
 use crate::{ApiError, ApiState, Principal, validate};
 
@@ -26,7 +26,7 @@ pub fn routes() -> Router<ApiState> {
 pub(crate) struct ApplicationIn {
     name: String,
     uid: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "metadata")]
     metadata: Metadata,
     throttle_rate: Option<u16>,
 }
@@ -37,6 +37,7 @@ struct ApplicationPatch {
     name: Option<String>,
     #[serde(default, deserialize_with = "patch_field")]
     uid: Option<Option<String>>,
+    #[serde(default, deserialize_with = "metadata_patch")]
     metadata: Option<Metadata>,
     #[serde(default, deserialize_with = "patch_field")]
     throttle_rate: Option<Option<u16>>,

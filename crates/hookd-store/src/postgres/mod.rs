@@ -29,6 +29,7 @@ mod event_types;
 mod functions;
 mod gauges;
 mod messages;
+mod notices;
 mod outbox;
 #[cfg(test)]
 mod plans;

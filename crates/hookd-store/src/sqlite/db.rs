@@ -67,6 +67,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         10,
         include_str!("../../migrations/sqlite/0010_record_deletion.sql"),
     ),
+    (11, include_str!("../../migrations/sqlite/0011_notices.sql")),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.

@@ -15,6 +15,7 @@ mod endpoints;
 mod event_types;
 mod gauges;
 mod messages;
+mod notices;
 mod outbox;
 mod queue;
 mod retention;

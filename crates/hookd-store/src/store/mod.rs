@@ -1,7 +1,8 @@
 //! The [`Store`] contract: everything the API and the delivery engine read and write, as one
 //! trait per resource ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`],
 //! [`MessageStore`], [`AuthStore`], [`OutboxStore`], [`RetentionStore`], and [`DeliveryQueue`]
-//! for the engine, [`GaugeStore`] for `/metrics`) that [`Store`] gathers.
+//! for the engine, [`GaugeStore`] for `/metrics`, [`NoticeStore`] for e-mail notices) that
+//! [`Store`] gathers.
 //!
 //! Lookups that the API exposes by "id or uid" take the caller's text and match either, so the
 //! id-or-uid rule lives in one place. Lists are keyset-paginated on ids (which sort by creation
@@ -13,6 +14,7 @@ mod endpoints;
 mod event_types;
 mod gauges;
 mod messages;
+mod notices;
 mod outbox;
 mod retention;
 
@@ -27,6 +29,8 @@ pub(crate) use messages::tally;
 pub use messages::{
     AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore, Route,
 };
+pub use notices::NoticeStore;
+pub(crate) use notices::sql as notice_sql;
 pub use outbox::{OutboxStore, RelayRules, Relayed, Wakeups};
 pub use retention::{EXPUNGED, PurgeCursor, PurgeRequest, Purged, RetentionStore};
 
@@ -74,6 +78,7 @@ pub trait Store:
     + OutboxStore
     + GaugeStore
     + RetentionStore
+    + NoticeStore
     + Send
     + Sync
     + 'static
@@ -90,6 +95,7 @@ impl<T> Store for T where
         + OutboxStore
         + GaugeStore
         + RetentionStore
+        + NoticeStore
         + Send
         + Sync
         + 'static

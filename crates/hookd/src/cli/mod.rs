@@ -9,6 +9,7 @@ mod listen;
 mod master_key;
 mod metrics;
 mod migrate;
+mod notices;
 mod retention;
 mod serve;
 mod shutdown;

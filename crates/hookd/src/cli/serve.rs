@@ -20,7 +20,9 @@ use std::time::Duration;
 use hookd_api::{ApiConfig, ApiState};
 use hookd_core::Clock;
 use hookd_engine::http::WebhookSender;
-use hookd_engine::{Engine, EngineConfig, Purger, Relay, RelayConfig, RetentionConfig};
+use hookd_engine::{
+    Engine, EngineConfig, Mailer, Notices, Purger, Relay, RelayConfig, RetentionConfig,
+};
 use hookd_store::{RelayRules, Store, Wakeups};
 use hookd_vault::Keyring;
 use tokio::net::TcpListener;
@@ -30,6 +32,7 @@ use super::database::{Database, runtime};
 use super::delivery::DeliveryOptions;
 use super::master_key::{MasterKeyOptions, reseal};
 use super::metrics::{Metrics, MetricsOptions};
+use super::notices::NoticeOptions;
 use super::retention::RetentionOptions;
 use super::shutdown::Shutdown;
 
@@ -52,6 +55,8 @@ pub struct Args {
     metrics: MetricsOptions,
     #[command(flatten)]
     retention: RetentionOptions,
+    #[command(flatten)]
+    notices: NoticeOptions,
     /// How long a rotated-out endpoint secret keeps signing beside the new one (a rotation may
     /// ask for its own, up to 7 days).
     #[arg(long, env = "HOOKD_ROTATION_OVERLAP", default_value = "24h")]
@@ -259,6 +264,8 @@ struct Settings {
     rotation_overlap: Duration,
     retention: RetentionConfig,
     sender: WebhookSender,
+    /// Where e-mail notices go out, when they do.
+    mailer: Option<Mailer>,
 }
 
 impl Settings {
@@ -281,6 +288,7 @@ impl Settings {
             rotation_overlap,
             retention: args.retention.config()?,
             sender: WebhookSender::new(args.delivery.http()?)?,
+            mailer: args.notices.config()?.map(|c| c.mailer()).transpose()?,
         })
     }
 }
@@ -455,6 +463,10 @@ fn start_delivery(
     shutdown.start("the engine", engine.clone().run(shutdown.notice()));
     shutdown.start("the relay", relay.run(shutdown.notice()));
     shutdown.start("the purger", purger.run(shutdown.notice()));
+    if let Some(mailer) = settings.mailer {
+        let notices = Notices::new(store.clone(), clock.clone(), mailer);
+        shutdown.start("the e-mail notices", notices.run(shutdown.notice()));
+    }
     engine
 }
 

@@ -9,7 +9,7 @@ use hookd_vault::{EndpointKeys, Scheme};
 use serde::{Deserialize, Serialize};
 use webhook_signature::{Ed25519SecretKey, Secret, SigningKey};
 
-use crate::extract::patch_field;
+use crate::extract::{metadata, metadata_patch, patch_field};
 use crate::{ApiError, ApiState, validate};
 
 /// Body of create (POST) and replace (PUT).
@@ -27,7 +27,7 @@ pub(super) struct EndpointIn {
     event_types: Option<Vec<String>>,
     channels: Option<Vec<String>>,
     secret: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "metadata")]
     metadata: Metadata,
     headers: Option<BTreeMap<String, String>>,
     #[serde(alias = "rateLimit")]
@@ -52,6 +52,7 @@ pub(super) struct EndpointPatch {
     pub(super) event_types: Option<Option<Vec<String>>>,
     #[serde(default, deserialize_with = "patch_field")]
     pub(super) channels: Option<Option<Vec<String>>>,
+    #[serde(default, deserialize_with = "metadata_patch")]
     pub(super) metadata: Option<Metadata>,
     #[serde(default, alias = "rateLimit", deserialize_with = "patch_field")]
     pub(super) throttle_rate: Option<Option<u16>>,

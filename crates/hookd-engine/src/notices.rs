@@ -1,0 +1,328 @@
+//! E-mail notices: a customer hears by e-mail that hookd disabled their endpoint or gave up on
+//! a message, at the address their application or endpoint keeps in its metadata
+//! ([`NOTIFY_EMAIL`]).
+//!
+//! Notices follow the operational events hookd already writes in the transaction of each
+//! change (`endpoint.disabled` with trigger `automatic`, `message.attempt.exhausted`), through
+//! [`hookd_store::NoticeStore`]: one process at a time holds the turn, reads the events after
+//! the last one done, sends, and records its progress, so a crash loses no notice (one sent
+//! just before a crash may be sent again). An SMTP server that cannot be reached, or answers
+//! with a transient error, holds the notices back until it can; one that refuses a notice for
+//! good (a permanent error) skips that notice. Each address gets at most
+//! [`NoticeConfig::per_address_per_hour`] notices in any hour: past that they are skipped and
+//! counted, so a burst of failures cannot flood an inbox.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookd_core::model::Message;
+use hookd_core::{AppId, Clock, MessageId, Timestamp};
+use hookd_store::{Store, StoreError};
+use lettre::message::Mailbox;
+use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
+use serde_json::Value;
+
+/// The metadata key (of an endpoint, else of its application) holding the address notices go
+/// to.
+pub const NOTIFY_EMAIL: &str = "notifyEmail";
+
+/// Counter: notices by `result` (`sent`, `rate_limited`, `no_address`, `refused`).
+pub const NOTICES: &str = "hookd_notices_total";
+
+/// How often the turn is renewed and new events looked for.
+const POLL: Duration = Duration::from_secs(1);
+/// How long a turn lasts unless renewed: a process that died passes it on after this.
+const TURN: Duration = Duration::from_secs(30);
+/// Events read per round.
+const BATCH: usize = 50;
+/// The longest one SMTP exchange may take.
+const SMTP_TIMEOUT: Duration = Duration::from_secs(15);
+const HOUR: Duration = Duration::from_secs(3_600);
+
+/// How notices are sent.
+#[derive(Clone, Debug)]
+pub struct NoticeConfig {
+    /// `smtps://[user:password@]host[:port]` (TLS, port 465 by default),
+    /// `smtp://…?tls=required` (STARTTLS, 587), or `smtp://host[:port]` (plain SMTP, 25, for a
+    /// relay nearby; refused with a password, which would travel in the clear).
+    pub smtp_url: String,
+    /// The sender, `notices@example.com` or `Example <notices@example.com>`.
+    pub from: String,
+    pub per_address_per_hour: usize,
+}
+
+/// What is wrong with a [`NoticeConfig`].
+#[derive(Debug, thiserror::Error)]
+pub enum BadNoticeConfig {
+    #[error("--smtp-url: {0}")]
+    Url(String),
+    #[error("--smtp-from: {0}")]
+    From(String),
+}
+
+/// The SMTP side of notices, checked: where they are sent from and through.
+pub struct Mailer {
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+    from: Mailbox,
+    per_hour: usize,
+}
+
+impl NoticeConfig {
+    /// The mailer this configuration describes, or what is wrong with it.
+    pub fn mailer(&self) -> Result<Mailer, BadNoticeConfig> {
+        let from = self
+            .from
+            .parse()
+            .map_err(|e: lettre::address::AddressError| BadNoticeConfig::From(e.to_string()))?;
+        let url =
+            url::Url::parse(&self.smtp_url).map_err(|e| BadNoticeConfig::Url(e.to_string()))?;
+        let plain = url.scheme() == "smtp" && !url.query_pairs().any(|(key, _)| key == "tls");
+        if plain && url.password().is_some() {
+            return Err(BadNoticeConfig::Url(
+                "a password over plain SMTP would travel in the clear: use smtps:// or ?tls=required"
+                    .into(),
+            ));
+        }
+        let transport = AsyncSmtpTransport::<Tokio1Executor>::from_url(&self.smtp_url)
+            .map_err(|e| BadNoticeConfig::Url(e.to_string()))?
+            .timeout(Some(SMTP_TIMEOUT))
+            .build();
+        Ok(Mailer {
+            transport,
+            from,
+            per_hour: self.per_address_per_hour,
+        })
+    }
+}
+
+/// The notices task. Start it with [`Notices::run`].
+pub struct Notices {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    mailer: Mailer,
+    /// This process, as the turn's owner.
+    owner: String,
+    /// When each address was last sent notices, within the past hour.
+    sent: HashMap<String, VecDeque<Timestamp>>,
+}
+
+/// What became of one event.
+enum Outcome {
+    /// Done: sent, or nothing to send (not a notice's event, no address, rate-limited).
+    Done,
+    /// Not now: the SMTP server could not take it; try again from here later.
+    Later(String),
+}
+
+impl Notices {
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, mailer: Mailer) -> Self {
+        Self {
+            store,
+            clock,
+            mailer,
+            owner: format!("{}-{:016x}", std::process::id(), rand::random::<u64>()),
+            sent: HashMap::new(),
+        }
+    }
+
+    /// Sends notices until `shutdown` completes.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            if let Err(error) = self.round().await {
+                tracing::warn!(%error, "cannot read the events e-mail notices follow");
+            }
+            tokio::select! {
+                () = &mut shutdown => break,
+                () = tokio::time::sleep(POLL) => {}
+            }
+        }
+    }
+
+    /// One round: when it is this process's turn, the events after the last one done.
+    async fn round(&mut self) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let start = MessageId::lowest_at(now);
+        let turn = self
+            .store
+            .notice_turn(&self.owner, now, now.plus(TURN), &start)
+            .await?;
+        let Some(done) = turn else { return Ok(()) };
+        for event in self.store.operational_events(&done, BATCH).await? {
+            if let Outcome::Later(error) = self.notice(&event).await {
+                tracing::warn!(%error, "cannot send e-mail notices now; trying again later");
+                return Ok(());
+            }
+            if !self.store.notices_done(&self.owner, &event.id).await? {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends the notice `event` calls for, if any.
+    async fn notice(&mut self, event: &Message) -> Outcome {
+        let Some(payload) = event.payload.as_deref() else {
+            return Outcome::Done;
+        };
+        let Ok(event) = serde_json::from_slice::<Value>(payload) else {
+            return Outcome::Done;
+        };
+        let Some(kind) = Kind::of(&event) else {
+            return Outcome::Done;
+        };
+        let whom = match self.recipient(&event["data"]).await {
+            Ok(Some(whom)) => whom,
+            Ok(None) => return counted("no_address"),
+            Err(error) => return Outcome::Later(error.to_string()),
+        };
+        if !self.allowed(&whom.address) {
+            tracing::info!(address = %whom.address, "e-mail notice skipped: rate limit");
+            return counted("rate_limited");
+        }
+        let Some(email) = self.compose(kind, &event, &whom) else {
+            return counted("no_address");
+        };
+        match self.mailer.transport.send(email).await {
+            Ok(_) => {
+                self.sent_to(&whom.address);
+                counted("sent")
+            }
+            Err(error) if error.is_permanent() => {
+                tracing::warn!(%error, address = %whom.address, "the SMTP server refused an e-mail notice");
+                counted("refused")
+            }
+            Err(error) => Outcome::Later(error.to_string()),
+        }
+    }
+
+    /// Where the notice about `data`'s endpoint goes: the endpoint's address, else its
+    /// application's.
+    async fn recipient(&self, data: &Value) -> Result<Option<Recipient>, StoreError> {
+        let (Some(app_id), Some(endpoint_id)) =
+            (data["appId"].as_str(), data["endpointId"].as_str())
+        else {
+            return Ok(None);
+        };
+        let Some(app) = self.store.get_app(app_id).await? else {
+            return Ok(None);
+        };
+        let endpoint = self
+            .store
+            .get_endpoint(&AppId::from_stored(app_id.to_owned()), endpoint_id)
+            .await?;
+        let address = endpoint
+            .as_ref()
+            .and_then(|e| e.metadata.get(NOTIFY_EMAIL))
+            .or_else(|| app.metadata.get(NOTIFY_EMAIL))
+            .cloned();
+        Ok(address.map(|address| Recipient {
+            address,
+            app_name: app.name,
+            url: endpoint.map_or_else(|| endpoint_id.to_owned(), |e| e.url),
+        }))
+    }
+
+    /// Whether `address` may get another notice now.
+    fn allowed(&mut self, address: &str) -> bool {
+        let since = self.clock.now().minus(HOUR);
+        let sent = self.sent.entry(address.to_owned()).or_default();
+        while sent.front().is_some_and(|at| *at <= since) {
+            sent.pop_front();
+        }
+        sent.len() < self.mailer.per_hour
+    }
+
+    fn sent_to(&mut self, address: &str) {
+        let now = self.clock.now();
+        self.sent
+            .entry(address.to_owned())
+            .or_default()
+            .push_back(now);
+    }
+
+    fn compose(&self, kind: Kind, event: &Value, whom: &Recipient) -> Option<lettre::Message> {
+        let to: Mailbox = whom.address.parse().ok()?;
+        let (subject, body) = kind.text(&event["data"], whom);
+        lettre::Message::builder()
+            .from(self.mailer.from.clone())
+            .to(to)
+            .subject(subject)
+            .body(body)
+            .ok()
+    }
+}
+
+fn counted(result: &'static str) -> Outcome {
+    metrics::counter!(NOTICES, "result" => result).increment(1);
+    Outcome::Done
+}
+
+/// Whom a notice goes to, and what it names.
+struct Recipient {
+    address: String,
+    app_name: String,
+    url: String,
+}
+
+/// The events that send a notice.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// hookd disabled the endpoint (not a caller of the API: they know).
+    Disabled,
+    /// A message's retry schedule ran out.
+    Exhausted,
+}
+
+impl Kind {
+    fn of(event: &Value) -> Option<Self> {
+        match (event["type"].as_str()?, event["data"]["trigger"].as_str()) {
+            ("endpoint.disabled", Some("automatic")) => Some(Self::Disabled),
+            ("message.attempt.exhausted", _) => Some(Self::Exhausted),
+            _ => None,
+        }
+    }
+
+    /// The subject and the body (the template docs/deployment.md shows).
+    fn text(self, data: &Value, whom: &Recipient) -> (String, String) {
+        let field = |key: &str| data[key].as_str().unwrap_or("unknown").to_owned();
+        match self {
+            Self::Disabled => (
+                format!("Webhook endpoint disabled: {}", whom.url),
+                format!(
+                    "Webhooks of {app} are no longer sent to {url}: the endpoint was disabled.\n\n\
+                     Reason: {reason}\nFailing since: {since}\nEndpoint: {endpoint}\n\n\
+                     Messages published while it is disabled are not queued for it. Once it \
+                     answers again, enable it, then recover or replay what it missed.\n",
+                    app = whom.app_name,
+                    url = whom.url,
+                    reason = field("reason"),
+                    since = field("failSince"),
+                    endpoint = field("endpointId"),
+                ),
+            ),
+            Self::Exhausted => {
+                let last = &data["lastAttempt"];
+                let status = match last["responseStatusCode"].as_i64() {
+                    Some(code) if code > 0 => format!("HTTP {code}"),
+                    _ => "no answer".to_owned(),
+                };
+                (
+                    format!("Webhook not delivered: {}", field("msgId")),
+                    format!(
+                        "A webhook of {app} could not be delivered to {url}: every attempt of \
+                         its retry schedule failed, and it will not be retried.\n\n\
+                         Message: {msg}\nEvent id: {event_id}\nLast attempt: {at}, {status}\n\n\
+                         It can be sent again (resend) once the endpoint answers.\n",
+                        app = whom.app_name,
+                        url = whom.url,
+                        msg = field("msgId"),
+                        event_id = data["msgEventId"].as_str().unwrap_or("none"),
+                        at = last["timestamp"].as_str().unwrap_or("unknown"),
+                    ),
+                )
+            }
+        }
+    }
+}
