@@ -37,6 +37,7 @@ use hookd_store::{ClaimRequest, ClaimedDelivery, Handoff, Handover, Reserved, St
 use hookd_vault::{Keyring, OpenedKeys};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::MissedTickBehavior;
+use tracing::Instrument;
 
 use crate::adaptive::Signal;
 use crate::attempt::{self, Happened, Verdict};
@@ -79,6 +80,9 @@ pub struct EngineConfig {
     /// On shutdown, how long attempts in flight may go on to finish and be recorded before
     /// they are cut short and their claims given back.
     pub shutdown_grace: Duration,
+    /// Adds a W3C `traceparent` header (the attempt's span) to every delivery, so receivers
+    /// can join the trace.
+    pub traceparent: Option<telemetry::Traceparent>,
 }
 
 impl Default for EngineConfig {
@@ -95,6 +99,7 @@ impl Default for EngineConfig {
             svix_headers: false,
             keyring: Arc::new(Keyring::ephemeral()),
             shutdown_grace: Duration::from_secs(10),
+            traceparent: None,
         }
     }
 }
@@ -351,8 +356,19 @@ impl Engine {
             ceiling: self.config.endpoint_max_concurrency,
         };
         let started = Instant::now();
-        let claimed = match self.store.claim_due(&request).await {
+        let span = tracing::debug_span!(
+            "claim",
+            hookd.asked = asked,
+            hookd.claimed = tracing::field::Empty
+        );
+        let claimed = match self
+            .store
+            .claim_due(&request)
+            .instrument(span.clone())
+            .await
+        {
             Ok(claimed) => {
+                span.record("hookd.claimed", claimed.len());
                 telemetry::store_write("claim", claimed.len(), started.elapsed());
                 claimed
             }
@@ -436,7 +452,7 @@ impl Engine {
                 if self.would_outlive_its_lease(&held.claimed) {
                     return None;
                 }
-                Some(self.send(&held.claimed).await)
+                Some(self.send(&held.claimed).instrument(attempt_span(&held.claimed)).await)
             } => sent,
             Ok(_) = cut_short.wait_for(|stop| *stop) => {
                 // Shutting down past the grace: nothing recorded, the claim is given back.
@@ -538,7 +554,11 @@ impl Engine {
         let timeout = self.timeout(claimed);
         let keys = &self.opened_keys;
         match attempt::request(claimed, keys, started, timeout, self.config.svix_headers) {
-            Ok(request) => {
+            Ok(mut request) => {
+                let traceparent = self.config.traceparent.as_ref().and_then(|t| (t.0)());
+                if let Some(value) = traceparent {
+                    request.headers.push(("traceparent".to_owned(), value));
+                }
                 let outcome = self.sender.send(request).await;
                 let verdict = attempt::judge(
                     claimed,
@@ -668,9 +688,33 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-/// Counts an attempt and leaves its log line.
+/// The span of one attempt (for traces: `--otlp-endpoint`), named by what it is for; [`made`]
+/// adds what came of it. Never the payload, the URL or a header.
+fn attempt_span(claimed: &ClaimedDelivery) -> tracing::Span {
+    tracing::debug_span!(
+        "attempt",
+        hookd.message_id = %claimed.message.id,
+        hookd.endpoint_id = %claimed.endpoint.id,
+        hookd.app_id = %claimed.message.app_id,
+        hookd.attempt_id = tracing::field::Empty,
+        hookd.outcome = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+    )
+}
+
+/// Counts an attempt and leaves its log line (and its span's fields).
 fn made(verdict: &Verdict, outcome: &'static str, took: Duration) {
     telemetry::attempt(outcome, took);
+    let span = tracing::Span::current();
+    span.record(
+        "hookd.attempt_id",
+        tracing::field::display(&verdict.attempt.id),
+    );
+    span.record("hookd.outcome", outcome);
+    span.record(
+        "http.response.status_code",
+        verdict.attempt.response_status_code,
+    );
     tracing::debug!(
         message_id = %verdict.attempt.message_id,
         endpoint_id = %verdict.attempt.endpoint_id,

@@ -49,6 +49,17 @@ pub const PURGE_PAYLOADS: &str = "hookd_retention_payloads_purged_total";
 /// Gauge: when this process's purger last finished a pass (unix seconds).
 pub const PURGE_PASS_END: &str = "hookd_retention_last_pass_end_timestamp_seconds";
 
+/// Where an attempt's W3C `traceparent` header comes from: a function of the current span (the
+/// attempt's), given by whoever exports traces, so the engine needs no tracing backend.
+#[derive(Clone)]
+pub struct Traceparent(pub std::sync::Arc<dyn Fn() -> Option<String> + Send + Sync>);
+
+impl std::fmt::Debug for Traceparent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Traceparent")
+    }
+}
+
 /// Gives the metrics their help texts (once, after the recorder is installed).
 pub fn describe() {
     metrics::describe_counter!(

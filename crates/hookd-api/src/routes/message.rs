@@ -23,6 +23,7 @@ use hookd_core::{MessageId, Timestamp};
 use hookd_store::{DeliveryTally, MessageFilter};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use tracing::Instrument;
 
 use crate::auth::{Caller, Publish};
 use crate::extract::{JsonBody, QueryParams};
@@ -243,9 +244,28 @@ async fn create(
         payload: Some(input.payload.get().as_bytes().to_vec()),
         created_at: now,
     };
+    // For traces (`--otlp-endpoint`): the write, named by the message; never its payload.
+    let span = tracing::debug_span!(
+        "publish",
+        hookd.message_id = %message.id,
+        hookd.app_id = %message.app_id,
+        hookd.event_type = %message.event_type,
+    );
     let created = match expires_at {
-        Some(at) => state.store().create_expiring_message(&message, at).await?,
-        None => state.store().create_message(&message).await?,
+        Some(at) => {
+            state
+                .store()
+                .create_expiring_message(&message, at)
+                .instrument(span)
+                .await?
+        }
+        None => {
+            state
+                .store()
+                .create_message(&message)
+                .instrument(span)
+                .await?
+        }
     };
     // Deliveries the engine took as they were written are on their way already.
     if created.queued > 0 {

@@ -15,6 +15,7 @@ mod serve;
 mod shutdown;
 mod sign;
 mod token;
+mod traces;
 mod verify;
 
 use std::fmt::Display;

@@ -27,6 +27,9 @@ use hookd_store::{RelayRules, Store, Wakeups};
 use hookd_vault::Keyring;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 use super::database::{Database, runtime};
 use super::delivery::DeliveryOptions;
@@ -35,6 +38,7 @@ use super::metrics::{Metrics, MetricsOptions};
 use super::notices::NoticeOptions;
 use super::retention::RetentionOptions;
 use super::shutdown::Shutdown;
+use super::traces::{TraceOptions, Traces};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -57,6 +61,8 @@ pub struct Args {
     retention: RetentionOptions,
     #[command(flatten)]
     notices: NoticeOptions,
+    #[command(flatten)]
+    traces: TraceOptions,
     /// How long a rotated-out endpoint secret keeps signing beside the new one (a rotation may
     /// ask for its own, up to 7 days).
     #[arg(long, env = "HOOKD_ROTATION_OVERLAP", default_value = "24h")]
@@ -143,7 +149,14 @@ const RELAY_POLL_SIGNALLED: Duration = Duration::from_secs(1);
 const ANNOUNCE_SPACING: Duration = Duration::from_millis(20);
 
 pub fn run(mut args: Args) -> ExitCode {
-    init_logging(args.log_json);
+    // Dropped last, after the runtime: the spans still batched are sent then.
+    let _traces = match init_logging(args.log_json, &args.traces) {
+        Ok(traces) => traces,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     if args.dev {
         args.allow_http_endpoints = true;
         args.delivery.allow_loopback();
@@ -158,23 +171,30 @@ pub fn run(mut args: Args) -> ExitCode {
     }
 }
 
-/// Logs to stderr: text (coloured only on a terminal, see [`colours`]) or JSON lines.
-fn init_logging(json: bool) {
+/// Logs to stderr: text (coloured only on a terminal, see [`colours`]) or JSON lines; and,
+/// with `--otlp-endpoint`, exports hookd's spans (see [`super::traces`]), whose exporter is
+/// returned to be flushed at the end.
+fn init_logging(json: bool, traces: &TraceOptions) -> anyhow::Result<Option<Traces>> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = colours(
         std::io::stderr().is_terminal(),
         std::env::var_os("NO_COLOR").as_deref(),
     );
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let lines = tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
         .with_writer(std::io::stderr);
-    if json {
-        builder.json().init();
+    let lines = if json {
+        lines.json().boxed()
     } else {
-        builder.init();
-    }
+        lines.boxed()
+    };
+    let (spans, exporter) = traces.layer()?.unzip();
+    tracing_subscriber::registry()
+        .with(lines.with_filter(filter))
+        .with(spans)
+        .init();
+    Ok(exporter)
 }
 
 /// Whether text log lines are coloured: only when they go to a terminal (in a file or a pipe
@@ -274,6 +294,7 @@ impl Settings {
         let keyring = Arc::new(keyring);
         let engine = EngineConfig {
             keyring: keyring.clone(),
+            traceparent: args.traces.traceparent()?,
             ..args.delivery.engine()?
         };
         let rotation_overlap = hookd_engine::schedule::parse_duration(&args.rotation_overlap)
