@@ -11,19 +11,13 @@ use std::process::Command;
 use axum::http::StatusCode;
 use hookd_engine::testing::{Receiver, python};
 use serde_json::{Value, json};
-use support::process::Announced;
+use support::process::{Announced, crosscheck_server};
 use support::{Api, Hookd, eventually, wait_until};
 
 const TOKEN: &str = "email-test-admin-token";
 
 fn smtp_server(python: &str) -> (Announced, String) {
-    let script = format!(
-        "{}/../../scripts/crosscheck/smtp_server.py",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let mut command = Command::new(python);
-    command.arg(script);
-    let server = Announced::start(command);
+    let server = crosscheck_server(python, "smtp_server.py");
     let address = server.url.trim_start_matches("http://").to_owned();
     (server, format!("smtp://{address}"))
 }

@@ -6,12 +6,10 @@
 
 mod support;
 
-use std::process::Command;
-
 use axum::http::StatusCode;
 use hookd_engine::testing::{Receiver, python};
 use serde_json::{Value, json};
-use support::process::Announced;
+use support::process::crosscheck_server;
 use support::{Api, Hookd, eventually, wait_until};
 
 const TOKEN: &str = "traces-test-admin-token";
@@ -20,13 +18,7 @@ const SECRET_IN_PAYLOAD: &str = "s3cr3t-in-the-payload";
 #[tokio::test]
 async fn publishes_and_attempts_reach_an_otlp_receiver() {
     let Some(python) = python() else { return };
-    let script = format!(
-        "{}/../../scripts/crosscheck/otlp_receiver.py",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let mut command = Command::new(python);
-    command.arg(script);
-    let collector = Announced::start(command);
+    let collector = crosscheck_server(&python, "otlp_receiver.py");
     let (database, _dir) = hookd_store::testing::fresh_sqlite();
     let hookd = Hookd::serve_local_with_env(
         &database,

@@ -81,6 +81,17 @@ impl Drop for Announced {
     }
 }
 
+/// Starts `scripts/crosscheck/<script>` (a server that announces its URL) under `python`.
+pub fn crosscheck_server(python: &str, script: &str) -> Announced {
+    let path = format!(
+        "{}/../../scripts/crosscheck/{script}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut command = Command::new(python);
+    command.arg(path);
+    Announced::start(command)
+}
+
 /// The example receivers' directory, `examples/receivers/<language>` at the workspace root.
 pub fn example_dir(language: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
