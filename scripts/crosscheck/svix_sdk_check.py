@@ -28,6 +28,7 @@ from svix.api import (
     EventTypeUpsertIn,
     EventExampleIn,
     MessageIn,
+    MessagePrecheckIn,
     RecoverIn,
     Svix,
     SvixOptions,
@@ -57,6 +58,11 @@ def wait_for(what, probe):
 def deliveries(svix, app_id, event_type, receiver_url):
     """The engine delivers; the SDK reads the attempts, resends, recovers and sends a test."""
     ep = svix.endpoint.create(app_id, EndpointIn(url=receiver_url, event_types=[event_type]))
+    check(svix.message.precheck(app_id, MessagePrecheckIn(event_type=event_type)).active, "message.precheck: active")
+    check(
+        not svix.message.precheck(app_id, MessagePrecheckIn(event_type="nobody.listens")).active,
+        "message.precheck: not active",
+    )
     msg = svix.message.create(app_id, MessageIn(event_type=event_type, payload={"orderId": 1}))
     def attempts_to_receiver(msg_id):
         return [a for a in svix.message_attempt.list_by_msg(app_id, msg_id).data if a.endpoint_id == ep.id]

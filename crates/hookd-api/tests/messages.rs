@@ -337,3 +337,56 @@ async fn a_publish_carrying_its_application_makes_it_when_missing() {
     let (status, _) = api.call(Method::GET, "/app/other", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn precheck_says_whether_an_enabled_endpoint_would_take_the_message() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    let precheck = async |body: serde_json::Value| {
+        let (status, answer) = api
+            .call(
+                Method::POST,
+                &format!("/app/{app}/msg/precheck/active"),
+                Some(body),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        answer["active"].as_bool().unwrap()
+    };
+    assert!(
+        !precheck(json!({"eventType": "order.shipped"})).await,
+        "no endpoint"
+    );
+    api.endpoint(
+        &app,
+        json!({"url": "https://a.example.com/hook", "filterTypes": ["invoice.paid"]}),
+    )
+    .await;
+    api.endpoint(
+        &app,
+        json!({"url": "https://b.example.com/hook", "disabled": true}),
+    )
+    .await;
+    api.endpoint(
+        &app,
+        json!({"url": "https://c.example.com/hook", "channels": ["eu"]}),
+    )
+    .await;
+    assert!(
+        precheck(json!({"eventType": "invoice.paid"})).await,
+        "its filter takes it"
+    );
+    assert!(
+        !precheck(json!({"eventType": "order.shipped"})).await,
+        "only a disabled endpoint, and one for channel eu, would take it"
+    );
+    assert!(precheck(json!({"eventType": "order.shipped", "channels": ["eu"]})).await);
+    let (status, body) = api
+        .call(
+            Method::POST,
+            &format!("/app/{app}/msg/precheck/active"),
+            Some(json!({})),
+        )
+        .await;
+    assert_invalid_field(status, &body, "eventType");
+}

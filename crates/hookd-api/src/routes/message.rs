@@ -18,9 +18,10 @@ use axum::response::Response;
 use axum::routing::{delete, get, post};
 use axum::{Extension, Json, Router};
 use hookd_core::model::Message;
+use hookd_core::model::filters_take;
 use hookd_core::validate::MessageError;
 use hookd_core::{MessageId, Timestamp};
-use hookd_store::{DeliveryTally, MessageFilter};
+use hookd_store::{Cursor, DeliveryTally, MessageFilter, PageRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tracing::Instrument;
@@ -37,6 +38,7 @@ pub fn routes() -> Router<ApiState> {
             "/app/{app_id}/msg",
             get(list).merge(post(create.layer(map_response(mark_publish)))),
         )
+        .route("/app/{app_id}/msg/precheck/active", post(precheck))
         .route("/app/{app_id}/msg/{msg_id}", get(fetch))
         .route("/app/{app_id}/msg/{msg_id}/content", delete(expunge))
 }
@@ -316,6 +318,58 @@ async fn list(
         },
     )))
 }
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PrecheckIn {
+    event_type: String,
+    channels: Option<Vec<String>>,
+}
+
+#[derive(Serialize)]
+struct PrecheckOut {
+    active: bool,
+}
+
+/// Whether a message of this event type and channels would reach any enabled endpoint of the
+/// application now (Svix's `message.precheck`): a producer can skip building a payload nobody
+/// would receive. Endpoints are read a page at a time until one takes it.
+async fn precheck(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path(app_id): Path<String>,
+    JsonBody(input): JsonBody<PrecheckIn>,
+) -> Result<Json<PrecheckOut>, ApiError> {
+    let app = state.app(&principal, &app_id).await?;
+    let mut page = PageRequest {
+        limit: PRECHECK_PAGE,
+        cursor: None,
+    };
+    loop {
+        let endpoints = state.store().list_endpoints(&app.id, &page).await?;
+        let takes = |e: &hookd_core::model::Endpoint| {
+            !e.disabled
+                && filters_take(
+                    e.event_types.as_deref(),
+                    e.channels.as_deref(),
+                    &input.event_type,
+                    input.channels.as_deref(),
+                )
+        };
+        if endpoints.items.iter().any(takes) {
+            return Ok(Json(PrecheckOut { active: true }));
+        }
+        match endpoints.items.last() {
+            Some(last) if endpoints.has_more => {
+                page.cursor = Some(Cursor::After(last.id.to_string()));
+            }
+            _ => return Ok(Json(PrecheckOut { active: false })),
+        }
+    }
+}
+
+/// Endpoints read per page by [`precheck`].
+const PRECHECK_PAGE: usize = 250;
 
 async fn fetch(
     State(state): State<ApiState>,
