@@ -109,7 +109,9 @@ pub struct Notices {
 
 /// What became of one event.
 enum Outcome {
-    /// Done: sent, or nothing to send (not a notice's event, no address, rate-limited).
+    /// A mail went out.
+    Sent,
+    /// Done with nothing sent (not a notice's event, no address, rate-limited, refused).
     Done,
     /// Not now: the SMTP server could not take it; try again from here later.
     Later(String),
@@ -149,14 +151,26 @@ impl Notices {
             .notice_turn(&self.owner, now, now.plus(TURN), &start)
             .await?;
         let Some(done) = turn else { return Ok(()) };
+        // Recorded after each mail sent (what a crash may send twice is one mail), and once for
+        // the events that send none.
+        let mut unrecorded = None;
         for event in self.store.operational_events(&done, BATCH).await? {
-            if let Outcome::Later(error) = self.notice(&event).await {
-                tracing::warn!(%error, "cannot send e-mail notices now; trying again later");
-                return Ok(());
+            match self.notice(&event).await {
+                Outcome::Sent => {
+                    if !self.store.notices_done(&self.owner, &event.id).await? {
+                        return Ok(());
+                    }
+                    unrecorded = None;
+                }
+                Outcome::Done => unrecorded = Some(event.id),
+                Outcome::Later(error) => {
+                    tracing::warn!(%error, "cannot send e-mail notices now; trying again later");
+                    break;
+                }
             }
-            if !self.store.notices_done(&self.owner, &event.id).await? {
-                return Ok(());
-            }
+        }
+        if let Some(last) = unrecorded {
+            self.store.notices_done(&self.owner, &last).await?;
         }
         Ok(())
     }
@@ -187,7 +201,8 @@ impl Notices {
         match self.mailer.transport.send(email).await {
             Ok(_) => {
                 self.sent_to(&whom.address);
-                counted("sent")
+                counted("sent");
+                Outcome::Sent
             }
             Err(error) if error.is_permanent() => {
                 tracing::warn!(%error, address = %whom.address, "the SMTP server refused an e-mail notice");
