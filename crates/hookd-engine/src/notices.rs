@@ -154,7 +154,20 @@ impl Notices {
         // Recorded after each mail sent (what a crash may send twice is one mail), and once for
         // the events that send none.
         let mut unrecorded = None;
+        let mut renewed = now;
         for event in self.store.operational_events(&done, BATCH).await? {
+            // A slow SMTP server must not let the turn run out under a batch: another process
+            // would take it and send the same notices.
+            let now = self.clock.now();
+            if now.minus(TURN / 3) > renewed {
+                let turn = self
+                    .store
+                    .notice_turn(&self.owner, now, now.plus(TURN), &start);
+                if turn.await?.is_none() {
+                    return Ok(());
+                }
+                renewed = now;
+            }
             match self.notice(&event).await {
                 Outcome::Sent => {
                     if !self.store.notices_done(&self.owner, &event.id).await? {
