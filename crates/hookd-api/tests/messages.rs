@@ -192,15 +192,42 @@ async fn oversized_and_non_object_payloads_are_refused() {
 }
 
 #[tokio::test]
-async fn a_message_for_later_is_refused_rather_than_sent_early() {
+async fn a_message_for_later_waits_pending_until_its_deliver_at() {
     let api = start_default().await;
     let app = api.app("Acme", None).await;
+    api.endpoint(&app, json!({"url": "https://a.example.com/hook"}))
+        .await;
     let path = format!("/app/{app}/msg");
-    let later = json!({"eventType": "x", "payload": {}, "deliverAt": "2030-01-01T00:00:00Z"});
-    let (status, body) = api.call(Method::POST, &path, Some(later)).await;
-    assert_invalid_field(status, &body, "deliverAt");
+    let at = |seconds: i64| {
+        let now = hookd_core::Clock::now(&hookd_core::SystemClock);
+        hookd_core::Timestamp::from_millis(now.as_millis() + seconds * 1_000).to_rfc3339()
+    };
+    for refused in [at(-60), at(31 * 86_400), "tomorrow".to_owned()] {
+        let later = json!({"eventType": "x", "payload": {}, "deliverAt": refused});
+        let (status, body) = api.call(Method::POST, &path, Some(later)).await;
+        assert_invalid_field(status, &body, "deliverAt");
+    }
     let (_, listed) = api.call(Method::GET, &path, None).await;
     assert_eq!(listed["data"], json!([]), "nothing stored: {listed}");
+
+    let due = at(3_600);
+    let later = json!({"eventType": "x", "payload": {}, "deliverAt": due});
+    let (status, msg) = api.call(Method::POST, &path, Some(later)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{msg}");
+    let (_, destinations) = api
+        .call(
+            Method::GET,
+            &format!("/app/{app}/msg/{}/endpoint", msg["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    let destination = &destinations["data"][0];
+    assert_eq!(destination["statusText"], "pending", "{destination}");
+    assert_eq!(
+        destination["nextAttempt"],
+        json!(due),
+        "due at its deliverAt"
+    );
 }
 
 #[tokio::test]

@@ -666,7 +666,32 @@ async fn a_record_under_a_lease_that_ran_out_only_logs_its_attempt(store: &dyn S
     assert_eq!(endpoint_attempts(store, ep).await.len(), 3);
 }
 
+async fn a_scheduled_message_is_claimed_only_once_due(store: &dyn Store) {
+    let (a, eps) = harness::queue::app_with_endpoints(store, 2).await;
+    let msg = message(&a, "order.shipped", None, None, 100);
+    let created = store
+        .create_scheduled_message(&msg, at(5_000), Some(at(9_000_000)))
+        .await
+        .unwrap();
+    assert_eq!(
+        (created.deliveries, created.queued),
+        (2, 2),
+        "all wait, none handed over"
+    );
+    assert!(
+        claim(store, 4_999, 10, 10).await.is_empty(),
+        "not before its time"
+    );
+    for ep in &eps {
+        let waiting = harness::queue::delivery(store, &msg, ep).await.unwrap();
+        assert_eq!(waiting.status, DeliveryStatus::Pending);
+        assert_eq!(waiting.next_attempt_at, Some(at(5_000)));
+    }
+    assert_eq!(claim(store, 5_000, 10, 10).await.len(), 2, "then both");
+}
+
 behaviour!(
+    a_scheduled_message_is_claimed_only_once_due,
     a_claim_takes_the_oldest_due_within_its_limits,
     disabled_and_skipped_endpoints_are_not_claimed,
     a_claim_is_leased_until_its_lease_ends,

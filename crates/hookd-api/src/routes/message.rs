@@ -49,6 +49,10 @@ async fn mark_publish(mut response: Response) -> Response {
     response
 }
 
+/// How far ahead a message may be scheduled (`deliverAt`): its content must outlive it, and
+/// the server's window is 30 days by default.
+const MAX_DELIVER_AHEAD_DAYS: u64 = 30;
+
 /// The longest `payloadRetentionPeriod` accepted, in days (Svix caps it at 90; hookd's own
 /// window may be longer, so a message may ask for up to ten years).
 const MAX_RETENTION_DAYS: u64 = 3650;
@@ -66,9 +70,9 @@ struct MessageIn {
     payload_retention_hours: Option<i64>,
     /// Svix's inline application: made, with the path as its uid, when the path names none.
     application: Option<ApplicationIn>,
-    /// Svix's scheduled delivery, which hookd does not do yet: refused rather than ignored,
-    /// since ignoring it would send the message before it is due.
-    deliver_at: Option<serde_json::Value>,
+    /// Svix's scheduled delivery: the deliveries become due then, not at once (RFC 3339, in
+    /// the future, at most [`MAX_DELIVER_AHEAD_DAYS`] ahead).
+    deliver_at: Option<String>,
 }
 
 #[derive(Clone, Serialize)]
@@ -157,13 +161,6 @@ impl MessageIn {
                 ApiError::PayloadTooLarge(too_large.to_string())
             }
         })?;
-        if self.deliver_at.is_some() {
-            return Err(ApiError::body_field(
-                "deliverAt",
-                "scheduled delivery is not supported by this hookd; publish the message when it \
-                 is due",
-            ));
-        }
         if state.config().strict_event_types {
             let known = state.store().get_event_type(&self.event_type).await?;
             match known {
@@ -187,6 +184,23 @@ impl MessageIn {
 
     /// When this message's content expires, if it asks for its own retention period (in days,
     /// or in hours).
+    /// When the deliveries become due, if not at once.
+    fn deliver_at(&self, now: Timestamp) -> Result<Option<Timestamp>, ApiError> {
+        let Some(text) = &self.deliver_at else {
+            return Ok(None);
+        };
+        let refused = |reason: String| ApiError::body_field("deliverAt", reason);
+        let at = Timestamp::parse_rfc3339(text)
+            .map_err(|e| refused(format!("not an RFC 3339 time: {e}")))?;
+        let latest = now.plus(Duration::from_secs(MAX_DELIVER_AHEAD_DAYS * 86_400));
+        if at <= now || at > latest {
+            return Err(refused(format!(
+                "must be in the future, at most {MAX_DELIVER_AHEAD_DAYS} days ahead"
+            )));
+        }
+        Ok(Some(at))
+    }
+
     fn payload_expires_at(&self, now: Timestamp) -> Result<Option<Timestamp>, ApiError> {
         let hours = match (self.payload_retention_period, self.payload_retention_hours) {
             (None, None) => return Ok(None),
@@ -237,6 +251,7 @@ async fn create(
     };
     let now = state.clock().now();
     let expires_at = input.payload_expires_at(now)?;
+    let deliver_at = input.deliver_at(now)?;
     let message = Message {
         id: MessageId::new(now),
         app_id: app.id,
@@ -253,22 +268,13 @@ async fn create(
         hookd.app_id = %message.app_id,
         hookd.event_type = %message.event_type,
     );
-    let created = match expires_at {
-        Some(at) => {
-            state
-                .store()
-                .create_expiring_message(&message, at)
-                .instrument(span)
-                .await?
-        }
-        None => {
-            state
-                .store()
-                .create_message(&message)
-                .instrument(span)
-                .await?
-        }
+    let store = state.store();
+    let created = match (deliver_at, expires_at) {
+        (Some(due), expires) => store.create_scheduled_message(&message, due, expires),
+        (None, Some(at)) => store.create_expiring_message(&message, at),
+        (None, None) => store.create_message(&message),
     };
+    let created = created.instrument(span).await?;
     // Deliveries the engine took as they were written are on their way already.
     if created.queued > 0 {
         state.wake_engine();

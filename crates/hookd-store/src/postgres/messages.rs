@@ -36,6 +36,26 @@ impl MessageStore for PgStore {
         self.publisher.publish(message, route).await
     }
 
+    async fn create_scheduled_message(
+        &self,
+        message: &Message,
+        deliver_at: Timestamp,
+        payload_expires_at: Option<Timestamp>,
+    ) -> Result<CreatedMessage, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let created = insert_message(&mut tx, message, &Route::Subscribers).await?;
+        if let Some(at) = payload_expires_at {
+            set_expiry(&mut tx, &message.id, at).await?;
+        }
+        sqlx::query("UPDATE deliveries SET next_attempt_at = $2 WHERE message_id = $1")
+            .bind(message.id.as_str())
+            .bind(deliver_at.as_millis())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(created)
+    }
+
     async fn get_message(
         &self,
         app: &AppId,
@@ -229,6 +249,20 @@ async fn attempt_page(
     query.and_time("a.created_at < ?", filter.before);
     query.and_time("a.created_at > ?", filter.after);
     query.page(pool, "a.id", true, page, rows::attempt).await
+}
+
+/// Keeps the message's content until `at` instead of the server's window.
+pub(super) async fn set_expiry(
+    conn: &mut PgConnection,
+    message: &MessageId,
+    at: Timestamp,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE messages SET payload_expires_at = $2 WHERE id = $1")
+        .bind(message.as_str())
+        .bind(at.as_millis())
+        .execute(conn)
+        .await?;
+    Ok(())
 }
 
 /// Writes a message and its deliveries on `conn` (inside the caller's transaction, which

@@ -8,7 +8,7 @@ use hookd_core::{MessageId, Timestamp};
 use sqlx::AssertSqlSafe;
 
 use super::PgStore;
-use super::messages::insert_message;
+use super::messages::{insert_message, set_expiry};
 use crate::error::touched;
 use crate::purge::{self, Candidate, Record};
 use crate::{
@@ -28,11 +28,7 @@ impl RetentionStore for PgStore {
     ) -> Result<CreatedMessage, StoreError> {
         let mut tx = self.pool.begin().await?;
         let created = insert_message(&mut tx, message, &Route::Subscribers).await?;
-        sqlx::query("UPDATE messages SET payload_expires_at = $2 WHERE id = $1")
-            .bind(message.id.as_str())
-            .bind(payload_expires_at.as_millis())
-            .execute(&mut *tx)
-            .await?;
+        set_expiry(&mut tx, &message.id, payload_expires_at).await?;
         tx.commit().await?;
         Ok(created)
     }

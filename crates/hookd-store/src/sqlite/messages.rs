@@ -36,6 +36,27 @@ impl MessageStore for SqliteStore {
             .await
     }
 
+    async fn create_scheduled_message(
+        &self,
+        message: &Message,
+        deliver_at: Timestamp,
+        payload_expires_at: Option<Timestamp>,
+    ) -> Result<CreatedMessage, StoreError> {
+        let message = message.clone();
+        self.publish(move |conn, _| {
+            let written = insert_message(conn, &message, &Route::Subscribers, None)?;
+            if let Some(at) = payload_expires_at {
+                set_expiry(conn, &message.id, at)?;
+            }
+            conn.prepare_cached(
+                "UPDATE deliveries SET next_attempt_at = ?2 WHERE message_id = ?1",
+            )?
+            .execute(params![message.id.as_str(), deliver_at.as_millis()])?;
+            Ok(written)
+        })
+        .await
+    }
+
     async fn get_message(
         &self,
         app: &AppId,
@@ -377,6 +398,17 @@ pub(super) fn insert_message(
         },
         handed,
     })
+}
+
+/// Keeps the message's content until `at` instead of the server's window.
+pub(super) fn set_expiry(
+    conn: &Connection,
+    message: &MessageId,
+    at: Timestamp,
+) -> Result<(), StoreError> {
+    conn.prepare_cached("UPDATE messages SET payload_expires_at = ?2 WHERE id = ?1")?
+        .execute(params![message.as_str(), at.as_millis()])?;
+    Ok(())
 }
 
 /// The endpoint and the room `handoff` holds for a new delivery to it, if it takes one. Only an

@@ -7,7 +7,7 @@ use hookd_core::{MessageId, Timestamp};
 use rusqlite::{Connection, params};
 
 use super::SqliteStore;
-use super::messages::insert_message;
+use super::messages::{insert_message, set_expiry};
 use crate::error::touched;
 use crate::purge::{self, Candidate, Record};
 use crate::{
@@ -24,8 +24,7 @@ impl RetentionStore for SqliteStore {
         let message = message.clone();
         self.publish(move |conn, handoff| {
             let written = insert_message(conn, &message, &Route::Subscribers, handoff)?;
-            conn.prepare_cached("UPDATE messages SET payload_expires_at = ?2 WHERE id = ?1")?
-                .execute(params![message.id.as_str(), payload_expires_at.as_millis()])?;
+            set_expiry(conn, &message.id, payload_expires_at)?;
             Ok(written)
         })
         .await

@@ -114,6 +114,17 @@ pub trait MessageStore: Send + Sync {
         message: &Message,
         route: &Route,
     ) -> Result<CreatedMessage, StoreError>;
+    /// [`Self::create_message`] for a message whose deliveries become due at `deliver_at`
+    /// (Svix's `deliverAt`) rather than at once, its content kept until `payload_expires_at`
+    /// when given (see [`crate::RetentionStore::create_expiring_message`]). None of its
+    /// deliveries is handed to the engine: they wait in the database, `pending`, until due, so
+    /// a crash meanwhile loses nothing.
+    async fn create_scheduled_message(
+        &self,
+        message: &Message,
+        deliver_at: Timestamp,
+        payload_expires_at: Option<Timestamp>,
+    ) -> Result<CreatedMessage, StoreError>;
     /// The message of `app` whose id or `eventId` is `id_or_event_id`.
     async fn get_message(
         &self,
