@@ -72,9 +72,15 @@ pub fn release_event_ids_sql(p: [&str; 2]) -> String {
     )
 }
 
-/// The id below which messages on the window are due.
-pub fn window_bound(window_start: Timestamp) -> String {
-    MessageId::lowest_at(window_start).to_string()
+/// The batch's limit, as the SQL binds it.
+pub fn limit(request: &PurgeRequest) -> i64 {
+    i64::try_from(request.limit).unwrap_or(i64::MAX)
+}
+
+/// The id below which messages were created before `at` (ids sort by creation time): the
+/// bound of the window walk and of the records walk.
+pub fn created_before(at: Timestamp) -> String {
+    MessageId::lowest_at(at).to_string()
 }
 
 /// The cursor's position in a walk by id, the window's or the records' ("" before the first

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use hookd_core::model::Message;
 use hookd_core::{MessageId, Timestamp};
-use sqlx::AssertSqlSafe;
+use sqlx::{AssertSqlSafe, PgConnection, Postgres, Transaction};
 
 use super::PgStore;
 use super::messages::{insert_message, set_expiry};
@@ -37,7 +37,16 @@ impl RetentionStore for PgStore {
         match &request.cursor {
             PurgeCursor::Records(after) => self.delete_records(request, after.as_ref()).await,
             PurgeCursor::EventIds => self.release_event_ids(request).await,
-            PurgeCursor::Window(_) | PurgeCursor::Expiry(_) => self.purge_content(request).await,
+            PurgeCursor::Window(after) => {
+                let mut tx = self.pool.begin().await?;
+                let candidates = window_candidates(&mut tx, request, after.as_ref()).await?;
+                purge_content(tx, request, candidates).await
+            }
+            PurgeCursor::Expiry(after) => {
+                let mut tx = self.pool.begin().await?;
+                let candidates = expiry_candidates(&mut tx, request, after.as_ref()).await?;
+                purge_content(tx, request, candidates).await
+            }
         }
     }
 
@@ -67,82 +76,6 @@ impl RetentionStore for PgStore {
 }
 
 impl PgStore {
-    /// Purges the content of due messages (the window's and the own expiries' walks).
-    async fn purge_content(&self, request: &PurgeRequest) -> Result<Purged, StoreError> {
-        let limit = i64::try_from(request.limit).unwrap_or(i64::MAX);
-        let mut tx = self.pool.begin().await?;
-        let candidates: Vec<Candidate> = match &request.cursor {
-            PurgeCursor::Window(after) => {
-                let select = purge::window_sql(["$1", "$2", "$3"]) + LOCK;
-                sqlx::query_as::<_, (String, bool)>(AssertSqlSafe(select))
-                    .bind(purge::window_bound(request.window_start))
-                    .bind(purge::after_id(after.as_ref()))
-                    .bind(limit)
-                    .fetch_all(&mut *tx)
-                    .await?
-                    .into_iter()
-                    .map(|(id, busy)| Candidate {
-                        id,
-                        expires_at: None,
-                        busy,
-                    })
-                    .collect()
-            }
-            PurgeCursor::Expiry(after) => {
-                let (after_at, after_id) = purge::expiry_after(after.as_ref());
-                let select = purge::expiry_sql(["$1", "$2", "$3", "$4"]) + LOCK;
-                sqlx::query_as::<_, (String, i64, bool)>(AssertSqlSafe(select))
-                    .bind(request.now.as_millis())
-                    .bind(after_at)
-                    .bind(after_id)
-                    .bind(limit)
-                    .fetch_all(&mut *tx)
-                    .await?
-                    .into_iter()
-                    .map(|(id, at, busy)| Candidate {
-                        id,
-                        expires_at: Some(at),
-                        busy,
-                    })
-                    .collect()
-            }
-            // Not a content walk: `purge_batch` sends these elsewhere.
-            PurgeCursor::Records(_) | PurgeCursor::EventIds => Vec::new(),
-        };
-        let settled: Vec<&str> = candidates
-            .iter()
-            .filter(|c| !c.busy)
-            .map(|c| c.id.as_str())
-            .collect();
-        // The check again, at the write: a resend may have queued a delivery since the select.
-        let purged_ids: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
-            "UPDATE messages m SET payload = NULL, purged_at = $2 WHERE m.id = ANY($1)
-             AND NOT {} RETURNING m.id",
-            purge::busy()
-        )))
-        .bind(&settled)
-        .bind(request.now.as_millis())
-        .fetch_all(&mut *tx)
-        .await?;
-        let attempts = sqlx::query("DELETE FROM attempts WHERE message_id = ANY($1)")
-            .bind(&purged_ids)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        tx.commit().await?;
-        Ok(Purged {
-            examined: candidates.len(),
-            messages: purged_ids.len(),
-            attempts,
-            next: purge::next_cursor(
-                request,
-                candidates.len(),
-                candidates.last().map(Candidate::cursor),
-            ),
-            ..Purged::default()
-        })
-    }
-
     /// Deletes the records of purged messages created before `request.records_before`. The
     /// `eventId`s they keep taken are committed first, on their own: a publish of the same
     /// `eventId` racing the deletion then meets either the message or its spent `eventId`.
@@ -158,9 +91,9 @@ impl PgStore {
             sqlx::query_as::<_, (String, String, Option<String>, i64, bool)>(AssertSqlSafe(
                 purge::records_sql(["$1", "$2", "$3"]),
             ))
-            .bind(purge::window_bound(before))
+            .bind(purge::created_before(before))
             .bind(purge::after_id(after))
-            .bind(i64::try_from(request.limit).unwrap_or(i64::MAX))
+            .bind(purge::limit(request))
             .fetch_all(&self.pool)
             .await?
             .into_iter()
@@ -202,17 +135,9 @@ impl PgStore {
         .bind(&ids)
         .fetch_all(&mut *tx)
         .await?;
-        let mut deleted = [0; 3];
-        for (n, table) in ["attempts", "deliveries"].into_iter().enumerate() {
-            deleted[n] = sqlx::query(AssertSqlSafe(format!(
-                "DELETE FROM {table} WHERE message_id = ANY($1)"
-            )))
-            .bind(&gone)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        }
-        deleted[2] = sqlx::query("DELETE FROM messages WHERE id = ANY($1)")
+        let attempts = delete_of_messages(&mut tx, "attempts", &gone).await?;
+        let deliveries = delete_of_messages(&mut tx, "deliveries", &gone).await?;
+        let messages = sqlx::query("DELETE FROM messages WHERE id = ANY($1)")
             .bind(&gone)
             .execute(&mut *tx)
             .await?
@@ -220,9 +145,9 @@ impl PgStore {
         tx.commit().await?;
         Ok(Purged {
             examined: records.len(),
-            attempts: deleted[0],
-            deliveries: deleted[1],
-            records: usize::try_from(deleted[2]).unwrap_or(usize::MAX),
+            attempts,
+            deliveries,
+            records: usize::try_from(messages).unwrap_or(usize::MAX),
             next: purge::next_cursor(request, records.len(), records.last().map(Record::cursor)),
             ..Purged::default()
         })
@@ -232,7 +157,7 @@ impl PgStore {
     async fn release_event_ids(&self, request: &PurgeRequest) -> Result<Purged, StoreError> {
         let released = sqlx::query(AssertSqlSafe(purge::release_event_ids_sql(["$1", "$2"])))
             .bind(request.event_ids_before.as_millis())
-            .bind(i64::try_from(request.limit).unwrap_or(i64::MAX))
+            .bind(purge::limit(request))
             .execute(&self.pool)
             .await?
             .rows_affected();
@@ -244,4 +169,102 @@ impl PgStore {
             ..Purged::default()
         })
     }
+}
+
+/// The due messages on the server's window after `after`, locked for this purge.
+async fn window_candidates(
+    tx: &mut PgConnection,
+    request: &PurgeRequest,
+    after: Option<&MessageId>,
+) -> Result<Vec<Candidate>, StoreError> {
+    let select = purge::window_sql(["$1", "$2", "$3"]) + LOCK;
+    let rows = sqlx::query_as::<_, (String, bool)>(AssertSqlSafe(select))
+        .bind(purge::created_before(request.window_start))
+        .bind(purge::after_id(after))
+        .bind(purge::limit(request))
+        .fetch_all(tx)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, busy)| Candidate {
+            id,
+            expires_at: None,
+            busy,
+        })
+        .collect())
+}
+
+/// The messages past their own expiry after `after`, locked for this purge.
+async fn expiry_candidates(
+    tx: &mut PgConnection,
+    request: &PurgeRequest,
+    after: Option<&(Timestamp, MessageId)>,
+) -> Result<Vec<Candidate>, StoreError> {
+    let (after_at, after_id) = purge::expiry_after(after);
+    let select = purge::expiry_sql(["$1", "$2", "$3", "$4"]) + LOCK;
+    let rows = sqlx::query_as::<_, (String, i64, bool)>(AssertSqlSafe(select))
+        .bind(request.now.as_millis())
+        .bind(after_at)
+        .bind(after_id)
+        .bind(purge::limit(request))
+        .fetch_all(tx)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, at, busy)| Candidate {
+            id,
+            expires_at: Some(at),
+            busy,
+        })
+        .collect())
+}
+
+/// Purges, in `tx`, the content of the walk's `candidates` that have no delivery to do.
+async fn purge_content(
+    mut tx: Transaction<'_, Postgres>,
+    request: &PurgeRequest,
+    candidates: Vec<Candidate>,
+) -> Result<Purged, StoreError> {
+    let settled: Vec<&str> = candidates
+        .iter()
+        .filter(|c| !c.busy)
+        .map(|c| c.id.as_str())
+        .collect();
+    // The check again, at the write: a resend may have queued a delivery since the select.
+    let purged_ids: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+        "UPDATE messages m SET payload = NULL, purged_at = $2 WHERE m.id = ANY($1)
+         AND NOT {} RETURNING m.id",
+        purge::busy()
+    )))
+    .bind(&settled)
+    .bind(request.now.as_millis())
+    .fetch_all(&mut *tx)
+    .await?;
+    let attempts = delete_of_messages(&mut tx, "attempts", &purged_ids).await?;
+    tx.commit().await?;
+    Ok(Purged {
+        examined: candidates.len(),
+        messages: purged_ids.len(),
+        attempts,
+        next: purge::next_cursor(
+            request,
+            candidates.len(),
+            candidates.last().map(Candidate::cursor),
+        ),
+        ..Purged::default()
+    })
+}
+
+/// Deletes the rows of `table` (`attempts` or `deliveries`) of the messages `ids`.
+async fn delete_of_messages(
+    tx: &mut PgConnection,
+    table: &str,
+    ids: &[String],
+) -> Result<u64, StoreError> {
+    let sql = format!("DELETE FROM {table} WHERE message_id = ANY($1)");
+    let done = sqlx::query(AssertSqlSafe(sql))
+        .bind(ids)
+        .execute(tx)
+        .await?;
+    Ok(done.rows_affected())
 }

@@ -68,51 +68,71 @@ impl RetentionStore for SqliteStore {
 }
 
 fn purge(conn: &Connection, request: &PurgeRequest) -> Result<Purged, StoreError> {
-    match &request.cursor {
-        PurgeCursor::Records(after) => delete_records(conn, request, after.as_ref()),
-        PurgeCursor::EventIds => release_event_ids(conn, request),
-        PurgeCursor::Window(_) | PurgeCursor::Expiry(_) => purge_content(conn, request),
-    }
+    let candidates = match &request.cursor {
+        PurgeCursor::Window(after) => window_candidates(conn, request, after.as_ref())?,
+        PurgeCursor::Expiry(after) => expiry_candidates(conn, request, after.as_ref())?,
+        PurgeCursor::Records(after) => return delete_records(conn, request, after.as_ref()),
+        PurgeCursor::EventIds => return release_event_ids(conn, request),
+    };
+    purge_content(conn, request, &candidates)
 }
 
-fn purge_content(conn: &Connection, request: &PurgeRequest) -> Result<Purged, StoreError> {
-    let limit = limit(request);
-    let candidates = match &request.cursor {
-        PurgeCursor::Expiry(after) => {
-            let (after_at, after_id) = purge::expiry_after(after.as_ref());
-            conn.prepare_cached(&purge::expiry_sql(["?1", "?2", "?3", "?4"]))?
-                .query_map(
-                    params![request.now.as_millis(), after_at, after_id, limit],
-                    |row| {
-                        Ok(Candidate {
-                            id: row.get(0)?,
-                            expires_at: row.get(1)?,
-                            busy: row.get(2)?,
-                        })
-                    },
-                )?
-                .collect::<Result<Vec<_>, _>>()?
-        }
-        PurgeCursor::Window(after) => conn
-            .prepare_cached(&purge::window_sql(["?1", "?2", "?3"]))?
-            .query_map(
-                params![
-                    purge::window_bound(request.window_start),
-                    purge::after_id(after.as_ref()),
-                    limit
-                ],
-                |row| {
-                    Ok(Candidate {
-                        id: row.get(0)?,
-                        expires_at: None,
-                        busy: row.get(1)?,
-                    })
-                },
-            )?
-            .collect::<Result<Vec<_>, _>>()?,
-        // Not a content walk: `purge` sends these elsewhere.
-        PurgeCursor::Records(_) | PurgeCursor::EventIds => Vec::new(),
-    };
+/// The due messages on the server's window after `after`.
+fn window_candidates(
+    conn: &Connection,
+    request: &PurgeRequest,
+    after: Option<&MessageId>,
+) -> Result<Vec<Candidate>, StoreError> {
+    let params = params![
+        purge::created_before(request.window_start),
+        purge::after_id(after),
+        purge::limit(request)
+    ];
+    let candidates = conn
+        .prepare_cached(&purge::window_sql(["?1", "?2", "?3"]))?
+        .query_map(params, |row| {
+            Ok(Candidate {
+                id: row.get(0)?,
+                expires_at: None,
+                busy: row.get(1)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(candidates)
+}
+
+/// The messages past their own expiry after `after`.
+fn expiry_candidates(
+    conn: &Connection,
+    request: &PurgeRequest,
+    after: Option<&(Timestamp, MessageId)>,
+) -> Result<Vec<Candidate>, StoreError> {
+    let (after_at, after_id) = purge::expiry_after(after);
+    let params = params![
+        request.now.as_millis(),
+        after_at,
+        after_id,
+        purge::limit(request)
+    ];
+    let candidates = conn
+        .prepare_cached(&purge::expiry_sql(["?1", "?2", "?3", "?4"]))?
+        .query_map(params, |row| {
+            Ok(Candidate {
+                id: row.get(0)?,
+                expires_at: row.get(1)?,
+                busy: row.get(2)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(candidates)
+}
+
+/// Purges the content of the walk's `candidates` that have no delivery to do.
+fn purge_content(
+    conn: &Connection,
+    request: &PurgeRequest,
+    candidates: &[Candidate],
+) -> Result<Purged, StoreError> {
     let mut purged = Purged {
         examined: candidates.len(),
         ..Purged::default()
@@ -144,9 +164,9 @@ fn delete_records(
         .prepare_cached(&purge::records_sql(["?1", "?2", "?3"]))?
         .query_map(
             params![
-                purge::window_bound(before),
+                purge::created_before(before),
                 purge::after_id(after),
-                limit(request)
+                purge::limit(request)
             ],
             |row| {
                 Ok(Record {
@@ -188,7 +208,7 @@ fn release_event_ids(conn: &Connection, request: &PurgeRequest) -> Result<Purged
         .prepare_cached(&purge::release_event_ids_sql(["?1", "?2"]))?
         .execute(params![
             request.event_ids_before.as_millis(),
-            limit(request)
+            purge::limit(request)
         ])?;
     Ok(Purged {
         examined: released,
@@ -205,8 +225,4 @@ fn delete_attempts(conn: &Connection, message_id: &str) -> Result<u64, StoreErro
         .prepare_cached("DELETE FROM attempts WHERE message_id = ?1")?
         .execute([message_id])?;
     Ok(deleted as u64)
-}
-
-fn limit(request: &PurgeRequest) -> i64 {
-    i64::try_from(request.limit).unwrap_or(i64::MAX)
 }
