@@ -160,10 +160,6 @@ where
     serde::Deserialize::deserialize(deserializer).map(Some)
 }
 
-/// The metadata key holding where e-mail notices go (`hookd_engine::notices::NOTIFY_EMAIL`;
-/// the API does not depend on the engine).
-const NOTIFY_EMAIL: &str = "notifyEmail";
-
 /// Metadata, refusing a `notifyEmail` that is not an e-mail address (it is where hookd's
 /// e-mail notices go: a typo there would lose them silently).
 pub fn metadata<'de, D>(deserializer: D) -> Result<hookd_core::model::Metadata, D::Error>
@@ -171,9 +167,10 @@ where
     D: serde::Deserializer<'de>,
 {
     let metadata: hookd_core::model::Metadata = serde::Deserialize::deserialize(deserializer)?;
-    match metadata.get(NOTIFY_EMAIL) {
+    match metadata.get(hookd_core::model::NOTIFY_EMAIL) {
         Some(address) if !is_email_address(address) => Err(serde::de::Error::custom(format!(
-            "{NOTIFY_EMAIL} {address:?} is not an e-mail address"
+            "{} {address:?} is not an e-mail address",
+            hookd_core::model::NOTIFY_EMAIL
         ))),
         _ => Ok(metadata),
     }

@@ -9,6 +9,10 @@ use crate::{AppId, AttemptId, EndpointId, MessageId, Timestamp};
 /// Free-form string labels a caller attaches to an application or endpoint.
 pub type Metadata = BTreeMap<String, String>;
 
+/// The metadata key (of an endpoint, else of its application) holding the address hookd's
+/// e-mail notices go to; the API refuses a value that is not an address.
+pub const NOTIFY_EMAIL: &str = "notifyEmail";
+
 /// An application: one of the producer's customers, who owns endpoints and receives messages.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Application {

@@ -16,16 +16,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookd_core::model::Message;
+use hookd_core::model::{Message, NOTIFY_EMAIL};
 use hookd_core::{AppId, Clock, MessageId, Timestamp};
 use hookd_store::{Store, StoreError};
 use lettre::message::Mailbox;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use serde_json::Value;
-
-/// The metadata key (of an endpoint, else of its application) holding the address notices go
-/// to.
-pub const NOTIFY_EMAIL: &str = "notifyEmail";
 
 /// Counter: notices by `result` (`sent`, `rate_limited`, `no_address`, `refused`).
 pub const NOTICES: &str = "hookd_notices_total";
