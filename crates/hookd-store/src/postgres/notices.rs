@@ -19,17 +19,14 @@ impl NoticeStore for PgStore {
         until: Timestamp,
         start: &MessageId,
     ) -> Result<Option<MessageId>, StoreError> {
-        query(sql::create(["$1"]))
+        let turn = sql::take_turn(["$1", "$2", "$3", "$4"]);
+        let done: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(turn))
+            .bind(owner)
+            .bind(until.as_millis())
+            .bind(now.as_millis())
             .bind(start.as_str())
-            .execute(&self.pool)
+            .fetch_optional(&self.pool)
             .await?;
-        let done: Option<String> =
-            sqlx::query_scalar(sqlx::AssertSqlSafe(sql::take_turn(["$1", "$2", "$3"])))
-                .bind(owner)
-                .bind(until.as_millis())
-                .bind(now.as_millis())
-                .fetch_optional(&self.pool)
-                .await?;
         Ok(done.map(MessageId::from_stored))
     }
 

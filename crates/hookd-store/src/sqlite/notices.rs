@@ -24,13 +24,10 @@ impl NoticeStore for SqliteStore {
         let (owner, start) = (owner.to_owned(), start.to_string());
         self.db
             .write(move |conn| {
-                conn.prepare_cached(&sql::create(["?1"]))?
-                    .execute([&start])?;
+                let turn = params![owner, until.as_millis(), now.as_millis(), start];
                 let done: Option<String> = conn
-                    .prepare_cached(&sql::take_turn(["?1", "?2", "?3"]))?
-                    .query_row(params![owner, until.as_millis(), now.as_millis()], |row| {
-                        row.get(0)
-                    })
+                    .prepare_cached(&sql::take_turn(["?1", "?2", "?3", "?4"]))?
+                    .query_row(turn, |row| row.get(0))
                     .optional()?;
                 Ok(done.map(MessageId::from_stored))
             })

@@ -42,22 +42,15 @@ pub trait NoticeStore: Send + Sync {
 pub(crate) mod sql {
     use crate::columns::MESSAGE_COLUMNS;
 
-    /// Creates the row at the first turn: binds the start.
-    pub fn create(p: [&str; 1]) -> String {
+    /// Takes or renews the turn: binds the owner, `until`, `now` and the start of a first
+    /// turn; returns the last event done.
+    pub fn take_turn(p: [&str; 4]) -> String {
         format!(
-            "INSERT INTO notice_cursor (id, sent_up_to, owner, turn_until) VALUES (1, {}, NULL, 0)
-             ON CONFLICT (id) DO NOTHING",
-            p[0]
-        )
-    }
-
-    /// Takes or renews the turn: binds the owner, `until` and `now`; returns the last done.
-    pub fn take_turn(p: [&str; 3]) -> String {
-        format!(
-            "UPDATE notice_cursor SET owner = {0}, turn_until = {1}
+            "UPDATE notice_cursor SET owner = {0}, turn_until = {1},
+                 sent_up_to = COALESCE(sent_up_to, {3})
              WHERE id = 1 AND (owner = {0} OR owner IS NULL OR turn_until <= {2})
              RETURNING sent_up_to",
-            p[0], p[1], p[2]
+            p[0], p[1], p[2], p[3]
         )
     }
 
