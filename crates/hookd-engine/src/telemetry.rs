@@ -1,6 +1,7 @@
 //! The engine's metrics, through the `metrics` facade (`hookd serve` installs the Prometheus
 //! exporter; without a recorder they cost next to nothing): every attempt counted by the class
-//! of its outcome with its latency, and every delivery that settles.
+//! of its outcome with its latency, every delivery that settles, and the retention purge's
+//! progress; and [`Traceparent`], how a delivery names its trace when traces are exported.
 //!
 //! Labels come from small fixed sets, never from a URL, an id or a response: Prometheus keeps
 //! one series per label value, so anything unbounded there would grow without end.

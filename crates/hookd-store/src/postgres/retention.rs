@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use hookd_core::model::Message;
 use hookd_core::{MessageId, Timestamp};
-use sqlx::{AssertSqlSafe, PgConnection, Postgres, Transaction};
+use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres, Transaction};
 
 use super::PgStore;
 use super::messages::{insert_message, set_expiry};
@@ -106,25 +106,20 @@ impl PgStore {
             })
             .collect();
         let settled: Vec<&Record> = records.iter().filter(|r| !r.busy).collect();
-        let spent: Vec<&&Record> = settled
+        let mut purged = Purged {
+            examined: records.len(),
+            next: purge::next_cursor(request, records.len(), records.last().map(Record::cursor)),
+            ..Purged::default()
+        };
+        if settled.is_empty() {
+            return Ok(purged);
+        }
+        let spent: Vec<&Record> = settled
             .iter()
+            .copied()
             .filter(|r| r.spends_event_id(request))
             .collect();
-        sqlx::query(
-            "INSERT INTO spent_event_ids (app_id, event_id, created_at)
-             SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[])
-             ON CONFLICT (app_id, event_id) DO NOTHING",
-        )
-        .bind(spent.iter().map(|r| r.app_id.as_str()).collect::<Vec<_>>())
-        .bind(
-            spent
-                .iter()
-                .map(|r| r.event_id.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(spent.iter().map(|r| r.created_at).collect::<Vec<_>>())
-        .execute(&self.pool)
-        .await?;
+        spend_event_ids(&self.pool, &spent).await?;
         let ids: Vec<&str> = settled.iter().map(|r| r.id.as_str()).collect();
         let mut tx = self.pool.begin().await?;
         // The check again, under the rows' locks: a recover may have queued a delivery since.
@@ -135,22 +130,16 @@ impl PgStore {
         .bind(&ids)
         .fetch_all(&mut *tx)
         .await?;
-        let attempts = delete_of_messages(&mut tx, "attempts", &gone).await?;
-        let deliveries = delete_of_messages(&mut tx, "deliveries", &gone).await?;
+        purged.attempts = delete_of_messages(&mut tx, "attempts", &gone).await?;
+        purged.deliveries = delete_of_messages(&mut tx, "deliveries", &gone).await?;
         let messages = sqlx::query("DELETE FROM messages WHERE id = ANY($1)")
             .bind(&gone)
             .execute(&mut *tx)
             .await?
             .rows_affected();
         tx.commit().await?;
-        Ok(Purged {
-            examined: records.len(),
-            attempts,
-            deliveries,
-            records: usize::try_from(messages).unwrap_or(usize::MAX),
-            next: purge::next_cursor(request, records.len(), records.last().map(Record::cursor)),
-            ..Purged::default()
-        })
+        purged.records = usize::try_from(messages).unwrap_or(usize::MAX);
+        Ok(purged)
     }
 
     /// Releases `eventId`s whose time has run out.
@@ -253,6 +242,30 @@ async fn purge_content(
         ),
         ..Purged::default()
     })
+}
+
+/// Keeps the `eventId`s of records about to go taken, committed on their own before the
+/// deletion (see `delete_records`).
+async fn spend_event_ids(pool: &PgPool, spent: &[&Record]) -> Result<(), StoreError> {
+    if spent.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO spent_event_ids (app_id, event_id, created_at)
+         SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[])
+         ON CONFLICT (app_id, event_id) DO NOTHING",
+    )
+    .bind(spent.iter().map(|r| r.app_id.as_str()).collect::<Vec<_>>())
+    .bind(
+        spent
+            .iter()
+            .map(|r| r.event_id.as_deref())
+            .collect::<Vec<_>>(),
+    )
+    .bind(spent.iter().map(|r| r.created_at).collect::<Vec<_>>())
+    .execute(pool)
+    .await?;
+    Ok(())
 }
 
 /// Deletes the rows of `table` (`attempts` or `deliveries`) of the messages `ids`.
