@@ -316,6 +316,7 @@ fn endpoint(
         throttle_rate: None,
         timeout_secs: None,
         max_concurrency: None,
+        ordering: Default::default(),
         metadata: Default::default(),
         headers: Default::default(),
         // Written straight to the store, so in the clear as schema v1 kept secrets: hookd seals
@@ -347,6 +348,7 @@ async fn write_one(
         event_type: event_type.into(),
         event_id: Some(format!("evt-{i}")),
         channels: None,
+        ordering_key: None,
         payload: Some(
             format!(
                 r#"{{"id":{i},"type":"{event_type}","customer":"cus_{:08x}","amount":{},"currency":"EUR","items":[{{"sku":"SKU-{}","qty":1}}]}}"#,
@@ -406,6 +408,7 @@ async fn finish(
         attempt_count: 1,
         next_attempt_at: (outcome == DeliveryStatus::Pending).then_some(retry),
         updated_at: at,
+        ordering_key: None,
     };
     store.record_attempt(&attempt, &delivery).await?;
     Ok(())

@@ -31,6 +31,12 @@ pub fn text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// An endpoint's `ordering`: `perKey` or `strict`.
+pub fn ordering(value: &str) -> Result<hookd_core::model::Ordering, ApiError> {
+    hookd_core::model::Ordering::parse(value)
+        .ok_or_else(|| ApiError::body_field("ordering", "must be perKey or strict"))
+}
+
 /// An optional list of event-type names.
 pub fn event_types(field: &str, values: Option<&[String]>) -> Result<(), ApiError> {
     for value in values.unwrap_or_default() {

@@ -1,6 +1,6 @@
 //! Endpoints over real HTTP on loopback and a real SQLite file (and PostgreSQL where a test
-//! says so): validation, secrets, custom headers, the disabled state, timeouts and the ceiling
-//! on requests in flight.
+//! says so): validation, secrets, custom headers, the disabled state, timeouts, the ceiling
+//! on requests in flight and the ordering.
 
 mod common;
 
@@ -279,4 +279,34 @@ async fn an_endpoints_max_concurrency_is_set_replaced_patched_and_bounded() {
         assert_eq!(out["maxConcurrency"], Value::Null);
         assert_eq!(stored().await, Value::Null);
     }
+}
+
+#[tokio::test]
+async fn an_endpoints_ordering_is_per_key_unless_made_strict() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    let ep = api
+        .endpoint(&app, json!({"url": "https://a.example.com/hook"}))
+        .await;
+    assert_eq!(ep["ordering"], "perKey");
+    let path = format!("/app/{app}/endpoint/{}", ep["id"].as_str().unwrap());
+    let (status, patched) = api
+        .call(Method::PATCH, &path, Some(json!({"ordering": "strict"})))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{patched}");
+    assert_eq!(patched["ordering"], "strict");
+    let (_, shown) = api.call(Method::GET, &path, None).await;
+    assert_eq!(shown["ordering"], "strict");
+    let (status, body) = api
+        .call(Method::PATCH, &path, Some(json!({"ordering": "fifo"})))
+        .await;
+    assert_invalid_field(status, &body, "ordering");
+    let (status, body) = api
+        .call(
+            Method::POST,
+            &format!("/app/{app}/endpoint"),
+            Some(json!({"url": "https://b.example.com/hook", "ordering": "sorted"})),
+        )
+        .await;
+    assert_invalid_field(status, &body, "ordering");
 }

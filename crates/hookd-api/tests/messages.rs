@@ -1,12 +1,13 @@
 //! Publishing over real HTTP on loopback and a real SQLite file: bytes kept as sent, routing,
-//! idempotency (`eventId`, `Idempotency-Key`), size limits, strict event types.
+//! idempotency (`eventId`, `Idempotency-Key`), size limits, strict event types, scheduling,
+//! and ordering keys (a waiting message names its key's head; skipping the head lets it go).
 
 mod common;
 
 use common::{ADMIN_TOKEN, assert_invalid_field, start, start_default};
 use hookd_api::ApiConfig;
 use reqwest::{Method, StatusCode};
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test]
 async fn a_message_is_accepted_with_its_bytes_kept_and_routed() {
@@ -416,4 +417,85 @@ async fn precheck_says_whether_an_enabled_endpoint_would_take_the_message() {
         )
         .await;
     assert_invalid_field(status, &body, "eventType");
+}
+
+#[tokio::test]
+async fn ordered_messages_wait_behind_their_keys_head_and_a_skip_lets_the_next_go() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    let ep = api
+        .endpoint(&app, json!({"url": "https://a.example.com/hook"}))
+        .await;
+    let ep = ep["id"].as_str().unwrap();
+    let path = format!("/app/{app}/msg");
+    for (key, field) in [
+        (json!(""), "orderingKey"),
+        (json!("k".repeat(257)), "orderingKey"),
+        (json!("a\u{7}b"), "orderingKey"),
+    ] {
+        let refused = json!({"eventType": "x", "payload": {}, "orderingKey": key});
+        let (status, body) = api.call(Method::POST, &path, Some(refused)).await;
+        assert_invalid_field(status, &body, field);
+    }
+    let later = hookd_core::Timestamp::from_millis(
+        hookd_core::Clock::now(&hookd_core::SystemClock).as_millis() + 3_600_000,
+    );
+    let scheduled = json!({"eventType": "x", "payload": {}, "orderingKey": "C-4471",
+                           "deliverAt": later.to_rfc3339()});
+    let (status, body) = api.call(Method::POST, &path, Some(scheduled)).await;
+    assert_invalid_field(status, &body, "deliverAt");
+
+    let mut ids = Vec::new();
+    for status in ["in transit", "delivered"] {
+        let body = json!({"eventType": "consignment.updated", "orderingKey": "C-4471",
+                          "payload": {"status": status}});
+        let (code, msg) = api.call(Method::POST, &path, Some(body)).await;
+        assert_eq!(code, StatusCode::ACCEPTED, "{msg}");
+        assert_eq!(msg["orderingKey"], "C-4471");
+        ids.push(msg["id"].as_str().unwrap().to_owned());
+    }
+    let (_, waiting) = api
+        .call(Method::GET, &format!("{path}/{}/endpoint", ids[1]), None)
+        .await;
+    let waiting = &waiting["data"][0];
+    assert_eq!(
+        (
+            &waiting["statusText"],
+            &waiting["nextAttempt"],
+            &waiting["waitingBehind"]
+        ),
+        (&json!("pending"), &Value::Null, &json!(ids[0])),
+        "{waiting}"
+    );
+    let (_, head) = api
+        .call(Method::GET, &format!("{path}/{}/endpoint", ids[0]), None)
+        .await;
+    assert_eq!(head["data"][0].get("waitingBehind"), None, "{head}");
+
+    let skip = |msg: &str| format!("{path}/{msg}/endpoint/{ep}/skip");
+    let (status, _) = api.call(Method::POST, &skip(&ids[0]), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, body) = api.call(Method::POST, &skip(&ids[0]), None).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (_, next) = api
+        .call(Method::GET, &format!("/app/{app}/endpoint/{ep}/msg"), None)
+        .await;
+    let by_id = |id: &str| {
+        next["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(by_id(&ids[0])["statusText"], "fail");
+    let second = by_id(&ids[1]);
+    assert_eq!(second["statusText"], "pending");
+    assert!(second["nextAttempt"].is_string(), "due now: {second}");
+    assert_eq!(second.get("waitingBehind"), None);
+    let (status, body) = api
+        .call(Method::POST, &skip("msg_2MissingMissingMissing0"), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
 }

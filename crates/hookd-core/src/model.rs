@@ -50,6 +50,8 @@ pub struct Endpoint {
     /// At most this many attempts in flight to this endpoint at once (across every process),
     /// if lower than the server's ceiling (`--endpoint-max-concurrency`).
     pub max_concurrency: Option<u16>,
+    /// Which of its messages the endpoint receives one at a time, in publish order.
+    pub ordering: Ordering,
     pub metadata: Metadata,
     /// Extra headers sent with every delivery (never ones that collide with ours).
     pub headers: BTreeMap<String, String>,
@@ -60,6 +62,12 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// The key this endpoint's delivery of a message is ordered under: deliveries that share
+    /// one reach the endpoint one at a time, in publish order. `None`: unordered.
+    pub fn ordering_key_of(&self, message: &Message) -> Option<String> {
+        self.ordering.key_of(message.ordering_key.as_deref())
+    }
+
     /// Whether a message of `event_type` on `channels` is delivered to this endpoint.
     pub fn subscribes_to(&self, event_type: &str, channels: Option<&[String]>) -> bool {
         !self.disabled
@@ -69,6 +77,46 @@ impl Endpoint {
                 event_type,
                 channels,
             )
+    }
+}
+
+/// Which messages an endpoint receives one at a time, in the order they were published.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Ordering {
+    /// Messages that share an ordering key, one at a time per key; every other message in
+    /// parallel.
+    #[default]
+    PerKey,
+    /// Every message, one at a time: the endpoint receives one stream.
+    Strict,
+}
+
+impl Ordering {
+    /// The ordering key a delivery of a message with `message_key` gets under this ordering.
+    /// A strict endpoint's deliveries all share the empty key, which no message can carry
+    /// ([`crate::validate::ordering_key`] refuses it).
+    pub fn key_of(self, message_key: Option<&str>) -> Option<String> {
+        match self {
+            Self::PerKey => message_key.map(str::to_owned),
+            Self::Strict => Some(String::new()),
+        }
+    }
+
+    /// The name the API shows: `perKey` or `strict`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PerKey => "perKey",
+            Self::Strict => "strict",
+        }
+    }
+
+    /// The ordering an API name stands for.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "perKey" => Some(Self::PerKey),
+            "strict" => Some(Self::Strict),
+            _ => None,
+        }
     }
 }
 
@@ -145,6 +193,9 @@ pub struct Message {
     pub event_type: String,
     pub event_id: Option<String>,
     pub channels: Option<Vec<String>>,
+    /// Messages of one application that share this key reach each endpoint one at a time, in
+    /// the order they were published (their ids' order).
+    pub ordering_key: Option<String>,
     /// `None` once the payload has been expunged.
     pub payload: Option<Vec<u8>>,
     pub created_at: Timestamp,
@@ -195,9 +246,19 @@ pub struct Delivery {
     pub status: DeliveryStatus,
     /// Attempts made so far.
     pub attempt_count: u32,
-    /// When the next attempt is due, while pending.
+    /// When the next attempt is due, while pending; `None` while it waits its turn behind an
+    /// earlier delivery of its ordering key, and once settled.
     pub next_attempt_at: Option<Timestamp>,
     pub updated_at: Timestamp,
+    /// The key this delivery is ordered under (see [`Endpoint::ordering_key_of`]), if any.
+    pub ordering_key: Option<String>,
+}
+
+impl Delivery {
+    /// Whether it waits behind an earlier delivery of its ordering key to the same endpoint.
+    pub fn is_waiting(&self) -> bool {
+        self.status == DeliveryStatus::Pending && self.next_attempt_at.is_none()
+    }
 }
 
 /// Why an attempt was made. The numbers are Svix's `MessageAttemptTriggerType`.
@@ -262,6 +323,7 @@ mod tests {
             disabled_at: None,
             throttle_rate: None,
             timeout_secs: None,
+            ordering: Default::default(),
             max_concurrency: None,
             metadata: Metadata::new(),
             headers: BTreeMap::new(),

@@ -201,6 +201,7 @@ impl OperationalEvent {
             event_type: self.event_type().to_owned(),
             event_id: None,
             channels: None,
+            ordering_key: None,
             payload: Some(envelope.to_string().into_bytes()),
             created_at: at,
         }

@@ -12,6 +12,8 @@ pub enum NameError {
     TooLong { max: usize },
     #[error("may contain only letters, digits, '-', '_' and '.'")]
     BadCharacter,
+    #[error("must not contain control characters")]
+    ControlCharacter,
 }
 
 fn check(text: &str, max: usize) -> Result<(), NameError> {
@@ -40,6 +42,21 @@ pub fn channel(text: &str) -> Result<(), NameError> {
     check(text, 128)
 }
 
+/// A message's ordering key: any text of 1 to 256 bytes without control characters (order
+/// ids, customer ids and URLs all fit).
+pub fn ordering_key(text: &str) -> Result<(), NameError> {
+    if text.is_empty() {
+        return Err(NameError::Empty);
+    }
+    if text.len() > 256 {
+        return Err(NameError::TooLong { max: 256 });
+    }
+    if text.chars().any(char::is_control) {
+        return Err(NameError::ControlCharacter);
+    }
+    Ok(())
+}
+
 /// Why a message to publish was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MessageError {
@@ -52,12 +69,13 @@ pub enum MessageError {
 }
 
 /// The rules every published message follows, whether it came through the API or the
-/// outbox: valid names, at most 10 valid channels, and a payload that is a JSON object of at
+/// outbox: valid names and ordering key, at most 10 valid channels, and a payload that is a JSON object of at
 /// most `max_payload` bytes. `payload` is the payload's JSON text, already known to be JSON.
 pub fn message(
     event_type: &str,
     event_id: Option<&str>,
     channels: Option<&[String]>,
+    ordering_key: Option<&str>,
     payload: &str,
     max_payload: usize,
 ) -> Result<(), MessageError> {
@@ -69,6 +87,9 @@ pub fn message(
     };
     name(event_type).map_err(field("eventType"))?;
     event_id.map_or(Ok(()), name).map_err(field("eventId"))?;
+    ordering_key
+        .map_or(Ok(()), self::ordering_key)
+        .map_err(field("orderingKey"))?;
     let channels = channels.unwrap_or_default();
     if channels.len() > 10 {
         return Err(MessageError::Field {
@@ -117,30 +138,55 @@ mod tests {
 
     #[test]
     fn a_message_needs_an_object_payload_within_the_limit() {
-        assert_eq!(message("a.b", Some("e1"), None, "{}", 2), Ok(()));
+        assert_eq!(message("a.b", Some("e1"), None, None, "{}", 2), Ok(()));
         assert!(matches!(
-            message("a.b", None, None, "[1]", 10),
+            message("a.b", None, None, None, "[1]", 10),
             Err(MessageError::Field {
                 field: "payload",
                 ..
             })
         ));
         assert_eq!(
-            message("a.b", None, None, "{\"a\":1}", 4),
+            message("a.b", None, None, None, "{\"a\":1}", 4),
             Err(MessageError::TooLarge { size: 7, limit: 4 })
         );
         let eleven: Vec<String> = (0..11).map(|n| n.to_string()).collect();
         assert!(matches!(
-            message("a.b", None, Some(&eleven), "{}", 10),
+            message("a.b", None, Some(&eleven), None, "{}", 10),
             Err(MessageError::Field {
                 field: "channels",
                 ..
             })
         ));
         assert!(matches!(
-            message("a b", None, None, "{}", 10),
+            message("a b", None, None, None, "{}", 10),
             Err(MessageError::Field {
                 field: "eventType",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn an_ordering_key_is_any_short_text_without_control_characters() {
+        for key in [
+            "C-4471",
+            "customer 17 / order 9",
+            "https://shop.example/o/1",
+            "ü",
+        ] {
+            assert_eq!(ordering_key(key), Ok(()), "{key}");
+        }
+        assert_eq!(ordering_key(""), Err(NameError::Empty));
+        assert_eq!(
+            ordering_key(&"k".repeat(257)),
+            Err(NameError::TooLong { max: 256 })
+        );
+        assert_eq!(ordering_key("a\nb"), Err(NameError::ControlCharacter));
+        assert!(matches!(
+            message("a.b", None, None, Some(""), "{}", 10),
+            Err(MessageError::Field {
+                field: "orderingKey",
                 ..
             })
         ));

@@ -90,6 +90,8 @@ pub struct Verdict {
     /// The end of the lease the attempt was made under: the delivery moves to `next` only if
     /// no other claim has taken it since (see [`hookd_store::AttemptRecord::lease`]).
     pub lease: Option<Timestamp>,
+    /// The delivery has an ordering key: once it settles, the next of its key becomes due.
+    pub ordered: bool,
     /// The endpoint must be disabled, for this reason.
     pub disable: Option<String>,
     /// The endpoint asked hookd to slow down (429, 502, 503, 504): take no new work for it
@@ -197,6 +199,7 @@ pub fn judge(
         attempt,
         next,
         lease: claimed.delivery.next_attempt_at,
+        ordered: claimed.delivery.ordering_key.is_some(),
         disable,
         slow_down,
         notice,
@@ -270,6 +273,7 @@ mod tests {
             event_type: "order.shipped".into(),
             event_id: None,
             channels: None,
+            ordering_key: None,
             payload: Some(br#"{"orderId": 1003}"#.to_vec()),
             created_at: at,
         };
@@ -291,6 +295,7 @@ mod tests {
             throttle_rate: None,
             timeout_secs: None,
             max_concurrency: None,
+            ordering: Default::default(),
             metadata: BTreeMap::new(),
             headers: BTreeMap::from([("X-Tenant".into(), "42".into())]),
             keys,
@@ -304,6 +309,7 @@ mod tests {
             attempt_count,
             next_attempt_at: Some(at),
             updated_at: at,
+            ordering_key: None,
         };
         ClaimedDelivery {
             delivery,

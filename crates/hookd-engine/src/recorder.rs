@@ -39,8 +39,8 @@ pub struct Finished {
 /// The recorder's side: what it needs to write and to react to what it wrote.
 pub struct Recorder {
     pub store: Arc<dyn Store>,
-    /// Woken after a batch that queued work (a retry, an operational webhook): the engine
-    /// claims it.
+    /// Woken after a batch that queued work (a retry, an operational webhook, the next
+    /// delivery of an ordering key): the engine claims it.
     pub wake: Arc<Notify>,
     /// Woken after any other batch: the tickets it frees may claim again, if work waits.
     pub freed: Arc<Notify>,
@@ -94,9 +94,12 @@ impl Recorder {
                 events,
             })
             .collect();
-        let mut queued = records
-            .iter()
-            .any(|r| r.next.status == DeliveryStatus::Pending || !r.events.is_empty());
+        // A retry, an operational webhook, or the next delivery of a settled one's key.
+        let mut queued = batch.iter().zip(&records).any(|(f, r)| {
+            r.next.status == DeliveryStatus::Pending
+                || !r.events.is_empty()
+                || (f.verdict.ordered && r.next.next_attempt_at.is_none())
+        });
         let started = Instant::now();
         match self.store.record_attempts(&records).await {
             Ok(recorded) => {

@@ -514,6 +514,7 @@ async fn a_due_retry_goes_out_on_the_poll_while_other_deliveries_keep_succeeding
                 event_type: "order.shipped".into(),
                 event_id: None,
                 channels: None,
+                ordering_key: None,
                 payload: Some(b"{}".to_vec()),
                 created_at: now,
             };

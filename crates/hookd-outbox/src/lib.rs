@@ -13,6 +13,7 @@
 //! // … your own writes in `tx` …
 //! Event::new("acme", "order.shipped", &serde_json::json!({"orderId": 1003}))?
 //!     .event_id("order-1003-shipped")
+//!     .ordering_key("order-1003")
 //!     .insert(&mut *tx)
 //!     .await?;
 //! tx.commit().await?;
@@ -40,6 +41,9 @@ pub struct Event {
     /// in the outbox with an error instead of being sent twice).
     pub event_id: Option<String>,
     pub channels: Option<Vec<String>>,
+    /// Optional: the events that share it reach each endpoint one at a time, in the order
+    /// their transactions committed.
+    pub ordering_key: Option<String>,
 }
 
 impl Event {
@@ -68,12 +72,19 @@ impl Event {
             payload: payload.into(),
             event_id: None,
             channels: None,
+            ordering_key: None,
         }
     }
 
     /// Sets the `eventId`.
     pub fn event_id(mut self, event_id: impl Into<String>) -> Self {
         self.event_id = Some(event_id.into());
+        self
+    }
+
+    /// Sets the ordering key: events sharing one reach each endpoint one at a time, in order.
+    pub fn ordering_key(mut self, key: impl Into<String>) -> Self {
+        self.ordering_key = Some(key.into());
         self
     }
 
@@ -91,14 +102,15 @@ impl Event {
         executor: impl sqlx::PgExecutor<'e>,
     ) -> Result<i64, sqlx::Error> {
         sqlx::query_scalar(
-            "INSERT INTO hookd.outbox (app, event_type, payload, event_id, channels)
-             VALUES ($1, $2, $3::json, $4, $5) RETURNING id",
+            "INSERT INTO hookd.outbox (app, event_type, payload, event_id, channels, ordering_key)
+             VALUES ($1, $2, $3::json, $4, $5, $6) RETURNING id",
         )
         .bind(&self.app)
         .bind(&self.event_type)
         .bind(&self.payload)
         .bind(self.event_id.as_deref())
         .bind(self.channels.as_deref())
+        .bind(self.ordering_key.as_deref())
         .fetch_one(executor)
         .await
     }
@@ -112,15 +124,16 @@ impl Event {
             .as_ref()
             .map(|c| serde_json::to_string(c).expect("a list of strings serializes"));
         conn.prepare_cached(
-            "INSERT INTO outbox (app, event_type, payload, event_id, channels)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO outbox (app, event_type, payload, event_id, channels, ordering_key)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?
         .execute(rusqlite::params![
             self.app,
             self.event_type,
             self.payload,
             self.event_id,
-            channels
+            channels,
+            self.ordering_key
         ])?;
         Ok(conn.last_insert_rowid())
     }

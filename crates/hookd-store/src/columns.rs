@@ -5,35 +5,46 @@
 //! them: keeping one copy means the two decoders cannot drift apart from the lists or from
 //! each other. Table aliases: `e` endpoints, `m` messages, `d` deliveries, `a` attempts.
 
+use hookd_core::model::Ordering;
+
 pub const APP_COLUMNS: &str = "id, uid, name, metadata, throttle_rate, created_at, updated_at";
 
 pub const ENDPOINT_COLUMNS: &str = "e.id, e.app_id, e.uid, e.url, e.description, e.event_types, \
     e.channels, e.disabled, e.throttle_rate, e.metadata, e.headers, e.secret, e.created_at, e.updated_at, \
-    e.disabled_reason, e.disabled_at, e.timeout_secs, e.max_concurrency";
+    e.disabled_reason, e.disabled_at, e.timeout_secs, e.max_concurrency, e.strict_order";
 
 /// How many columns [`ENDPOINT_COLUMNS`] has: where the next record starts in a join.
-pub const ENDPOINT_WIDTH: usize = 18;
+pub const ENDPOINT_WIDTH: usize = 19;
 
 pub const EVENT_TYPE_COLUMNS: &str = "name, description, schemas, archived, deprecated, \
      feature_flag, created_at, updated_at, group_name, feature_flags";
 
 pub const MESSAGE_COLUMNS: &str =
-    "m.id, m.app_id, m.event_type, m.event_id, m.channels, m.payload, m.created_at";
+    "m.id, m.app_id, m.event_type, m.event_id, m.channels, m.payload, m.created_at, m.ordering_key";
 
 /// How many columns [`MESSAGE_COLUMNS`] has: where the next record starts in a join.
-pub const MESSAGE_WIDTH: usize = 7;
+pub const MESSAGE_WIDTH: usize = 8;
 
-pub const DELIVERY_COLUMNS: &str =
-    "d.message_id, d.endpoint_id, d.status, d.attempt_count, d.next_attempt_at, d.updated_at";
+pub const DELIVERY_COLUMNS: &str = "d.message_id, d.endpoint_id, d.status, d.attempt_count, d.next_attempt_at, d.updated_at, \
+     d.ordering_key";
 
 /// How many columns [`DELIVERY_COLUMNS`] has: where the next record starts in a join.
-pub const DELIVERY_WIDTH: usize = 6;
+pub const DELIVERY_WIDTH: usize = 7;
 
 pub const ATTEMPT_COLUMNS: &str = "a.id, a.message_id, a.endpoint_id, a.url, a.response_status_code, \
     a.response, a.response_duration_ms, a.status, a.trigger_type, a.created_at, a.response_head";
 
 pub const TOKEN_COLUMNS: &str =
     "id, token_hash, app_id, created_at, expires_at, name, revoked_at, rate_limit, read_only";
+
+/// An endpoint's ordering from its stored `strict_order` flag.
+pub fn ordering(strict_order: bool) -> Ordering {
+    if strict_order {
+        Ordering::Strict
+    } else {
+        Ordering::PerKey
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -45,9 +45,10 @@ pub mod testing;
 
 pub use error::StoreError;
 pub use operations::ensure_operations_app;
+pub(crate) use queue::skip_refused;
 pub use queue::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,
-    Reserved,
+    Reserved, Skipped,
 };
 pub use store::*;
 

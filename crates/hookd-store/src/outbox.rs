@@ -20,6 +20,7 @@ pub struct OutboxRow {
     pub payload: String,
     pub event_id: Option<String>,
     pub channels: Option<Vec<String>>,
+    pub ordering_key: Option<String>,
     /// A column that could not be read as the contract says, found while loading the row.
     pub problem: Option<String>,
 }
@@ -53,6 +54,7 @@ impl OutboxRow {
             &self.event_type,
             self.event_id.as_deref(),
             self.channels.as_deref(),
+            self.ordering_key.as_deref(),
             payload,
             rules.max_payload_bytes,
         )
@@ -72,6 +74,7 @@ impl OutboxRow {
             event_type: self.event_type.clone(),
             event_id: self.event_id.clone(),
             channels: self.channels.clone(),
+            ordering_key: self.ordering_key.clone(),
             payload: Some(self.payload().as_bytes().to_vec()),
             created_at: now,
         }

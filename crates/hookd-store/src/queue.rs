@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Weak;
 
 use async_trait::async_trait;
-use hookd_core::model::{Attempt, Delivery, Endpoint, Message};
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
 use hookd_core::{EndpointId, MessageId, Timestamp};
 
 use crate::StoreError;
@@ -168,6 +168,27 @@ pub enum Recorded {
     Stale,
 }
 
+/// What [`DeliveryQueue::skip`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skipped {
+    /// The delivery was pending (due, retrying, or waiting its turn): it is failed now, and
+    /// the next delivery of its ordering key, if any, is due.
+    Skipped,
+    /// An attempt holds it (`sending`): left alone.
+    InFlight,
+    /// It had settled already (succeeded or failed): left alone.
+    Settled,
+}
+
+/// What a skip that changed nothing found: the delivery's status (`None`: there is none).
+pub(crate) fn skip_refused(status: Option<i64>) -> Result<Skipped, StoreError> {
+    match status.map(DeliveryStatus::from_code) {
+        None => Err(StoreError::NotFound("delivery")),
+        Some(DeliveryStatus::Sending) => Ok(Skipped::InFlight),
+        Some(_) => Ok(Skipped::Settled),
+    }
+}
+
 /// The queue operations of the delivery engine and of the API's resend and recover.
 #[async_trait]
 pub trait DeliveryQueue: Send + Sync {
@@ -224,7 +245,9 @@ pub trait DeliveryQueue: Send + Sync {
 
     /// Queues one manual attempt of `message` to `endpoint`, due at `now`, creating the delivery
     /// if the message was never routed there. A delivery in flight is left alone (it is being
-    /// sent already). Returns whether an attempt was queued.
+    /// sent already). A delivery with an ordering key is due at once only if no earlier
+    /// delivery of its key is unsettled; otherwise it takes its turn (as the oldest waiting,
+    /// it goes next). Returns whether an attempt was queued.
     async fn resend(
         &self,
         message: &MessageId,
@@ -233,7 +256,8 @@ pub trait DeliveryQueue: Send + Sync {
     ) -> Result<bool, StoreError>;
 
     /// Re-queues an endpoint's failed deliveries of messages created in `[since, until)`, due at
-    /// `now` with a fresh retry schedule. Returns how many. A message whose payload was
+    /// `now` with a fresh retry schedule (those with an ordering key one at a time per key, in
+    /// message order). Returns how many. A message whose payload was
     /// expunged stays failed: there is nothing to send, and queued it would fail every attempt
     /// of its schedule, for days, and count each against the endpoint's failure streak.
     async fn recover(
@@ -243,6 +267,23 @@ pub trait DeliveryQueue: Send + Sync {
         until: Option<Timestamp>,
         now: Timestamp,
     ) -> Result<u64, StoreError>;
+
+    /// Gives up on a pending delivery by hand, as an operator does on a key's head that keeps
+    /// failing: it is marked failed without an attempt, and the next delivery of its ordering
+    /// key becomes due. `NotFound("delivery")` if the message was never routed there.
+    async fn skip(
+        &self,
+        message: &MessageId,
+        endpoint: &EndpointId,
+        now: Timestamp,
+    ) -> Result<Skipped, StoreError>;
+
+    /// The delivery each `(endpoint, ordering key)` pair has queued (due, retrying or in
+    /// flight), by message: what the deliveries waiting under that key wait behind.
+    async fn heads_of(
+        &self,
+        keys: &[(EndpointId, String)],
+    ) -> Result<HashMap<(EndpointId, String), MessageId>, StoreError>;
 
     /// Gives back claims whose attempts were cut short (a process shutting down): each delivery
     /// still `sending` under the lease it was claimed with (`claimed.next_attempt_at`) becomes

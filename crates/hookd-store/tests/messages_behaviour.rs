@@ -261,6 +261,7 @@ async fn attempts_are_recorded_and_listed(store: &dyn Store) {
         attempt_count: 1,
         next_attempt_at: Some(at(5_020)),
         updated_at: at(20),
+        ordering_key: None,
     };
     store.record_attempt(&failed, &retry_due).await.unwrap();
     let succeeded = attempt(5_030, 200, DeliveryStatus::Success);

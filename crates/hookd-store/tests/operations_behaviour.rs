@@ -244,6 +244,7 @@ async fn recorded_attempts_write_their_events_unless_the_delivery_is_gone(store:
                 attempt_count: 5,
                 next_attempt_at: None,
                 updated_at: at(30),
+                ordering_key: None,
             },
             attempt,
             lease: Some(at(20 + LEASE_MS)),

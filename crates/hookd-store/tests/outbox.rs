@@ -403,6 +403,96 @@ async fn postgres_ten_thousand_rows_from_concurrent_producers_three_relays_no_du
     assert_eq!(deliveries, i64::try_from(total).unwrap());
 }
 
+/// The messages of `acme`, oldest first: (eventId, ordering key, whether its one delivery
+/// waits behind another).
+async fn keyed(store: &dyn Store) -> Vec<(String, Option<String>, bool)> {
+    let app = store.get_app("acme").await.unwrap().unwrap();
+    let page = store
+        .list_messages(&app.id, &MessageFilter::default(), &first_page(1000))
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for message in page.items.into_iter().rev() {
+        let deliveries = store
+            .list_message_deliveries(&app.id, &message)
+            .await
+            .unwrap();
+        let waiting = deliveries.iter().all(|(_, d)| d.is_waiting());
+        out.push((message.event_id.unwrap(), message.ordering_key, waiting));
+    }
+    out
+}
+
+fn keyed_event(event_id: &str, key: &str) -> Event {
+    event(event_id).ordering_key(key)
+}
+
+#[tokio::test]
+async fn postgres_rows_with_an_ordering_key_are_relayed_by_one_pass_at_a_time_in_row_order() {
+    let Some(pg) = postgres_with_acme("outbox::postgres_ordering_key").await else {
+        return;
+    };
+    let (store, producer) = (&pg.store, &pg.pool);
+    for (id, key) in [
+        ("k1", Some("C-4471")),
+        ("free", None),
+        ("k2", Some("C-4471")),
+    ] {
+        let row = match key {
+            Some(key) => keyed_event(id, key),
+            None => event(id),
+        };
+        row.insert(producer).await.unwrap();
+    }
+    // Another process's pass holds the ordered rows' turn: this pass takes the rest only.
+    let mut other = producer.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(hookd_store::postgres::ORDERED_ROWS_LOCK)
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    assert_eq!(relay(store, &RULES).await.messages, 1);
+    assert_eq!(keyed(store).await, [("free".into(), None, false)]);
+    other.rollback().await.unwrap();
+    assert_eq!(relay(store, &RULES).await.messages, 2);
+    let key = Some("C-4471".to_owned());
+    assert_eq!(
+        keyed(store).await,
+        [
+            ("free".into(), None, false),
+            ("k1".into(), key.clone(), false),
+            ("k2".into(), key, true),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn sqlite_a_rows_ordering_key_becomes_its_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hookd.db");
+    let store = hookd_store::sqlite::SqliteStore::open(&path).await.unwrap();
+    acme(&store).await;
+    let producer = rusqlite::Connection::open(&path).unwrap();
+    producer
+        .execute_batch("PRAGMA busy_timeout = 5000;")
+        .unwrap();
+    for id in ["k1", "k2"] {
+        keyed_event(id, "C-4471").insert_sqlite(&producer).unwrap();
+    }
+    keyed_event("bad", "").insert_sqlite(&producer).unwrap();
+    let relayed = relay(&store, &RULES).await;
+    assert_eq!((relayed.messages, relayed.failed), (2, 1));
+    let key = Some("C-4471".to_owned());
+    assert_eq!(
+        keyed(&store).await,
+        [("k1".into(), key.clone(), false), ("k2".into(), key, true)]
+    );
+    let error: String = producer
+        .query_row("SELECT error FROM outbox", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(error, "orderingKey: must not be empty");
+}
+
 #[tokio::test]
 async fn sqlite_a_connection_sharing_the_file_commits_once_and_rolls_back_never() {
     let dir = tempfile::tempdir().unwrap();

@@ -330,6 +330,7 @@ fn endpoint_of(owner: &Application, created: i64, rate: Option<u16>) -> Endpoint
         throttle_rate: rate,
         timeout_secs: None,
         max_concurrency: None,
+        ordering: Default::default(),
         metadata: BTreeMap::new(),
         headers: BTreeMap::new(),
         keys: SealedKeys::from_stored("hk1:test:sealed".into()),
@@ -360,6 +361,7 @@ fn message_of(owner: &Application, created: i64) -> Message {
         event_type: "order.shipped".into(),
         event_id: None,
         channels: None,
+        ordering_key: None,
         payload: Some(b"{}".to_vec()),
         created_at: created,
     }

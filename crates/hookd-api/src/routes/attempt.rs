@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::routing::{delete, get};
 use axum::{Extension, Json, Router};
 use hookd_core::model::{Attempt, Delivery, Endpoint, Message};
-use hookd_core::{AppId, MessageId};
+use hookd_core::{AppId, EndpointId, MessageId};
 use hookd_store::{AttemptFilter, Page};
 use serde::Serialize;
 
@@ -88,17 +88,46 @@ struct WithDelivery<T> {
     status: i16,
     status_text: &'static str,
     next_attempt: Option<String>,
+    /// hookd addition: the message this one waits behind, while it waits its turn in its
+    /// ordering key (see `orderingKey`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waiting_behind: Option<String>,
 }
 
 impl<T> WithDelivery<T> {
-    fn new(record: T, delivery: &Delivery) -> Self {
+    fn new(record: T, delivery: &Delivery, heads: &Heads) -> Self {
+        let waiting_behind = delivery
+            .ordering_key
+            .clone()
+            .filter(|_| delivery.is_waiting())
+            .and_then(|key| heads.get(&(delivery.endpoint_id.clone(), key)))
+            .map(ToString::to_string);
         Self {
             record,
             status: delivery.status.code(),
             status_text: delivery.status.text(),
             next_attempt: delivery.next_attempt_at.map(|t| t.to_rfc3339()),
+            waiting_behind,
         }
     }
+}
+
+/// The message each (endpoint, ordering key) has queued: what its waiting deliveries wait for.
+type Heads = HashMap<(EndpointId, String), MessageId>;
+
+/// The heads the waiting ones of `deliveries` wait behind, in one read.
+async fn heads_of<'a>(
+    state: &ApiState,
+    deliveries: impl Iterator<Item = &'a Delivery>,
+) -> Result<Heads, ApiError> {
+    let keys: Vec<(EndpointId, String)> = deliveries
+        .filter(|d| d.is_waiting())
+        .filter_map(|d| Some((d.endpoint_id.clone(), d.ordering_key.clone()?)))
+        .collect();
+    if keys.is_empty() {
+        return Ok(Heads::new());
+    }
+    Ok(state.store().heads_of(&keys).await?)
 }
 
 fn attempt_filter(query: &QueryParams) -> Result<AttemptFilter, ApiError> {
@@ -223,6 +252,7 @@ async fn destinations(
         .store()
         .list_message_deliveries(&msg.app_id, &msg)
         .await?;
+    let heads = heads_of(&state, routed.iter().map(|(_, d)| d)).await?;
     let page = Page {
         items: routed,
         has_more: false,
@@ -230,7 +260,7 @@ async fn destinations(
     Ok(Json(ListOut::from_page(
         page,
         |(ep, _): &(Endpoint, Delivery)| ep.id.to_string(),
-        |(ep, delivery)| WithDelivery::new(ep.into(), &delivery),
+        |(ep, delivery)| WithDelivery::new(ep.into(), &delivery, &heads),
     )))
 }
 
@@ -246,9 +276,12 @@ async fn endpoint_messages(
         .store()
         .list_endpoint_deliveries(&ep, &attempt_filter(&query)?, &page_request(&query)?)
         .await?;
+    let heads = heads_of(&state, page.items.iter().map(|(_, d)| d)).await?;
     Ok(Json(ListOut::from_page(
         page,
         |(m, _): &(Message, Delivery)| m.id.to_string(),
-        |(m, delivery)| WithDelivery::new(message::MessageOut::new(m, with_content), &delivery),
+        |(m, delivery)| {
+            WithDelivery::new(message::MessageOut::new(m, with_content), &delivery, &heads)
+        },
     )))
 }

@@ -73,6 +73,8 @@ struct MessageIn {
     /// Svix's scheduled delivery: the deliveries become due then, not at once (RFC 3339, in
     /// the future, at most [`MAX_DELIVER_AHEAD_DAYS`] ahead).
     deliver_at: Option<String>,
+    /// Messages sharing this key reach each endpoint one at a time, in publish order.
+    ordering_key: Option<String>,
 }
 
 #[derive(Clone, Serialize)]
@@ -82,6 +84,9 @@ pub struct MessageOut {
     event_type: String,
     event_id: Option<String>,
     channels: Option<Vec<String>>,
+    /// hookd addition: the message's ordering key, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ordering_key: Option<String>,
     payload: Box<RawValue>,
     timestamp: String,
     /// hookd addition, in lists only: the message's status column.
@@ -135,6 +140,7 @@ impl MessageOut {
             event_type: message.event_type,
             event_id: message.event_id,
             channels: message.channels,
+            ordering_key: message.ordering_key,
             payload,
             timestamp: message.created_at.to_rfc3339(),
             deliveries: None,
@@ -152,6 +158,7 @@ impl MessageIn {
             &self.event_type,
             self.event_id.as_deref(),
             self.channels.as_deref(),
+            self.ordering_key.as_deref(),
             self.payload.get(),
             state.config().max_payload_bytes,
         )
@@ -182,14 +189,19 @@ impl MessageIn {
         Ok(())
     }
 
-    /// When this message's content expires, if it asks for its own retention period (in days,
-    /// or in hours).
     /// When the deliveries become due, if not at once.
     fn deliver_at(&self, now: Timestamp) -> Result<Option<Timestamp>, ApiError> {
         let Some(text) = &self.deliver_at else {
             return Ok(None);
         };
         let refused = |reason: String| ApiError::body_field("deliverAt", reason);
+        if self.ordering_key.is_some() {
+            return Err(refused(
+                "a message with an orderingKey cannot be scheduled: it would hold back every \
+                 later message of its key until then"
+                    .into(),
+            ));
+        }
         let at = Timestamp::parse_rfc3339(text)
             .map_err(|e| refused(format!("not an RFC 3339 time: {e}")))?;
         let latest = now.plus(Duration::from_secs(MAX_DELIVER_AHEAD_DAYS * 86_400));
@@ -201,6 +213,8 @@ impl MessageIn {
         Ok(Some(at))
     }
 
+    /// When this message's content expires, if it asks for its own retention period (in days,
+    /// or in hours).
     fn payload_expires_at(&self, now: Timestamp) -> Result<Option<Timestamp>, ApiError> {
         let hours = match (self.payload_retention_period, self.payload_retention_hours) {
             (None, None) => return Ok(None),
@@ -258,6 +272,7 @@ async fn create(
         event_type: input.event_type,
         event_id: input.event_id,
         channels: input.channels,
+        ordering_key: input.ordering_key,
         payload: Some(input.payload.get().as_bytes().to_vec()),
         created_at: now,
     };

@@ -1,7 +1,7 @@
-//! Sending again, and sending a test: resend one message to one endpoint (same `webhook-id`),
-//! recover an endpoint's failed messages since a time, and send an example event to one
-//! endpoint. All three only queue work; the engine sends it through the same path as every
-//! other delivery.
+//! Sending again, giving up, and sending a test: resend one message to one endpoint (same
+//! `webhook-id`), skip one (give up on it, so the next of its ordering key goes), recover an
+//! endpoint's failed messages since a time, and send an example event to one endpoint. They
+//! only change the queue; the engine sends through the same path as every other delivery.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -9,7 +9,7 @@ use axum::routing::post;
 use axum::{Extension, Json, Router};
 use hookd_core::model::Message;
 use hookd_core::{MessageId, TaskId, Timestamp};
-use hookd_store::Route;
+use hookd_store::{Route, Skipped};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -24,6 +24,10 @@ pub fn routes() -> Router<ApiState> {
         .route(
             "/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend",
             post(resend),
+        )
+        .route(
+            "/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/skip",
+            post(skip),
         )
         .route(
             "/app/{app_id}/endpoint/{endpoint_id}/recover",
@@ -57,6 +61,31 @@ async fn resend(
         state.wake_engine();
     }
     Ok((StatusCode::ACCEPTED, Json(json!({}))))
+}
+
+/// hookd addition: gives up on a pending delivery (marked failed without an attempt), so the
+/// next message of its ordering key goes. 204; 409 while an attempt is in flight or once it
+/// has settled.
+async fn skip(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path((app_id, msg_id, endpoint_id)): Path<(String, String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let msg = message::find(&state, &principal, &app_id, &msg_id).await?;
+    let ep = endpoint::find(&state, &principal, &app_id, &endpoint_id).await?;
+    let now = state.clock().now();
+    match state.store().skip(&msg.id, &ep.id, now).await? {
+        Skipped::Skipped => {
+            state.wake_engine();
+            Ok(StatusCode::NO_CONTENT)
+        }
+        Skipped::InFlight => Err(ApiError::Conflict(
+            "an attempt of this message to this endpoint is in flight; skip it once it ends".into(),
+        )),
+        Skipped::Settled => Err(ApiError::Conflict(
+            "this message's delivery to this endpoint has settled already".into(),
+        )),
+    }
 }
 
 #[derive(Deserialize)]
@@ -162,6 +191,7 @@ async fn send_example(
         event_type: input.event_type,
         event_id: None,
         channels: None,
+        ordering_key: None,
         payload: Some(serde_json::to_vec(&payload).expect("JSON values serialize")),
         created_at: now,
     };

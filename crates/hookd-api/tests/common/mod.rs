@@ -216,6 +216,7 @@ impl TestApi {
             attempt_count: 1,
             next_attempt_at: None,
             updated_at: now,
+            ordering_key: None,
         };
         self.store.record_attempt(&attempt, &failed).await.unwrap();
         attempt.id.to_string()

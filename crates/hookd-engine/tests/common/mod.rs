@@ -166,6 +166,7 @@ impl Harness {
             throttle_rate: None,
             timeout_secs: None,
             max_concurrency: None,
+            ordering: Default::default(),
             metadata: BTreeMap::new(),
             headers: BTreeMap::new(),
             created_at: now,
@@ -197,6 +198,7 @@ impl Harness {
             event_type: event_type.into(),
             event_id: None,
             channels: None,
+            ordering_key: None,
             payload: Some(payload.as_bytes().to_vec()),
             created_at: now,
         }

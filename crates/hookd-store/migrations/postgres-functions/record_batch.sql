@@ -1,9 +1,10 @@
--- hookd function record_batch, definition 1.
+-- hookd function record_batch, definition 2.
 -- Records a batch of finished attempts in one call and one transaction: locks the endpoints,
--- then the deliveries, each in key order (as deleting an endpoint does), writes the attempts in
--- the order they were made and moves each delivery still `sending` under its lease, then the
--- endpoints' failure streaks and slow-downs where they change. Answers, per attempt: whether it
--- was logged, whether its delivery moved, and when its endpoint's failure streak began.
+-- then the deliveries, each in key order (as deleting an endpoint does), then their ordering
+-- keys, writes the attempts in the order they were made and moves each delivery still
+-- `sending` under its lease, then the endpoints' failure streaks and slow-downs where they
+-- change. Answers, per attempt: whether it was logged, whether its delivery moved, and when
+-- its endpoint's failure streak began.
 CREATE OR REPLACE FUNCTION record_batch(
     message_ids TEXT[], endpoint_ids TEXT[], statuses BIGINT[], attempt_counts BIGINT[],
     next_attempts BIGINT[], updated BIGINT[],
@@ -38,6 +39,17 @@ BEGIN
     CROSS JOIN LATERAL (SELECT FROM deliveries d
         WHERE d.endpoint_id = k.endpoint_id AND d.message_id = k.message_id
         FOR NO KEY UPDATE) locked;
+    -- Then the ordering keys of those deliveries, in (endpoint, key) order, before any settles
+    -- and queues the next of its key: the order publishes take them in, so neither waits for
+    -- a lock the other holds while holding one it wants (see deliveries_in_order.sql).
+    PERFORM lock_ordering_key(o.endpoint_id, o.ordering_key)
+    FROM (SELECT DISTINCT k.endpoint_id COLLATE "C" AS endpoint_id,
+                 d.ordering_key COLLATE "C" AS ordering_key
+          FROM unnest(lock_delivery_endpoints, lock_delivery_messages) k(endpoint_id, message_id)
+          CROSS JOIN LATERAL (SELECT ordering_key FROM deliveries
+              WHERE endpoint_id = k.endpoint_id AND message_id = k.message_id OFFSET 0) d
+          WHERE d.ordering_key IS NOT NULL
+          ORDER BY 1, 2) o;
 
     IF n >= set_from AND cardinality(lock_delivery_messages) = n THEN
         -- A large batch, each delivery once: one statement for all, planned for this call (an

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use hookd_core::model::filters_take;
-use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message, Ordering};
 use hookd_core::{AppId, MessageId, Timestamp};
 use sqlx::AssertSqlSafe;
 use sqlx::Postgres;
@@ -273,8 +273,8 @@ pub(super) async fn insert_message(
     route: &Route,
 ) -> Result<CreatedMessage, StoreError> {
     sqlx::query(
-        "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at,
+         ordering_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(message.id.as_str())
     .bind(message.app_id.as_str())
@@ -283,6 +283,7 @@ pub(super) async fn insert_message(
     .bind(encode_opt(message.channels.as_ref()))
     .bind(message.payload.as_deref())
     .bind(message.created_at.as_millis())
+    .bind(message.ordering_key.as_deref())
     .execute(&mut *conn)
     .await
     .map_err(refused(
@@ -305,12 +306,13 @@ pub(super) async fn insert_message(
     })
 }
 
-/// An enabled endpoint as routing sees it: its id and filters, the only columns read, since
-/// routing runs for every publish.
+/// An enabled endpoint as routing sees it: its id, filters and ordering, the only columns
+/// read, since routing runs for every publish.
 pub(super) struct Subscriber {
     id: String,
     event_types: Option<Vec<String>>,
     channels: Option<Vec<String>>,
+    ordering: Ordering,
 }
 
 impl Subscriber {
@@ -320,19 +322,19 @@ impl Subscriber {
             id: endpoint.id.to_string(),
             event_types: endpoint.event_types.clone(),
             channels: endpoint.channels.clone(),
+            ordering: endpoint.ordering,
         }
     }
 
-    /// Decodes the stored filters (JSON text, NULL for none).
+    /// Decodes the stored filters (JSON text, NULL for none) and ordering.
     pub(super) fn decode(
-        id: String,
-        event_types: Option<String>,
-        channels: Option<String>,
+        (id, event_types, channels, strict_order): SubscriberRow,
     ) -> Result<Self, StoreError> {
         Ok(Self {
             id,
             event_types: decode_opt(event_types)?,
             channels: decode_opt(channels)?,
+            ordering: crate::columns::ordering(strict_order),
         })
     }
 
@@ -348,31 +350,46 @@ impl Subscriber {
 
 /// The enabled endpoints of `app`.
 async fn subscribers(conn: &mut PgConnection, app: &AppId) -> Result<Vec<Subscriber>, StoreError> {
-    let rows = sqlx::query_as::<_, (String, Option<String>, Option<String>)>(
-        "SELECT id, event_types, channels FROM endpoints WHERE app_id = $1 AND NOT disabled",
+    let rows = sqlx::query_as::<_, SubscriberRow>(
+        "SELECT id, event_types, channels, strict_order FROM endpoints
+         WHERE app_id = $1 AND NOT disabled",
     )
     .bind(app.as_str())
     .fetch_all(&mut *conn)
     .await?;
-    rows.into_iter()
-        .map(|(id, event_types, channels)| Subscriber::decode(id, event_types, channels))
-        .collect()
+    rows.into_iter().map(Subscriber::decode).collect()
 }
 
-/// The endpoints `route` sends `message` to; `subscribers` are the enabled endpoints of its
-/// application (needed for [`Route::Subscribers`] only).
+/// A subscriber's stored columns: id, event-type and channel filters, strict order.
+pub(super) type SubscriberRow = (String, Option<String>, Option<String>, bool);
+
+/// One delivery routing decided: its endpoint, and the key it is ordered under, if any.
+pub(super) struct Routed<'a> {
+    pub(super) endpoint: &'a str,
+    pub(super) ordering_key: Option<String>,
+}
+
+/// The deliveries `route` makes of `message`; `subscribers` are the enabled endpoints of its
+/// application (needed for [`Route::Subscribers`] only). A delivery to one named endpoint (a
+/// test send) keeps the message's own key, whatever the endpoint's ordering.
 pub(super) fn routed<'a>(
     message: &Message,
     route: &'a Route,
     subscribers: &'a [Subscriber],
-) -> Vec<&'a str> {
+) -> Vec<Routed<'a>> {
     match route {
         Route::Subscribers => subscribers
             .iter()
             .filter(|s| s.takes(message))
-            .map(|s| s.id.as_str())
+            .map(|s| Routed {
+                endpoint: s.id.as_str(),
+                ordering_key: s.ordering.key_of(message.ordering_key.as_deref()),
+            })
             .collect(),
-        Route::Only(endpoint) => vec![endpoint.as_str()],
+        Route::Only(endpoint) => vec![Routed {
+            endpoint: endpoint.as_str(),
+            ordering_key: message.ordering_key.clone(),
+        }],
     }
 }
 
@@ -383,15 +400,17 @@ pub(super) struct Deliveries<'a> {
     message_ids: Vec<&'a str>,
     endpoint_ids: Vec<&'a str>,
     due: Vec<i64>,
+    ordering_keys: Vec<Option<String>>,
 }
 
 impl<'a> Deliveries<'a> {
-    /// Adds one delivery of `message` per endpoint.
-    pub(super) fn add(&mut self, message: &'a Message, endpoints: Vec<&'a str>) {
-        for endpoint in endpoints {
+    /// Adds the deliveries of `message` routing decided.
+    pub(super) fn add(&mut self, message: &'a Message, routed: Vec<Routed<'a>>) {
+        for delivery in routed {
             self.message_ids.push(message.id.as_str());
-            self.endpoint_ids.push(endpoint);
+            self.endpoint_ids.push(delivery.endpoint);
             self.due.push(message.created_at.as_millis());
+            self.ordering_keys.push(delivery.ordering_key);
         }
     }
 
@@ -406,7 +425,7 @@ impl<'a> Deliveries<'a> {
         Ok(())
     }
 
-    /// Binds what [`INSERT_DELIVERIES`] reads, as its `$1` to `$4`.
+    /// Binds what [`INSERT_DELIVERIES`] reads, as its `$1` to `$5`.
     pub(super) fn bind<'q>(
         &'q self,
         query: Query<'q, Postgres, PgArguments>,
@@ -416,15 +435,20 @@ impl<'a> Deliveries<'a> {
             .bind(&self.message_ids)
             .bind(&self.endpoint_ids)
             .bind(&self.due)
+            .bind(&self.ordering_keys)
     }
 }
 
 /// Inserts [`Deliveries`] (bound by [`Deliveries::bind`]) from arrays, pending and due when
-/// their message was created; the rows are named `routed`.
+/// their message was created (or waiting, when their key has an unsettled delivery); the rows
+/// are named `routed`, and inserted in the order that takes their keys' locks (see
+/// `deliveries_in_order.sql`).
 pub(super) const INSERT_DELIVERIES: &str = "INSERT INTO deliveries
-     (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at)
-     SELECT message_id, endpoint_id, $1, 0, due, due
-     FROM UNNEST($2::text[], $3::text[], $4::bigint[]) AS routed(message_id, endpoint_id, due)";
+     (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at, ordering_key)
+     SELECT message_id, endpoint_id, $1, 0, due, due, ordering_key
+     FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::text[])
+         AS routed(message_id, endpoint_id, due, ordering_key)
+     ORDER BY endpoint_id COLLATE \"C\", ordering_key COLLATE \"C\", message_id";
 
 /// Writes operational-webhook messages, each with its deliveries, inside the caller's
 /// transaction.

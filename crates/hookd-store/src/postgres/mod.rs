@@ -31,6 +31,7 @@ mod gauges;
 mod messages;
 mod notices;
 mod outbox;
+pub use outbox::ORDERED_ROWS_LOCK;
 #[cfg(test)]
 mod plans;
 mod publish;

@@ -5,6 +5,10 @@
 //! writes their messages and deletes them: another relay skips rows held, and after the
 //! commit they are gone. Uncommitted rows are invisible and rolled-back rows never existed.
 //! A refused row rolls back to its own savepoint and keeps its error; the pass goes on.
+//!
+//! Rows with an ordering key are relayed by one pass at a time across the processes (the one
+//! holding [`ORDERED_ROWS_LOCK`]; the others take only rows without a key), so a key's rows
+//! become messages in the order they were committed, never two passes' rows interleaved.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -22,6 +26,10 @@ use crate::outbox::{
 };
 use crate::{OutboxStore, RelayRules, Relayed, Route, StoreError, Wakeups};
 
+/// The advisory lock held (for its transaction) by the relay pass that may take rows with an
+/// ordering key.
+pub const ORDERED_ROWS_LOCK: i64 = 0x686f_6f6b_6f72_6473;
+
 /// How long the listener waits before reconnecting after an error.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 
@@ -34,7 +42,11 @@ impl OutboxStore for PgStore {
         now: Timestamp,
     ) -> Result<Relayed, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let rows = waiting(&mut tx, limit).await?;
+        let ordered: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+            .bind(ORDERED_ROWS_LOCK)
+            .fetch_one(&mut *tx)
+            .await?;
+        let rows = waiting(&mut tx, limit, ordered).await?;
         let mut apps = HashMap::new();
         let mut relayed = Relayed::default();
         let (mut done, mut failed_ids, mut failures) = (Vec::new(), Vec::new(), Vec::new());
@@ -204,32 +216,52 @@ async fn relay_row(
     }
 }
 
-/// An outbox row as selected: id, app, event type, payload, event id, channels (JSON).
-type RowColumns = (i64, String, String, String, Option<String>, Option<String>);
+/// An outbox row as selected: id, app, event type, payload, event id, channels (JSON),
+/// ordering key.
+type RowColumns = (
+    i64,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
 
-/// Up to `limit` waiting rows, oldest first, locked; rows other relays hold are skipped.
-async fn waiting(tx: &mut PgConnection, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {
+/// Up to `limit` waiting rows, oldest first, locked; rows other relays hold are skipped, and
+/// so are rows with an ordering key unless `ordered`.
+async fn waiting(
+    tx: &mut PgConnection,
+    limit: usize,
+    ordered: bool,
+) -> Result<Vec<OutboxRow>, StoreError> {
     let rows: Vec<RowColumns> = sqlx::query_as(
-        "SELECT id, app, event_type, payload::text, event_id, to_json(channels)::text
-             FROM outbox WHERE error IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
+        "SELECT id, app, event_type, payload::text, event_id, to_json(channels)::text,
+                ordering_key
+             FROM outbox WHERE error IS NULL AND ($2 OR ordering_key IS NULL)
+             ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
     )
     .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+    .bind(ordered)
     .fetch_all(tx)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, app, event_type, payload, event_id, channels)| {
-            OutboxRow {
-                id,
-                app,
-                event_type,
-                payload,
-                event_id,
-                channels: None,
-                problem: None,
-            }
-            .with_channels_json(channels.as_deref())
-        })
+        .map(
+            |(id, app, event_type, payload, event_id, channels, ordering_key)| {
+                OutboxRow {
+                    id,
+                    app,
+                    event_type,
+                    payload,
+                    event_id,
+                    channels: None,
+                    ordering_key,
+                    problem: None,
+                }
+                .with_channels_json(channels.as_deref())
+            },
+        )
         .collect())
 }
 

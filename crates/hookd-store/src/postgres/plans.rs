@@ -100,6 +100,7 @@ fn attempt(msg: &str, id: &str, at: i64, success: bool) -> AttemptRecord {
             attempt_count: 1,
             next_attempt_at: next,
             updated_at: Timestamp::from_millis(at),
+            ordering_key: None,
         },
         lease: Some(Timestamp::from_millis(3)),
         hold_until: next,

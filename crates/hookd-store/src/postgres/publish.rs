@@ -61,7 +61,7 @@ use sqlx::postgres::PgPool;
 use sqlx::{AssertSqlSafe, Postgres, Row as _, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
-use super::messages::{Subscriber, insert_message, routed};
+use super::messages::{Routed, Subscriber, insert_message, routed};
 use super::rows;
 use crate::columns::ENDPOINT_COLUMNS;
 use crate::error::taken;
@@ -81,9 +81,13 @@ pub(super) static SUBSCRIBERS: LazyLock<String> = LazyLock::new(|| {
 /// The same endpoints' routing columns only, for a process whose engine takes no new
 /// deliveries (an API-only process): it never needs their keys, headers or metadata.
 pub(super) const SUBSCRIBER_FILTERS: &str =
-    "SELECT e.id, e.app_id, e.event_types, e.channels FROM unnest($1::text[]) a(app_id)
-     CROSS JOIN LATERAL (SELECT id, app_id, event_types, channels FROM endpoints
+    "SELECT e.app_id, e.id, e.event_types, e.channels, e.strict_order
+     FROM unnest($1::text[]) a(app_id)
+     CROSS JOIN LATERAL (SELECT id, app_id, event_types, channels, strict_order FROM endpoints
          WHERE app_id = a.app_id AND NOT disabled OFFSET 0) e";
+
+/// A row of [`SUBSCRIBER_FILTERS`]: application, then the subscriber's columns.
+type FilterRow = (String, String, Option<String>, Option<String>, bool);
 
 /// The engine new deliveries are offered to, set once it runs, shared by the store's clones.
 pub(super) type HandoffSlot = Arc<RwLock<Option<Taker>>>;
@@ -240,13 +244,13 @@ fn route<'a, 's: 'a>(
     for &i in candidates {
         let Publish { message, route, .. } = &batch[i];
         routes.counts[i] = Some(0);
-        for endpoint in routed(message, route, subscribers.of(message)) {
+        for delivery in routed(message, route, subscribers.of(message)) {
             let reserved = handoff.and_then(|handoff| {
-                let (id, row) = subscribers.endpoints.get_key_value(endpoint)?;
+                let (id, row) = subscribers.endpoints.get_key_value(delivery.endpoint)?;
                 Some((id.as_str(), handoff.reserve(&row.id)?))
             });
             let lease = reserved.as_ref().map(|(_, room)| room.lease_until());
-            routes.add(i, message, endpoint, lease);
+            routes.add(i, message, delivery, lease);
             rooms.extend(reserved.map(|(endpoint, room)| (i, endpoint, room)));
         }
     }
@@ -287,6 +291,7 @@ fn answer(
 fn handed(message: &Message, endpoint: &Endpoint, lease: Timestamp) -> ClaimedDelivery {
     ClaimedDelivery {
         delivery: Delivery {
+            ordering_key: endpoint.ordering_key_of(message),
             message_id: message.id.clone(),
             endpoint_id: endpoint.id.clone(),
             status: DeliveryStatus::Sending,
@@ -307,6 +312,7 @@ struct Routes<'a> {
     due: Vec<i64>,
     /// The end of the lease of a delivery the engine asked for, written `sending`.
     leases: Vec<Option<i64>>,
+    ordering_keys: Vec<Option<String>>,
     /// Deliveries per publish of the batch (`None`: not a candidate, its `eventId` repeated).
     counts: Vec<Option<usize>>,
 }
@@ -319,18 +325,26 @@ impl<'a> Routes<'a> {
             endpoint_ids: Vec::new(),
             due: Vec::new(),
             leases: Vec::new(),
+            ordering_keys: Vec::new(),
             counts: vec![None; len],
         }
     }
 
-    /// Adds the delivery of publish `i`'s `message` to `endpoint`, asked for by the engine
-    /// under a lease until `lease`, if any.
-    fn add(&mut self, i: usize, message: &'a Message, endpoint: &'a str, lease: Option<Timestamp>) {
+    /// Adds a delivery of publish `i`'s `message`, asked for by the engine under a lease until
+    /// `lease`, if any.
+    fn add(
+        &mut self,
+        i: usize,
+        message: &'a Message,
+        delivery: Routed<'a>,
+        lease: Option<Timestamp>,
+    ) {
         *self.counts[i].get_or_insert(0) += 1;
         self.message_ids.push(message.id.as_str());
-        self.endpoint_ids.push(endpoint);
+        self.endpoint_ids.push(delivery.endpoint);
         self.due.push(message.created_at.as_millis());
         self.leases.push(lease.map(Timestamp::as_millis));
+        self.ordering_keys.push(delivery.ordering_key);
     }
 }
 
@@ -378,10 +392,12 @@ async fn insert_batch(
         .bind(column(&messages, |m| encode_opt(m.channels.as_ref())))
         .bind(column(&messages, |m| m.payload.as_deref()))
         .bind(column(&messages, |m| m.created_at.as_millis()))
+        .bind(column(&messages, |m| m.ordering_key.as_deref()))
         .bind(&routes.message_ids)
         .bind(&routes.endpoint_ids)
         .bind(&routes.due)
         .bind(&routes.leases)
+        .bind(&routes.ordering_keys)
         .bind(now.map_or(0, Timestamp::as_millis))
         .bind(i64::try_from(limits.per_endpoint).unwrap_or(i64::MAX))
         .bind(limits.cluster)
@@ -406,7 +422,7 @@ async fn insert_batch(
 /// A batch in one statement (see migration 0010): the messages, then their deliveries, those
 /// asked for written claimed within their endpoints' room.
 const PUBLISH: &str = "SELECT written_id, claimed_endpoint
-    FROM publish_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
+    FROM publish_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)";
 
 /// The positions of the publishes whose message the batch tries to insert: all but those
 /// repeating the (application, `eventId`) of an earlier one, which lose to it. In (application,
@@ -488,13 +504,13 @@ async fn subscribers_of(
                 .insert(endpoint.id.to_string(), endpoint);
         }
     } else {
-        let rows: Vec<(String, String, Option<String>, Option<String>)> =
-            sqlx::query_as(SUBSCRIBER_FILTERS)
-                .bind(&apps)
-                .fetch_all(pool)
-                .await?;
-        for (id, app_id, event_types, channels) in rows {
-            subscribers.add(app_id, Subscriber::decode(id, event_types, channels)?);
+        let rows: Vec<FilterRow> = sqlx::query_as(SUBSCRIBER_FILTERS)
+            .bind(&apps)
+            .fetch_all(pool)
+            .await?;
+        for (app_id, id, event_types, channels, strict) in rows {
+            let subscriber = Subscriber::decode((id, event_types, channels, strict))?;
+            subscribers.add(app_id, subscriber);
         }
     }
     Ok(subscribers)

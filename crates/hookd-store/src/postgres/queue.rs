@@ -23,6 +23,7 @@
 //! (`endpoints.next_window_at`); the claiming process spaces those attempts out itself. A
 //! record moves that window too, when an endpoint asked to slow down (see `record`).
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{LazyLock, Weak};
 
 use async_trait::async_trait;
@@ -37,7 +38,7 @@ use super::{PgStore, missing, rows};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,
-    StoreError,
+    Skipped, StoreError, skip_refused,
 };
 
 /// A claim: `claim_due` (see the module doc) answers whole table rows, unpacked here into the
@@ -127,23 +128,36 @@ impl DeliveryQueue for PgStore {
         now: Timestamp,
     ) -> Result<bool, StoreError> {
         // A delivery in flight (`sending`) is left alone: the update's WHERE fails. A missing
-        // message or endpoint is named by the violated foreign key.
-        let done = sqlx::query(
+        // message or endpoint is named by the violated foreign key. One with an ordering key
+        // is written waiting, then the oldest waiting of its key queued unless one is (it may
+        // be this one), in the same transaction.
+        let mut tx = self.pool.begin().await?;
+        let queued: Option<Option<String>> = sqlx::query_scalar(
             "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
-             next_attempt_at, updated_at, manual) VALUES ($1, $2, $3, 0, $4, $4, true)
+             next_attempt_at, updated_at, manual, ordering_key)
+             VALUES ($1, $2, $3, 0, $4, $4, true,
+                     (SELECT CASE WHEN e.strict_order THEN '' ELSE m.ordering_key END
+                      FROM messages m, endpoints e WHERE m.id = $1 AND e.id = $2))
              ON CONFLICT (message_id, endpoint_id) DO UPDATE SET status = $3,
-             next_attempt_at = $4, updated_at = $4, manual = true
-             WHERE deliveries.status <> $5",
+             next_attempt_at = CASE WHEN deliveries.ordering_key IS NULL THEN $4 END,
+             updated_at = $4, manual = true
+             WHERE deliveries.status <> $5
+             RETURNING ordering_key",
         )
         .bind(message.as_str())
         .bind(endpoint.as_str())
         .bind(i64::from(DeliveryStatus::Pending.code()))
         .bind(now.as_millis())
         .bind(i64::from(DeliveryStatus::Sending.code()))
-        .execute(&self.pool)
+        .fetch_optional(&mut *tx)
         .await
         .map_err(missing("message"))?;
-        Ok(done.rows_affected() > 0)
+        let Some(key) = queued else {
+            return Ok(false);
+        };
+        queue_next_in_order(&mut tx, endpoint, key.as_slice(), now).await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn recover(
@@ -153,13 +167,18 @@ impl DeliveryQueue for PgStore {
         until: Option<Timestamp>,
         now: Timestamp,
     ) -> Result<u64, StoreError> {
-        let done = sqlx::query(
-            "UPDATE deliveries d SET status = $2, attempt_count = 0, next_attempt_at = $5,
+        // Those with an ordering key are made to wait, then each key's oldest queued, in the
+        // same transaction.
+        let mut tx = self.pool.begin().await?;
+        let keys: Vec<Option<String>> = sqlx::query_scalar(
+            "UPDATE deliveries d SET status = $2, attempt_count = 0,
+             next_attempt_at = CASE WHEN d.ordering_key IS NULL THEN $5 END,
              updated_at = $5, manual = false
              FROM messages m
              WHERE m.id = d.message_id AND d.endpoint_id = $1 AND d.status = $6
                AND m.created_at >= $3 AND ($4::bigint IS NULL OR m.created_at < $4)
-               AND m.payload IS NOT NULL",
+               AND m.payload IS NOT NULL
+             RETURNING d.ordering_key",
         )
         .bind(endpoint.as_str())
         .bind(i64::from(DeliveryStatus::Pending.code()))
@@ -167,9 +186,73 @@ impl DeliveryQueue for PgStore {
         .bind(until.map(Timestamp::as_millis))
         .bind(now.as_millis())
         .bind(i64::from(DeliveryStatus::Fail.code()))
-        .execute(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
-        Ok(done.rows_affected())
+        let requeued = keys.len() as u64;
+        let keys: BTreeSet<String> = keys.into_iter().flatten().collect();
+        let keys: Vec<String> = keys.into_iter().collect();
+        queue_next_in_order(&mut tx, endpoint, &keys, now).await?;
+        tx.commit().await?;
+        Ok(requeued)
+    }
+
+    async fn skip(
+        &self,
+        message: &MessageId,
+        endpoint: &EndpointId,
+        now: Timestamp,
+    ) -> Result<Skipped, StoreError> {
+        // The trigger `deliveries_next_in_order` queues the next of the key if this one was
+        // queued.
+        let status: Option<(i64, bool)> = sqlx::query_as(
+            "WITH skipped AS (
+                 UPDATE deliveries SET status = $3, next_attempt_at = NULL, updated_at = $4,
+                     manual = false
+                 WHERE message_id = $1 AND endpoint_id = $2 AND status = $5
+                 RETURNING status)
+             SELECT status::bigint, true FROM skipped
+             UNION ALL
+             SELECT status::bigint, false FROM deliveries
+             WHERE message_id = $1 AND endpoint_id = $2 AND NOT EXISTS (SELECT FROM skipped)",
+        )
+        .bind(message.as_str())
+        .bind(endpoint.as_str())
+        .bind(i64::from(DeliveryStatus::Fail.code()))
+        .bind(now.as_millis())
+        .bind(i64::from(DeliveryStatus::Pending.code()))
+        .fetch_optional(&self.pool)
+        .await?;
+        match status {
+            Some((_, true)) => Ok(Skipped::Skipped),
+            other => skip_refused(other.map(|(status, _)| status)),
+        }
+    }
+
+    async fn heads_of(
+        &self,
+        keys: &[(EndpointId, String)],
+    ) -> Result<HashMap<(EndpointId, String), MessageId>, StoreError> {
+        let endpoints: Vec<&str> = keys.iter().map(|(e, _)| e.as_str()).collect();
+        let ordering_keys: Vec<&str> = keys.iter().map(|(_, k)| k.as_str()).collect();
+        let heads: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT h.endpoint_id, h.ordering_key, h.message_id
+             FROM unnest($1::text[], $2::text[]) p(endpoint_id, ordering_key)
+             JOIN deliveries h ON h.endpoint_id = p.endpoint_id COLLATE \"C\"
+              AND h.ordering_key = p.ordering_key AND h.next_attempt_at IS NOT NULL",
+        )
+        .bind(endpoints)
+        .bind(ordering_keys)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(heads
+            .into_iter()
+            .map(|(endpoint, key, message)| {
+                (
+                    (EndpointId::from_stored(endpoint), key),
+                    MessageId::from_stored(message),
+                )
+            })
+            .collect())
     }
 
     async fn release_claims(
@@ -208,4 +291,26 @@ impl DeliveryQueue for PgStore {
 /// A count as PostgreSQL binds it.
 fn sql_count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// For each of `keys` of `endpoint`, makes its oldest waiting delivery due at `at` unless one
+/// is queued already (the function `queue_next_in_order`, under the key's lock), in key order.
+async fn queue_next_in_order(
+    conn: &mut sqlx::PgConnection,
+    endpoint: &EndpointId,
+    keys: &[String],
+    at: Timestamp,
+) -> Result<(), StoreError> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "SELECT queue_next_in_order($1, k, $3) FROM unnest($2::text[]) k ORDER BY k COLLATE \"C\"",
+    )
+    .bind(endpoint.as_str())
+    .bind(keys)
+    .bind(at.as_millis())
+    .execute(conn)
+    .await?;
+    Ok(())
 }

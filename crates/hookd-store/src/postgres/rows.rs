@@ -90,6 +90,7 @@ pub fn endpoint_at(row: &PgRow, offset: usize) -> Decoded<Endpoint> {
         disabled_at: opt_time(row, at(15))?,
         timeout_secs: opt_int(row, at(16))?,
         max_concurrency: opt_int(row, at(17))?,
+        ordering: crate::columns::ordering(get(row, at(18))?),
     })
 }
 
@@ -123,6 +124,7 @@ pub fn message_at(row: &PgRow, offset: usize) -> Decoded<Message> {
         channels: decode_opt(get(row, at(4))?)?,
         payload: get(row, at(5))?,
         created_at: time(row, at(6))?,
+        ordering_key: get(row, at(7))?,
     })
 }
 
@@ -135,6 +137,7 @@ pub fn delivery_at(row: &PgRow, offset: usize) -> Decoded<Delivery> {
         attempt_count: int(row, offset + 3)?,
         next_attempt_at: opt_time(row, offset + 4)?,
         updated_at: time(row, offset + 5)?,
+        ordering_key: get(row, offset + 6)?,
     })
 }
 

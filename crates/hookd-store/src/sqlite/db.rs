@@ -68,6 +68,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../migrations/sqlite/0010_record_deletion.sql"),
     ),
     (11, include_str!("../../migrations/sqlite/0011_notices.sql")),
+    (
+        12,
+        include_str!("../../migrations/sqlite/0012_ordered_delivery.sql"),
+    ),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.
@@ -478,7 +482,9 @@ mod tests {
                 "attempts_by_endpoint",
                 "deliveries_by_endpoint",
                 "deliveries_by_endpoint_status",
-                "deliveries_endpoint_due"
+                "deliveries_endpoint_due",
+                "deliveries_key_head",
+                "deliveries_key_waiting"
             ]
         );
     }

@@ -1,7 +1,7 @@
 //! [`EndpointStore`] on SQLite: endpoints.
 
 use async_trait::async_trait;
-use hookd_core::model::{Endpoint, Message, SealedKeys};
+use hookd_core::model::{Endpoint, Message, Ordering, SealedKeys};
 use hookd_core::{AppId, EndpointId, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -26,8 +26,8 @@ impl EndpointStore for SqliteStore {
                 conn.prepare_cached(
                     "INSERT INTO endpoints (id, app_id, uid, url, description, event_types, channels,
                      disabled, throttle_rate, metadata, headers, secret, created_at, updated_at,
-                     disabled_reason, disabled_at, timeout_secs, max_concurrency)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+                     disabled_reason, disabled_at, timeout_secs, max_concurrency, strict_order)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
                 )?
                 .execute(params![
                     ep.id.as_str(),
@@ -48,6 +48,7 @@ impl EndpointStore for SqliteStore {
                     ep.disabled_at.map(Timestamp::as_millis),
                     ep.timeout_secs,
                     ep.max_concurrency,
+                    ep.ordering == Ordering::Strict,
                 ])
                 .map_err(refused(taken::endpoint_uid(ep.uid.as_deref()), "application"))?;
                 insert_events(conn, &events)
@@ -115,7 +116,7 @@ impl EndpointStore for SqliteStore {
                         "UPDATE endpoints SET uid = ?2, url = ?3, description = ?4, event_types = ?5,
                          channels = ?6, disabled = ?7, throttle_rate = ?8, metadata = ?9, headers = ?10,
                          updated_at = ?11, disabled_reason = ?12, disabled_at = ?13, timeout_secs = ?14,
-                         max_concurrency = ?15, secret = COALESCE(?16, secret),
+                         max_concurrency = ?15, secret = COALESCE(?16, secret), strict_order = ?17,
                          failing_since = CASE WHEN disabled AND NOT ?7 THEN NULL ELSE failing_since END
                          WHERE id = ?1",
                     )?
@@ -136,6 +137,7 @@ impl EndpointStore for SqliteStore {
                         ep.timeout_secs,
                         ep.max_concurrency,
                         keys.as_ref().map(|(_, new)| new),
+                        ep.ordering == Ordering::Strict,
                     ])
                     .map_err(conflict(taken::endpoint_uid(ep.uid.as_deref())))?;
                 insert_events(conn, &events)?;

@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use hookd_core::model::filters_take;
-use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message, Ordering};
 use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{Connection, params};
@@ -326,8 +326,8 @@ pub(super) fn insert_message(
 ) -> Result<Written, StoreError> {
     let inserted = conn
         .prepare_cached(
-            "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at,
+             ordering_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?
         .execute(params![
             message.id.as_str(),
@@ -337,21 +337,42 @@ pub(super) fn insert_message(
             encode_opt(message.channels.as_ref()),
             message.payload,
             message.created_at.as_millis(),
+            message.ordering_key,
         ]);
     inserted.map_err(refused(
         taken::event_id(message.event_id.as_deref()),
         "application",
     ))?;
+    // A delivery to one named endpoint (a test send) keeps the message's own key, whatever the
+    // endpoint's ordering.
     let routed = match route {
         Route::Subscribers => subscribers(conn, message)?,
-        Route::Only(endpoint) => vec![endpoint.clone()],
+        Route::Only(endpoint) => vec![(endpoint.clone(), Ordering::PerKey)],
     };
     let mut insert = conn.prepare_cached(
-        "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at)
-         VALUES (?1, ?2, ?3, 0, ?4, ?5)",
+        "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at,
+         updated_at, ordering_key) VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
     )?;
     let mut handed = Vec::new();
-    for endpoint in &routed {
+    let mut waiting = 0;
+    for (endpoint, ordering) in &routed {
+        let ordering_key = ordering.key_of(message.ordering_key.as_deref());
+        if let Some(key) = &ordering_key
+            && key_is_busy(conn, endpoint, key)?
+        {
+            insert
+                .execute(params![
+                    message.id.as_str(),
+                    endpoint.as_str(),
+                    DeliveryStatus::Pending.code(),
+                    None::<i64>,
+                    message.created_at.as_millis(),
+                    key,
+                ])
+                .map_err(missing("endpoint"))?;
+            waiting += 1;
+            continue;
+        }
         let taken = match handoff {
             Some(handoff) => taken(conn, handoff, endpoint)?,
             None => None,
@@ -370,6 +391,7 @@ pub(super) fn insert_message(
                     .map_or(message.created_at, |(_, reserved)| reserved.lease_until()),
             ),
             updated_at: message.created_at,
+            ordering_key,
         };
         insert
             .execute(params![
@@ -378,6 +400,7 @@ pub(super) fn insert_message(
                 delivery.status.code(),
                 delivery.next_attempt_at.map(Timestamp::as_millis),
                 delivery.updated_at.as_millis(),
+                delivery.ordering_key,
             ])
             .map_err(missing("endpoint"))?;
         if let Some((endpoint, reserved)) = taken {
@@ -394,7 +417,7 @@ pub(super) fn insert_message(
         created: CreatedMessage {
             message: message.clone(),
             deliveries: routed.len(),
-            queued: routed.len() - handed.len(),
+            queued: routed.len() - handed.len() - waiting,
         },
         handed,
     })
@@ -437,11 +460,31 @@ pub(super) fn insert_events(conn: &Connection, events: &[Message]) -> Result<(),
     Ok(())
 }
 
-/// The enabled endpoints of the message's application whose filters take it. Reads only the
-/// filter columns: this runs for every publish.
-fn subscribers(conn: &Connection, message: &Message) -> Result<Vec<EndpointId>, StoreError> {
+/// Whether `endpoint` has an unsettled delivery ordered under `key`: one queued, or waiting.
+fn key_is_busy(conn: &Connection, endpoint: &EndpointId, key: &str) -> Result<bool, StoreError> {
+    let busy = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = ?1 AND ordering_key = ?2
+                            AND next_attempt_at IS NOT NULL)
+                 OR EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = ?1 AND ordering_key = ?2
+                            AND next_attempt_at IS NULL AND status = ?3)",
+        )?
+        .query_row(
+            params![endpoint.as_str(), key, DeliveryStatus::Pending.code()],
+            |row| row.get(0),
+        )?;
+    Ok(busy)
+}
+
+/// The enabled endpoints of the message's application whose filters take it, with their
+/// ordering. Reads only the routing columns: this runs for every publish.
+fn subscribers(
+    conn: &Connection,
+    message: &Message,
+) -> Result<Vec<(EndpointId, Ordering)>, StoreError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT id, event_types, channels FROM endpoints WHERE app_id = ?1 AND disabled = 0",
+        "SELECT id, event_types, channels, strict_order FROM endpoints
+         WHERE app_id = ?1 AND disabled = 0",
     )?;
     let mut rows = stmt.query([message.app_id.as_str()])?;
     let mut routed = Vec::new();
@@ -455,7 +498,8 @@ fn subscribers(conn: &Connection, message: &Message) -> Result<Vec<EndpointId>, 
             &message.event_type,
             channels_of_message,
         ) {
-            routed.push(EndpointId::from_stored(row.get(0)?));
+            let ordering = crate::columns::ordering(row.get(3)?);
+            routed.push((EndpointId::from_stored(row.get(0)?), ordering));
         }
     }
     Ok(routed)

@@ -139,7 +139,7 @@ fn waiting(conn: &Connection, limit: usize) -> Result<Vec<OutboxRow>, StoreError
     // column, and a client passing bytes (Python's, say) stores a BLOB.
     let mut stmt = conn.prepare_cached(
         "SELECT id, CAST(app AS TEXT), CAST(event_type AS TEXT), CAST(payload AS TEXT),
-                CAST(event_id AS TEXT), CAST(channels AS TEXT)
+                CAST(event_id AS TEXT), CAST(channels AS TEXT), CAST(ordering_key AS TEXT)
          FROM outbox WHERE error IS NULL ORDER BY id",
     )?;
     // The limit is taken in Rust: SQLite re-prepares a statement whenever a LIMIT parameter
@@ -155,12 +155,14 @@ fn waiting(conn: &Connection, limit: usize) -> Result<Vec<OutboxRow>, StoreError
         let (app, event_type, payload) =
             (text(1, "app")?, text(2, "eventType")?, text(3, "payload")?);
         let (event_id, channels) = (text(4, "eventId")?, text(5, "channels")?);
+        let ordering_key = text(6, "orderingKey")?;
         Ok(OutboxRow {
             id: r.get(0)?,
             app: app.unwrap_or_default(),
             event_type: event_type.unwrap_or_default(),
             payload: payload.unwrap_or_default(),
             event_id,
+            ordering_key,
             problem,
             channels: None,
         }

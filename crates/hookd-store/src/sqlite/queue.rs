@@ -4,6 +4,7 @@
 //! claim atomic without row locks: no other write can run between choosing the due rows and
 //! marking them `sending`, so two claimers never get the same delivery.
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{LazyLock, Weak};
 
 use async_trait::async_trait;
@@ -18,7 +19,7 @@ use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::json::encode;
 use crate::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,
-    StoreError,
+    Skipped, StoreError, skip_refused,
 };
 
 #[async_trait]
@@ -84,24 +85,43 @@ impl DeliveryQueue for SqliteStore {
         let (message, endpoint) = (message.clone(), endpoint.clone());
         self.db
             .write(move |conn| {
-                // A delivery in flight (`sending`) is left alone: the update's WHERE fails.
+                // A delivery in flight (`sending`) is left alone: the update's WHERE fails. One
+                // with an ordering key is written waiting, then the oldest waiting of its key
+                // queued unless one is (it may be this one).
                 let queued = conn
                     .prepare_cached(
                         "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
-                         next_attempt_at, updated_at, manual) VALUES (?1, ?2, ?3, 0, ?4, ?4, 1)
+                         next_attempt_at, updated_at, manual, ordering_key)
+                         SELECT ?1, ?2, ?3, 0, CASE WHEN k.key IS NULL THEN ?4 END, ?4, 1, k.key
+                         FROM (SELECT (SELECT CASE WHEN e.strict_order THEN '' ELSE m.ordering_key END
+                                       FROM messages m, endpoints e
+                                       WHERE m.id = ?1 AND e.id = ?2) AS key) k
+                         WHERE true
                          ON CONFLICT (message_id, endpoint_id) DO UPDATE SET status = ?3,
-                         next_attempt_at = ?4, updated_at = ?4, manual = 1
-                         WHERE deliveries.status <> ?5",
+                         next_attempt_at = CASE WHEN deliveries.ordering_key IS NULL THEN ?4 END,
+                         updated_at = ?4, manual = 1
+                         WHERE deliveries.status <> ?5
+                         RETURNING ordering_key",
                     )?
-                    .execute(params![
-                        message.as_str(),
-                        endpoint.as_str(),
-                        DeliveryStatus::Pending.code(),
-                        now.as_millis(),
-                        DeliveryStatus::Sending.code(),
-                    ]);
+                    .query_row(
+                        params![
+                            message.as_str(),
+                            endpoint.as_str(),
+                            DeliveryStatus::Pending.code(),
+                            now.as_millis(),
+                            DeliveryStatus::Sending.code(),
+                        ],
+                        |row| row.get::<_, Option<String>>(0),
+                    )
+                    .optional();
                 match queued {
-                    Ok(rows) => Ok(rows > 0),
+                    Ok(Some(key)) => {
+                        if let Some(key) = key {
+                            queue_next_in_order(conn, &endpoint, &key, now)?;
+                        }
+                        Ok(true)
+                    }
+                    Ok(None) => Ok(false),
                     // SQLite does not say which parent is missing: look.
                     Err(error) => Err(match missing("message")(error) {
                         StoreError::NotFound(_) => missing_parent(conn, &message)?,
@@ -125,15 +145,26 @@ impl DeliveryQueue for SqliteStore {
             let requeued = self
                 .db
                 .write(move |conn| {
-                    let rows = conn.prepare_cached(&RECOVER)?.execute(params![
-                        endpoint.as_str(),
-                        DeliveryStatus::Pending.code(),
-                        since.as_millis(),
-                        until.map(Timestamp::as_millis),
-                        now.as_millis(),
-                        DeliveryStatus::Fail.code(),
-                    ])?;
-                    Ok(rows as u64)
+                    let keys = conn
+                        .prepare_cached(&RECOVER)?
+                        .query_map(
+                            params![
+                                endpoint.as_str(),
+                                DeliveryStatus::Pending.code(),
+                                since.as_millis(),
+                                until.map(Timestamp::as_millis),
+                                now.as_millis(),
+                                DeliveryStatus::Fail.code(),
+                            ],
+                            |row| row.get::<_, Option<String>>(0),
+                        )?
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let requeued = keys.len() as u64;
+                    let keys: BTreeSet<String> = keys.into_iter().flatten().collect();
+                    for key in &keys {
+                        queue_next_in_order(conn, &endpoint, key, now)?;
+                    }
+                    Ok(requeued)
                 })
                 .await?;
             recovered += requeued;
@@ -141,6 +172,70 @@ impl DeliveryQueue for SqliteStore {
                 return Ok(recovered);
             }
         }
+    }
+
+    async fn skip(
+        &self,
+        message: &MessageId,
+        endpoint: &EndpointId,
+        now: Timestamp,
+    ) -> Result<Skipped, StoreError> {
+        let (message, endpoint) = (message.clone(), endpoint.clone());
+        self.db
+            .write(move |conn| {
+                // The schema's trigger queues the next of the key if this one was queued.
+                let skipped = conn
+                    .prepare_cached(
+                        "UPDATE deliveries SET status = ?3, next_attempt_at = NULL, updated_at = ?4,
+                         manual = 0 WHERE message_id = ?1 AND endpoint_id = ?2 AND status = ?5",
+                    )?
+                    .execute(params![
+                        message.as_str(),
+                        endpoint.as_str(),
+                        DeliveryStatus::Fail.code(),
+                        now.as_millis(),
+                        DeliveryStatus::Pending.code(),
+                    ])?;
+                if skipped > 0 {
+                    return Ok(Skipped::Skipped);
+                }
+                let status: Option<i64> = conn
+                    .prepare_cached(
+                        "SELECT status FROM deliveries WHERE message_id = ?1 AND endpoint_id = ?2",
+                    )?
+                    .query_row(params![message.as_str(), endpoint.as_str()], |row| {
+                        row.get(0)
+                    })
+                    .optional()?;
+                skip_refused(status)
+            })
+            .await
+    }
+
+    async fn heads_of(
+        &self,
+        keys: &[(EndpointId, String)],
+    ) -> Result<HashMap<(EndpointId, String), MessageId>, StoreError> {
+        let pairs: Vec<(&str, &str)> = keys.iter().map(|(e, k)| (e.as_str(), k.as_str())).collect();
+        let pairs = encode(&pairs);
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT h.endpoint_id, h.ordering_key, h.message_id FROM json_each(?1) p
+                     JOIN deliveries h ON h.endpoint_id = p.value ->> 0
+                      AND h.ordering_key = p.value ->> 1 AND h.next_attempt_at IS NOT NULL",
+                )?;
+                let heads = stmt
+                    .query_map([pairs], |row| {
+                        Ok((
+                            (EndpointId::from_stored(row.get(0)?), row.get(1)?),
+                            MessageId::from_stored(row.get(2)?),
+                        ))
+                    })?
+                    .collect::<Result<_, _>>()?;
+                Ok(heads)
+            })
+            .await
     }
 
     async fn release_claims(
@@ -188,10 +283,12 @@ const RECOVER_CHUNK: u64 = 1_000;
 
 /// Up to [`RECOVER_CHUNK`] of endpoint `?1`'s failed deliveries of messages created in
 /// `[?3, ?4)` (`?4` NULL: open-ended) that still have their payload, made pending (`?2`) and due
-/// at `?5`. The chunk is in the text: SQLite prepares a statement again for each LIMIT bound.
+/// at `?5`, or waiting if they have an ordering key; answers each one's key. The chunk is in
+/// the text: SQLite prepares a statement again for each LIMIT bound.
 static RECOVER: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "UPDATE deliveries SET status = ?2, attempt_count = 0, next_attempt_at = ?5,
+        "UPDATE deliveries SET status = ?2, attempt_count = 0,
+             next_attempt_at = CASE WHEN ordering_key IS NULL THEN ?5 END,
              updated_at = ?5, manual = 0
          WHERE (message_id, endpoint_id) IN (
              SELECT d.message_id, d.endpoint_id FROM deliveries d
@@ -199,9 +296,39 @@ static RECOVER: LazyLock<String> = LazyLock::new(|| {
                  SELECT 1 FROM messages m WHERE m.id = d.message_id
                  AND m.created_at >= ?3 AND (?4 IS NULL OR m.created_at < ?4)
                  AND m.payload IS NOT NULL)
-             LIMIT {RECOVER_CHUNK})"
+             LIMIT {RECOVER_CHUNK})
+         RETURNING ordering_key"
     )
 });
+
+/// Makes the oldest delivery waiting under `key` to `endpoint` due at `at`, unless one of
+/// that key is queued already. The triggers of schema v12 do the same whenever a queued
+/// delivery leaves the queue; this is for deliveries made to wait (resend, recover) while
+/// none of their key was queued.
+fn queue_next_in_order(
+    conn: &Connection,
+    endpoint: &EndpointId,
+    key: &str,
+    at: Timestamp,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "UPDATE deliveries SET next_attempt_at = ?3, updated_at = ?3
+         WHERE endpoint_id = ?1 AND message_id = (
+             SELECT w.message_id FROM deliveries w
+             WHERE w.endpoint_id = ?1 AND w.ordering_key = ?2
+               AND w.next_attempt_at IS NULL AND w.status = ?4
+             ORDER BY w.message_id LIMIT 1)
+         AND NOT EXISTS (SELECT 1 FROM deliveries h WHERE h.endpoint_id = ?1
+                         AND h.ordering_key = ?2 AND h.next_attempt_at IS NOT NULL)",
+    )?
+    .execute(params![
+        endpoint.as_str(),
+        key,
+        at.as_millis(),
+        DeliveryStatus::Pending.code()
+    ])?;
+    Ok(())
+}
 
 /// The enabled endpoints not skipped (`?2`, a JSON array: those the claimer has no room for)
 /// with a delivery due by `?1`, the one waiting longest first.

@@ -63,6 +63,7 @@ pub fn endpoint_at(row: &Row<'_>, offset: usize) -> Decoded<Endpoint> {
             .map(Timestamp::from_millis),
         timeout_secs: row.get(at(16))?,
         max_concurrency: row.get(at(17))?,
+        ordering: crate::columns::ordering(row.get(at(18))?),
     })
 }
 
@@ -97,6 +98,7 @@ pub fn message_at(row: &Row<'_>, offset: usize) -> Decoded<Message> {
         channels: decode_opt(channels)?,
         payload: row.get(offset + 5)?,
         created_at: Timestamp::from_millis(row.get(offset + 6)?),
+        ordering_key: row.get(offset + 7)?,
     })
 }
 
@@ -111,6 +113,7 @@ pub fn delivery_at(row: &Row<'_>, offset: usize) -> Decoded<Delivery> {
             .get::<_, Option<i64>>(offset + 4)?
             .map(Timestamp::from_millis),
         updated_at: Timestamp::from_millis(row.get(offset + 5)?),
+        ordering_key: row.get(offset + 6)?,
     })
 }
 

@@ -65,6 +65,7 @@ pub async fn finish(
         attempt_count: 1,
         next_attempt_at: (status == DeliveryStatus::Pending).then(|| at(offset + 5_000)),
         updated_at: at(offset),
+        ordering_key: None,
     };
     store.record_attempt(&attempt, &delivery).await.unwrap();
 }

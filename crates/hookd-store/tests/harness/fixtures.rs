@@ -45,6 +45,7 @@ pub fn endpoint(
         throttle_rate: Some(10),
         timeout_secs: Some(5),
         max_concurrency: Some(8),
+        ordering: Default::default(),
         metadata: BTreeMap::new(),
         headers: BTreeMap::from([("x-tenant".to_owned(), "42".to_owned())]),
         keys: SealedKeys::from_stored("hk1:test:sealed".into()),
@@ -66,6 +67,7 @@ pub fn message(
         event_type: event_type.into(),
         event_id: event_id.map(str::to_owned),
         channels: channels.map(|c| c.iter().map(|s| s.to_string()).collect()),
+        ordering_key: None,
         payload: Some(format!(r#"{{"n": {created}, "text": "héllo"}}"#).into_bytes()),
         created_at: at(created),
     }

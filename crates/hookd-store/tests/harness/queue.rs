@@ -128,6 +128,7 @@ pub async fn record(
         attempt_count: count,
         next_attempt_at: next.map(at),
         updated_at: at(at_ms),
+        ordering_key: None,
     };
     store
         .record_attempt(&attempt(msg, ep, at_ms, attempt_status), &next)

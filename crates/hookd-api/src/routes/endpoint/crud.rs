@@ -164,7 +164,7 @@ pub(super) async fn upsert(
     match state.store().get_endpoint(&app.id, &endpoint_id).await? {
         Some(mut ep) => {
             let (read, schemes) = (ep.disabled, input.signature_schemes.clone());
-            input.apply_to(&mut ep, state.clock().now());
+            input.apply_to(&mut ep, state.clock().now())?;
             Ok(Json(save(&state, ep, read, schemes.as_deref()).await?).into_response())
         }
         None if EndpointId::looks_like(&endpoint_id) => Err(ApiError::NotFound("endpoint")),
@@ -221,6 +221,9 @@ pub(super) async fn patch(
     if let Some(ceiling) = input.max_concurrency {
         validate::max_concurrency("maxConcurrency", ceiling)?;
         ep.max_concurrency = ceiling;
+    }
+    if let Some(ordering) = &input.ordering {
+        ep.ordering = validate::ordering(ordering)?;
     }
     if let Some(schemes) = &input.signature_schemes {
         schemes_field(schemes)?;

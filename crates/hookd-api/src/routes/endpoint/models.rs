@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use hookd_core::model::{Application, Endpoint, Metadata};
+use hookd_core::model::{Application, Endpoint, Metadata, Ordering};
 use hookd_core::{EndpointId, Timestamp};
 use hookd_vault::{EndpointKeys, Scheme};
 use serde::{Deserialize, Serialize};
@@ -36,6 +36,8 @@ pub(super) struct EndpointIn {
     timeout_seconds: Option<u16>,
     /// hookd addition: at most this many attempts in flight to the endpoint, 1..=1000.
     max_concurrency: Option<u16>,
+    /// hookd addition: `perKey` (the default) or `strict`.
+    ordering: Option<String>,
     /// hookd addition: `v1` (HMAC, the default), `v1a` (ed25519) or both.
     pub(super) signature_schemes: Option<Vec<Scheme>>,
 }
@@ -60,6 +62,7 @@ pub(super) struct EndpointPatch {
     pub(super) timeout_seconds: Option<Option<u16>>,
     #[serde(default, deserialize_with = "patch_field")]
     pub(super) max_concurrency: Option<Option<u16>>,
+    pub(super) ordering: Option<String>,
     pub(super) signature_schemes: Option<Vec<Scheme>>,
 }
 
@@ -83,6 +86,8 @@ pub struct EndpointOut {
     timeout_seconds: Option<u16>,
     /// hookd addition: the endpoint's own ceiling on attempts in flight, if it has one.
     max_concurrency: Option<u16>,
+    /// hookd addition: which messages it receives one at a time, in publish order.
+    ordering: &'static str,
     metadata: Metadata,
     created_at: String,
     updated_at: String,
@@ -121,6 +126,7 @@ impl From<Endpoint> for EndpointOut {
             rate_limit: ep.throttle_rate,
             timeout_seconds: ep.timeout_secs,
             max_concurrency: ep.max_concurrency,
+            ordering: ep.ordering.as_str(),
             metadata: ep.metadata,
             created_at: ep.created_at.to_rfc3339(),
             updated_at: ep.updated_at.to_rfc3339(),
@@ -141,11 +147,19 @@ impl EndpointIn {
         }
         validate::timeout_seconds("timeoutSeconds", self.timeout_seconds)?;
         validate::max_concurrency("maxConcurrency", self.max_concurrency)?;
+        self.ordering()?;
         validate::throttle_rate("throttleRate", self.throttle_rate)?;
         if let Some(schemes) = &self.signature_schemes {
             schemes_field(schemes)?;
         }
         Ok(())
+    }
+
+    /// The ordering asked for (`perKey` when not given).
+    fn ordering(&self) -> Result<Ordering, ApiError> {
+        self.ordering
+            .as_deref()
+            .map_or(Ok(Ordering::PerKey), validate::ordering)
     }
 
     /// The new endpoint's keys: one per scheme asked for (`v1` alone by default), the
@@ -177,6 +191,7 @@ impl EndpointIn {
         let now = state.clock().now();
         let id = EndpointId::new(now);
         let keys = self.keys()?.seal(state.keyring(), &id);
+        let ordering = self.ordering()?;
         let mut ep = Endpoint {
             id,
             app_id: app.id.clone(),
@@ -191,6 +206,7 @@ impl EndpointIn {
             throttle_rate: self.throttle_rate,
             timeout_secs: self.timeout_seconds,
             max_concurrency: self.max_concurrency,
+            ordering,
             metadata: self.metadata,
             headers: self.headers.unwrap_or_default(),
             keys,
@@ -201,7 +217,8 @@ impl EndpointIn {
         Ok(ep)
     }
 
-    pub(super) fn apply_to(self, ep: &mut Endpoint, now: Timestamp) {
+    pub(super) fn apply_to(self, ep: &mut Endpoint, now: Timestamp) -> Result<(), ApiError> {
+        ep.ordering = self.ordering()?;
         ep.url = self.url;
         ep.description = self.description;
         ep.uid = self.uid;
@@ -215,6 +232,7 @@ impl EndpointIn {
         if let Some(headers) = self.headers {
             ep.headers = headers;
         }
+        Ok(())
     }
 }
 
@@ -378,6 +396,7 @@ mod tests {
             rate_limit: Some(5),
             timeout_seconds: Some(10),
             max_concurrency: Some(8),
+            ordering: "strict",
             metadata: Metadata::new(),
             created_at: "2026-01-01T00:00:00+00:00".into(),
             updated_at: "2026-01-01T00:00:00+00:00".into(),
