@@ -461,6 +461,7 @@ async function renderEndpoint(appId, endpointId) {
   ]);
   const epBase = `/app/${enc(app.id)}/endpoint/${enc(ep.id)}`;
   const ceiling = h('dd', {}, ceilingText(ep.maxConcurrency));
+  const order = h('dd', {}, orderingText(ep.ordering));
   page(ep.url, crumbsTo(app, 'Endpoint'),
     h('dl', { class: 'facts' },
       h('dt', {}, 'Status'), h('dd', {}, endpointState(ep),
@@ -469,7 +470,8 @@ async function renderEndpoint(appId, endpointId) {
       ep.uid ? [h('dt', {}, 'UID'), h('dd', { class: 'mono' }, ep.uid)] : null,
       h('dt', {}, 'Description'), h('dd', {}, ep.description || '—'),
       h('dt', {}, 'Event types'), h('dd', {}, ep.eventTypes && ep.eventTypes.length ? ep.eventTypes.join(', ') : 'All'),
-      h('dt', {}, 'Requests in flight'), ceiling),
+      h('dt', {}, 'Requests in flight'), ceiling,
+      h('dt', {}, 'Order'), order),
     h('h2', {}, 'Last 24 hours'),
     statsView(stats),
     h('h2', {}, 'Actions'),
@@ -481,6 +483,7 @@ async function renderEndpoint(appId, endpointId) {
       secretAction(epBase),
       filterAction(epBase, ep),
       concurrencyAction(epBase, ep, ceiling),
+      orderingAction(epBase, ep, order),
       await headersAction(epBase)),
     h('h2', {}, 'Recent attempts'),
     attemptTable(attempts.data, app, 'The 20 latest attempts to this endpoint, newest first', true),
@@ -642,6 +645,28 @@ function concurrencyAction(epBase, ep, shown) {
     });
 }
 
+/** How the endpoint orders its messages, as the facts list shows it. */
+function orderingText(ordering) {
+  return ordering === 'strict' ? 'Every message one at a time, in publish order'
+    : 'Messages sharing an ordering key one at a time, in publish order; the rest in parallel';
+}
+
+function orderingAction(epBase, ep, shown) {
+  const choice = h('select', {},
+    h('option', { value: 'perKey' }, 'Per ordering key'),
+    h('option', { value: 'strict' }, 'Strict: one stream'));
+  choice.value = ep.ordering || 'perKey';
+  return action('Order', 'Applies to messages published from now on.',
+    field('Messages sent one at a time, in publish order', choice),
+    'Save order',
+    async (status) => {
+      const saved = (await call('PATCH', epBase, { ordering: choice.value })).data;
+      replace(shown, orderingText(saved.ordering));
+      replace(status, notice('success', orderingText(saved.ordering) + '.'));
+      announce('Order saved.');
+    });
+}
+
 async function headersAction(epBase) {
   const current = (await get(`${epBase}/headers`)).headers || {};
   const text = Object.entries(current).map(([name, value]) => `${name}: ${value}`).join('\n');
@@ -756,6 +781,7 @@ async function renderMessage(appId, msgId) {
     h('dl', { class: 'facts' },
       h('dt', {}, 'Event type'), h('dd', {}, msg.eventType),
       h('dt', {}, 'eventId'), h('dd', { class: 'mono' }, msg.eventId || '—'),
+      msg.orderingKey ? [h('dt', {}, 'Ordering key'), h('dd', { class: 'mono' }, msg.orderingKey)] : null,
       h('dt', {}, 'Created'), h('dd', {}, time(msg.timestamp)),
       msg.channels ? [h('dt', {}, 'Channels'), h('dd', {}, msg.channels.join(', '))] : null),
     h('h2', {}, 'Payload'),
@@ -798,10 +824,28 @@ async function renderDeliveries(container, app, msg, loaded, message) {
         }
       },
     }, 'Resend to this endpoint');
+    const skip = dest.statusText === 'pending' ? h('button', {
+      type: 'button',
+      class: 'secondary',
+      onclick: async () => {
+        skip.disabled = true;
+        try {
+          await call('POST', `/app/${enc(app.id)}/msg/${enc(msg.id)}/endpoint/${enc(dest.id)}/skip`, {});
+          announce('Skipped: the next message of its ordering key goes now.');
+          await renderDeliveries(container, app, msg, null,
+            { endpointId: dest.id, kind: 'success', text: 'Skipped: marked failed without an attempt.' });
+        } catch (error) {
+          if (error.status !== 401) replace(status, notice('error', error.message));
+          skip.disabled = false;
+        }
+      },
+    }, 'Skip (give up)') : null;
+    const behind = dest.waitingBehind ? ['Waiting behind ',
+      h('a', { class: 'mono', href: `#/app/${enc(app.id)}/msg/${enc(dest.waitingBehind)}` }, dest.waitingBehind)] : null;
     return h('section', { class: 'delivery', 'aria-label': `Delivery to ${dest.url}` },
       h('h3', {}, h('a', { href: `#/app/${enc(app.id)}/endpoint/${enc(dest.id)}` }, dest.url)),
       h('p', { class: 'row' }, statusBadge(dest.statusText),
-        dest.nextAttempt ? ['Next attempt ', time(dest.nextAttempt)] : null, resend),
+        dest.nextAttempt ? ['Next attempt ', time(dest.nextAttempt)] : null, behind, resend, skip),
       status,
       attemptTable(mine, app, `Attempts to ${dest.url}, newest first`, false));
   }));
