@@ -213,18 +213,18 @@ async fn fifty_keys_of_a_hundred_arrive_in_order_per_key_on_postgres_with_two_pr
     fifty_keys_of_a_hundred(&database, 2).await;
 }
 
-/// The seed's consignment: `in transit` (place 0 of `C-4471`) fails three times, and
-/// `delivered` (place 1) reaches the receiver only after it; another key and unordered
-/// messages never wait.
+/// The seed's consignment `C-4471`: `created` (place 0) arrives, `in transit` (place 1) fails
+/// three times, and `delivered` (place 2) waits behind it and reaches the receiver only after
+/// it; another key and unordered messages never wait.
 async fn a_failing_head_holds_back_its_key_only(database: &str) {
     let time = TestTime::start();
     let receiver = KeyedReceiver::default();
-    receiver.fail("C-4471", 0, 3);
+    receiver.fail("C-4471", 1, 3);
     let url = receiver.start().await;
     let hookd = time.serve_local(database, TOKEN, &[]);
     let api = Api::new(&hookd, TOKEN);
     let app = api.app_with_endpoint(&url).await;
-    for seq in 0..2 {
+    for seq in 0..3 {
         publish_keyed(&api, &app, "C-4471", seq).await.unwrap();
     }
     for seq in 0..20 {
@@ -238,37 +238,41 @@ async fn a_failing_head_holds_back_its_key_only(database: &str) {
         let free = (0..20)
             .filter(|n| !receiver.delivered(&format!("free-{n}")).is_empty())
             .count();
-        match (receiver.delivered("C-9").len(), free) {
-            (20, 20) => Ok(()),
-            other => Err(format!("C-9 and unordered delivered: {other:?}")),
+        match (
+            receiver.delivered("C-9").len(),
+            free,
+            receiver.delivered("C-4471"),
+        ) {
+            (20, 20, created) if created == [0] => Ok(()),
+            other => Err(format!("C-9, unordered and C-4471 delivered: {other:?}")),
         }
     })
     .await;
     let path = format!("/app/{app}/msg?event_types=consignment.updated&limit=250");
     let listed = api.get(&path).await;
-    let delivered_id = listed["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["eventId"] == "C-4471-1")
-        .map(|m| m["id"].as_str().unwrap().to_owned())
-        .unwrap();
-    let in_transit_id = listed["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["eventId"] == "C-4471-0")
-        .map(|m| m["id"].as_str().unwrap().to_owned())
-        .unwrap();
-    let waiting = api
-        .get(&format!("/app/{app}/msg/{delivered_id}/endpoint"))
-        .await;
-    assert_eq!(waiting["data"][0]["status"], 1, "{waiting}");
-    assert_eq!(
-        waiting["data"][0]["waitingBehind"], in_transit_id,
-        "{waiting}"
-    );
-    assert_eq!(receiver.delivered("C-4471"), Vec::<u64>::new());
+    let id_of = |event_id: &str| {
+        listed["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["eventId"] == event_id)
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    let (in_transit, delivered) = (id_of("C-4471-1"), id_of("C-4471-2"));
+    // Once `created` is recorded, `delivered` waits behind `in transit`.
+    support::eventually(async || {
+        let waiting = api
+            .get(&format!("/app/{app}/msg/{delivered}/endpoint"))
+            .await;
+        let row = &waiting["data"][0];
+        match (&row["status"], &row["waitingBehind"]) {
+            (status, behind) if *status == 1 && *behind == in_transit.as_str() => Ok(()),
+            _ => Err(format!("not waiting behind {in_transit}: {waiting}")),
+        }
+    })
+    .await;
+    assert_eq!(receiver.delivered("C-4471"), [0]);
     // Retries come due as the clock moves (the schedule's first three waits are under an hour
     // each); only then does `delivered` go, after `in transit`.
     for hour in 1..=4 {
@@ -276,7 +280,7 @@ async fn a_failing_head_holds_back_its_key_only(database: &str) {
         tokio::time::sleep(Duration::from_millis(1_500)).await;
     }
     support::eventually(async || match receiver.delivered("C-4471").as_slice() {
-        [0, 1] => Ok(()),
+        [0, 1, 2] => Ok(()),
         other => Err(format!("C-4471 delivered: {other:?}")),
     })
     .await;

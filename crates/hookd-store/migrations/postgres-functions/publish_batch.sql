@@ -16,6 +16,14 @@ CREATE OR REPLACE FUNCTION publish_batch(
 RETURNS TABLE (written_id TEXT, claimed_endpoint TEXT)
 LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
+    -- The batch's ordering keys first, in the order every batch takes them (see
+    -- deliveries_in_order.sql), then the claims' lock: a publish waiting for a key a record
+    -- holds must not hold up the claims meanwhile.
+    PERFORM lock_ordering_key(k.endpoint_id, k.ordering_key)
+    FROM (SELECT DISTINCT r.e COLLATE "C" AS endpoint_id, r.o COLLATE "C" AS ordering_key
+          FROM unnest(delivery_endpoints, delivery_keys) AS r(e, o)
+          WHERE r.o IS NOT NULL
+          ORDER BY 1, 2) k;
     IF cluster_limits AND EXISTS (SELECT FROM unnest(delivery_leases) l WHERE l IS NOT NULL) THEN
         PERFORM pg_advisory_xact_lock(448546171748);
     END IF;

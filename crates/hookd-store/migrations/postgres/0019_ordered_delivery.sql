@@ -6,10 +6,13 @@
 -- claimed or retrying); the rest wait with `next_attempt_at` NULL and status pending, outside
 -- the claim's index, until the one ahead settles. The triggers that keep this are in
 -- `postgres-functions/deliveries_in_order.sql`.
-ALTER TABLE messages ADD COLUMN ordering_key TEXT;
-ALTER TABLE deliveries ADD COLUMN ordering_key TEXT;
+-- Keys compare byte by byte, as ids do (`COLLATE "C"`): the triggers' functions take the
+-- endpoint id and the key together, and a key of another collation than the id's could not
+-- be looked up in the indexes below.
+ALTER TABLE messages ADD COLUMN ordering_key TEXT COLLATE "C";
+ALTER TABLE deliveries ADD COLUMN ordering_key TEXT COLLATE "C";
 ALTER TABLE endpoints ADD COLUMN strict_order BOOLEAN NOT NULL DEFAULT false;
-ALTER TABLE outbox ADD COLUMN ordering_key TEXT;
+ALTER TABLE outbox ADD COLUMN ordering_key TEXT COLLATE "C";
 
 -- At most one queued delivery per endpoint and key: the database itself refuses a second.
 CREATE UNIQUE INDEX deliveries_key_head ON deliveries (endpoint_id, ordering_key)

@@ -12,6 +12,8 @@
 //! `claim_due` (migration 0012) keeps one, made at its first claim and again after an
 //! ANALYZE: made on tables of a row or beside a large backlog, it must read only the endpoints
 //! with work and their rows, by key.
+//! The ordering triggers (`deliveries_in_order`) run once per ordered message: the key they
+//! probe must be looked up in the keys' own indexes, never filtered from an endpoint's rows.
 
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
 use hookd_core::{AttemptId, EndpointId, MessageId, Timestamp};
@@ -177,6 +179,54 @@ async fn recording_reads_every_row_by_key_with_plans_made_on_empty_tables() {
     assert!(
         scans.iter().all(|(_, n)| *n == 0),
         "recording scanned tables whole: {scans:?}"
+    );
+}
+
+/// Settling a key's head queues the next of its key (the trigger `deliveries_next_in_order`)
+/// by probing that key alone, in the keys' own index, however many other keys wait on the
+/// endpoint: the promotion runs once per ordered message.
+#[tokio::test]
+async fn settling_a_keys_head_reads_only_that_keys_rows() {
+    let Some((store, _db)) = store_with_deliveries("postgres::plans_ordering", &[]).await else {
+        return;
+    };
+    // 300 keys of two messages each: the first of each key queued, the second waiting.
+    sqlx::raw_sql(
+        "INSERT INTO messages (id, app_id, event_type, created_at, ordering_key)
+             SELECT 'msg_' || lpad(n::text, 4, '0'), 'app_1', 't', n, 'key-' || (n % 300)
+             FROM generate_series(0, 599) n;
+         INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
+                 next_attempt_at, updated_at, ordering_key)
+             SELECT id, 'ep_1', 1, 0, created_at, created_at, ordering_key FROM messages
+             ORDER BY id;",
+    )
+    .execute(&store.pool)
+    .await
+    .unwrap();
+    let mut tx = store.pool.begin().await.unwrap();
+    let before = table_counts(&mut tx, ROWS_READ).await;
+    sqlx::query(
+        "UPDATE deliveries SET status = 0, next_attempt_at = NULL, updated_at = 1000
+         WHERE message_id = 'msg_0007' AND endpoint_id = 'ep_1'",
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    let read = growth(&before, &table_counts(&mut tx, ROWS_READ).await);
+    let next: Option<i64> =
+        sqlx::query_scalar("SELECT next_attempt_at FROM deliveries WHERE message_id = 'msg_0307'")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+    assert_eq!(next, Some(1000), "the next of key-7 is due");
+    let deliveries = read
+        .iter()
+        .find(|(table, _)| table == "deliveries")
+        .unwrap()
+        .1;
+    assert!(
+        deliveries <= 10,
+        "read {deliveries} delivery rows to settle one"
     );
 }
 
