@@ -118,12 +118,28 @@ impl Api {
         endpoint: &str,
         url: &str,
     ) -> anyhow::Result<()> {
+        self.patch_endpoint(app, endpoint, json!({ "url": url }))
+            .await
+    }
+
+    /// Subscribes endpoint `endpoint` of `app` to `event_type` only.
+    pub async fn filter_endpoint(
+        &self,
+        app: &str,
+        endpoint: &str,
+        event_type: &str,
+    ) -> anyhow::Result<()> {
+        self.patch_endpoint(app, endpoint, json!({ "eventTypes": [event_type] }))
+            .await
+    }
+
+    async fn patch_endpoint(&self, app: &str, endpoint: &str, patch: Value) -> anyhow::Result<()> {
         let path = format!("/app/{app}/endpoint/{endpoint}");
         let response = self
             .client
             .patch(self.url(&path))
             .header(AUTHORIZATION, self.authorization.clone())
-            .json(&json!({ "url": url }))
+            .json(&patch)
             .send()
             .await
             .with_context(|| format!("PATCH {path}"))?;
@@ -141,12 +157,21 @@ impl Api {
     /// `app`, expect 202.
     /// With a log, each accepted message's id and send time are added to it.
     pub fn publisher(&self, app: &str, log: Option<SendLog>) -> anyhow::Result<Requests> {
+        self.publisher_of(app, log, Bodies::new(|i| message(i).to_string()))
+    }
+
+    /// [`Api::publisher`] publishing `bodies` instead.
+    pub fn publisher_of(
+        &self,
+        app: &str,
+        log: Option<SendLog>,
+        bodies: Bodies,
+    ) -> anyhow::Result<Requests> {
         let url = reqwest::Url::parse(&self.url(&format!("/app/{app}/msg")))
             .context("the publish URL")?;
         let client = self.client.clone();
         let authorization = self.authorization.clone();
         let json = HeaderValue::from_static("application/json");
-        let bodies = Bodies::new(|i| message(i).to_string());
         Ok(Arc::new(move |i| {
             let request = client
                 .post(url.clone())

@@ -589,7 +589,7 @@ fn section(
         args.max_processes,
         args.tuning.tuned.trim(),
         report::thousands(args.messages),
-        report::listed(&args.concurrency, "or"),
+        report::listed(args.concurrency.iter().map(|&c| c as u64), "or"),
         report::thousands(args.warmup),
         rounds_text(args),
         args.command(),

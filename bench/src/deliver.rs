@@ -540,7 +540,7 @@ fn section(
          {}\n",
         args.tuning.tuned.trim(),
         report::thousands(args.warmup),
-        report::listed(&args.concurrency, "and"),
+        report::listed(args.concurrency.iter().map(|&c| c as u64), "and"),
         report::thousands(args.messages),
         args.latency_seconds,
         latency_connections(args),

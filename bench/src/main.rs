@@ -10,9 +10,9 @@
 //! closed-loop load generator with latency histograms), [`machine`] (what it ran on) and
 //! [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
 //! own on top of them: [`publish`], [`ceiling`], [`deliver`], [`fanout`], [`isolation`],
-//! [`memory`], [`retention`], [`cluster`], [`instructions`] and [`search`]; [`suite`] runs
-//! them all with one command. Those that drive hookd for throughput run it at its defaults
-//! first, then with `--tuned` flags ([`hookd::Tuning`]).
+//! [`memory`], [`retention`], [`cluster`], [`instructions`], [`search`] and [`ordered`];
+//! [`suite`] runs them all with one command. Those that drive hookd for throughput run it at
+//! its defaults first, then with `--tuned` flags ([`hookd::Tuning`]).
 
 mod api;
 mod ceiling;
@@ -25,6 +25,7 @@ mod isolation;
 mod load;
 mod machine;
 mod memory;
+mod ordered;
 mod publish;
 mod receiver;
 mod report;
@@ -68,6 +69,9 @@ enum Command {
     Cluster(cluster::Args),
     /// The delivery log's searches on a long history (1 million messages by default).
     Search(search::Args),
+    /// Ordered delivery: deliveries/s with 1, 100 and 10,000 ordering keys beside the
+    /// unordered rate, and the unordered rate beside ordered traffic.
+    Ordered(ordered::Args),
     /// Internal: the receiver process the ceiling and deliver benchmarks start.
     #[command(hide = true)]
     Receive {
@@ -95,6 +99,7 @@ fn main() -> ExitCode {
             Command::Ceiling(args) => ceiling::run(args).await,
             Command::Deliver(args) => deliver::run(args).await,
             Command::Search(args) => search::run(args).await,
+            Command::Ordered(args) => ordered::run(args).await,
             Command::Cluster(args) => cluster::run(args).await,
             Command::Fanout(args) => fanout::run(args).await,
             Command::Isolation(args) => isolation::run(args).await,

@@ -204,19 +204,22 @@ async fn measure(database: &Database, args: &Args) -> anyhow::Result<Run> {
 pub struct Bodies(Arc<Vec<bytes::Bytes>>);
 
 impl Bodies {
-    /// How many distinct bodies are cycled.
-    const COUNT: u64 = 1_024;
+    /// How many distinct bodies are cycled, unless said otherwise.
+    pub const COUNT: u64 = 1_024;
 
     /// Bodies `build(0)` to `build(COUNT - 1)`.
     pub fn new(build: impl Fn(u64) -> String) -> Self {
-        Self(Arc::new(
-            (0..Self::COUNT).map(|i| build(i).into()).collect(),
-        ))
+        Self::with_count(Self::COUNT, build)
+    }
+
+    /// Bodies `build(0)` to `build(count - 1)`.
+    pub fn with_count(count: u64, build: impl Fn(u64) -> String) -> Self {
+        Self(Arc::new((0..count).map(|i| build(i).into()).collect()))
     }
 
     /// The body for request number `i`.
     pub fn get(&self, i: u64) -> bytes::Bytes {
-        self.0[(i % Self::COUNT) as usize].clone()
+        self.0[(i % self.0.len() as u64) as usize].clone()
     }
 }
 

@@ -147,11 +147,12 @@ pub fn joined(values: &[usize], separator: &str) -> String {
     texts.join(separator)
 }
 
-/// Values as prose: `32`, `32 and 64`, `32, 64 and 128` (with `and` as `conjunction`).
-pub fn listed(values: &[usize], conjunction: &str) -> String {
-    match values.split_last() {
-        Some((last, [])) => last.to_string(),
-        Some((last, rest)) => format!("{} {conjunction} {last}", joined(rest, ", ")),
+/// Values as prose: `32`, `32 and 64`, `1, 100 and 10,000` (with `and` as `conjunction`).
+pub fn listed(values: impl IntoIterator<Item = u64>, conjunction: &str) -> String {
+    let shown: Vec<String> = values.into_iter().map(thousands).collect();
+    match shown.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} {conjunction} {last}", rest.join(", ")),
         None => String::new(),
     }
 }
@@ -240,9 +241,10 @@ mod tests {
         assert_eq!(millis(Duration::from_micros(3270)), "3.27 ms");
         assert_eq!(percent(0.563), "56 %");
         assert_eq!(header(&["a", "b"]), "| a | b |\n|---|---|");
-        assert_eq!(listed(&[32], "and"), "32");
-        assert_eq!(listed(&[32, 64], "or"), "32 or 64");
-        assert_eq!(listed(&[32, 64, 128], "and"), "32, 64 and 128");
+        assert_eq!(listed([32], "and"), "32");
+        assert_eq!(listed([32, 64], "or"), "32 or 64");
+        assert_eq!(listed([32, 64, 128], "and"), "32, 64 and 128");
+        assert_eq!(listed([1, 100, 10_000], "and"), "1, 100 and 10,000");
     }
 
     #[test]

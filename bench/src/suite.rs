@@ -57,7 +57,7 @@ impl Args {
             &ceiling_quick,
         ]
         .concat();
-        let plan: [(&str, &[&str], &[&str]); 9] = [
+        let plan: [(&str, &[&str], &[&str]); 10] = [
             (
                 "publish",
                 &backend,
@@ -91,6 +91,11 @@ impl Args {
                 "retention",
                 &backend,
                 &["--backlog", "2000", "--rate", "200", "--seconds", "3"],
+            ),
+            (
+                "ordered",
+                &backend,
+                &["--messages", "2000", "--one-key-messages", "100"],
             ),
             // SQLite only, under callgrind: minutes at its own defaults.
             (
