@@ -1,6 +1,7 @@
 //! New deliveries handed to a claimer as they are written ([`Handoff`]), on SQLite: what it
 //! takes is stored claimed and given over once committed, what it refuses waits in the queue,
-//! and a write that fails hands nothing over and holds nothing. (On PostgreSQL, where the room
+//! and a write that fails hands nothing over and holds nothing; a record that settles the
+//! head of an ordering key hands over the key's next. (On PostgreSQL, where the room
 //! is the cluster's, `postgres_only` covers the handover.)
 
 mod harness;
@@ -187,6 +188,49 @@ async fn a_claimer_gone_takes_nothing() {
     assert_eq!((created.deliveries, created.queued), (1, 1));
     let waiting = delivery(&store, &msg, &eps[0]).await.unwrap();
     assert_eq!(waiting.status, DeliveryStatus::Pending);
+}
+
+#[tokio::test]
+async fn recording_a_keys_head_hands_over_the_next_of_its_key() {
+    let (store, _dir, a, eps, taker) = one_endpoint_taken().await;
+    let keyed = |created| {
+        let mut msg = message(&a, "order.shipped", None, None, created);
+        msg.ordering_key = Some("C-4471".into());
+        msg
+    };
+    let (head, next) = (keyed(20), keyed(21));
+    for msg in [&head, &next] {
+        store.create_message(msg).await.unwrap();
+    }
+    assert_eq!(taker.started().len(), 1, "the head only; the next waits");
+    let claimed = taker.started().remove(0);
+    let settled = hookd_core::model::Delivery {
+        status: DeliveryStatus::Success,
+        attempt_count: 1,
+        next_attempt_at: None,
+        updated_at: at(30),
+        ..claimed.delivery.clone()
+    };
+    let attempt = harness::queue::attempt(&head, &eps[0], 30, DeliveryStatus::Success);
+    let record = hookd_store::AttemptRecord {
+        attempt,
+        next: settled,
+        lease: claimed.delivery.next_attempt_at,
+        hold_until: None,
+        events: Vec::new(),
+    };
+
+    store.record_attempts(&[record]).await.unwrap();
+
+    let started = taker.started();
+    assert_eq!(started.len(), 2, "the next handed over without a claim");
+    assert_eq!(started[1].message, next);
+    let taken = delivery(&store, &next, &eps[0]).await.unwrap();
+    assert_eq!(
+        (taken.status, taken.next_attempt_at),
+        (DeliveryStatus::Sending, Some(at(20 + LEASE_MS)))
+    );
+    assert!(claim(&store, 40, 10, 10).await.is_empty());
 }
 
 impl Taker {

@@ -19,7 +19,7 @@ use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::json::encode;
 use crate::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,
-    Skipped, StoreError, skip_refused,
+    Reserved, Skipped, StoreError, skip_refused,
 };
 
 #[async_trait]
@@ -36,8 +36,9 @@ impl DeliveryQueue for SqliteStore {
         &self,
         records: &[AttemptRecord],
     ) -> Result<Vec<Recorded>, StoreError> {
-        let records = records.to_vec();
-        self.db
+        let (records, handoff) = (records.to_vec(), self.handoff());
+        let (recorded, handed) = self
+            .db
             .write(move |conn| {
                 let mut order: Vec<usize> = (0..records.len()).collect();
                 order.sort_by_key(|&i| records[i].attempt.created_at);
@@ -45,9 +46,17 @@ impl DeliveryQueue for SqliteStore {
                 for i in order {
                     recorded[i] = record(conn, &records[i])?;
                 }
-                Ok(recorded)
+                let handed = match handoff.as_deref() {
+                    Some(handoff) => hand_over_next_in_order(conn, handoff, &records, &recorded)?,
+                    None => Vec::new(),
+                };
+                Ok((recorded, handed))
             })
-            .await
+            .await?;
+        for (claimed, reserved) in handed {
+            reserved.start(claimed);
+        }
+        Ok(recorded)
     }
 
     async fn disable_endpoint(
@@ -395,10 +404,7 @@ fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDeliver
     }
     picked.sort();
     picked.truncate(request.limit);
-    let mut mark = conn.prepare_cached(
-        "UPDATE deliveries SET status = ?3, next_attempt_at = ?4, updated_at = ?5
-         WHERE message_id = ?1 AND endpoint_id = ?2",
-    )?;
+    let mut mark = conn.prepare_cached(MARK_CLAIMED)?;
     let mut claimed = Vec::with_capacity(picked.len());
     for (_, message, endpoint) in picked {
         mark.execute(params![
@@ -410,18 +416,92 @@ fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDeliver
         ])?;
         claimed.push((message, endpoint));
     }
+    load_claimed(conn, &claimed)
+}
+
+/// Marks a delivery (`?1`, `?2`) claimed: `sending` (`?3`) until the lease ends (`?4`).
+const MARK_CLAIMED: &str =
+    "UPDATE deliveries SET status = ?3, next_attempt_at = ?4, updated_at = ?5
+    WHERE message_id = ?1 AND endpoint_id = ?2";
+
+/// The claimed deliveries `(message, endpoint)` with what their attempts need, in that order.
+fn load_claimed(
+    conn: &Connection,
+    claimed: &[(String, String)],
+) -> Result<Vec<ClaimedDelivery>, StoreError> {
     if claimed.is_empty() {
         return Ok(Vec::new());
     }
-    let sql = format!(
-        "SELECT {DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}, {ENDPOINT_COLUMNS}
-         FROM json_each(?1) c
-         JOIN deliveries d ON d.message_id = c.value ->> 0 AND d.endpoint_id = c.value ->> 1
-         JOIN messages m ON m.id = d.message_id
-         JOIN endpoints e ON e.id = d.endpoint_id
-         ORDER BY d.message_id, d.endpoint_id"
-    );
-    rows::collect(conn, &sql, [encode(&claimed)], rows::claimed)
+    static CLAIMED: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT {DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}, {ENDPOINT_COLUMNS}
+             FROM json_each(?1) c
+             JOIN deliveries d ON d.message_id = c.value ->> 0 AND d.endpoint_id = c.value ->> 1
+             JOIN messages m ON m.id = d.message_id
+             JOIN endpoints e ON e.id = d.endpoint_id
+             ORDER BY d.message_id, d.endpoint_id"
+        )
+    });
+    rows::collect(conn, &CLAIMED, [encode(&claimed)], rows::claimed)
+}
+
+/// Hands `handoff` the deliveries these records made due next in their ordering keys (the
+/// schema's trigger queued each when the one ahead settled), as a publish hands over new
+/// ones: those it has room for are written claimed under its lease in this write and started
+/// once committed, so a key's next message needs no claim.
+fn hand_over_next_in_order(
+    conn: &Connection,
+    handoff: &dyn Handoff,
+    records: &[AttemptRecord],
+    recorded: &[Recorded],
+) -> Result<Vec<(ClaimedDelivery, Reserved)>, StoreError> {
+    let mut taken = Vec::new();
+    for (record, recorded) in records.iter().zip(recorded) {
+        let d = &record.next;
+        let (Recorded::Written { .. }, Some(key), None) =
+            (recorded, &d.ordering_key, d.next_attempt_at)
+        else {
+            continue;
+        };
+        let next: Option<String> = conn
+            .prepare_cached(
+                "SELECT d.message_id FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
+                 WHERE d.endpoint_id = ?1 AND d.ordering_key = ?2 AND d.next_attempt_at IS NOT NULL
+                   AND d.status = ?3 AND NOT e.disabled",
+            )?
+            .query_row(
+                params![d.endpoint_id.as_str(), key, DeliveryStatus::Pending.code()],
+                |row| row.get(0),
+            )
+            .optional()?;
+        let Some(message) = next else { continue };
+        let Some(reserved) = handoff.reserve(&d.endpoint_id) else {
+            continue;
+        };
+        conn.prepare_cached(MARK_CLAIMED)?.execute(params![
+            message,
+            d.endpoint_id.as_str(),
+            DeliveryStatus::Sending.code(),
+            reserved.lease_until().as_millis(),
+            d.updated_at.as_millis(),
+        ])?;
+        taken.push(((message, d.endpoint_id.to_string()), reserved));
+    }
+    let pairs: Vec<(String, String)> = taken.iter().map(|(pair, _)| pair.clone()).collect();
+    let mut loaded: HashMap<(String, String), ClaimedDelivery> = load_claimed(conn, &pairs)?
+        .into_iter()
+        .map(|c| {
+            let pair = (
+                c.delivery.message_id.to_string(),
+                c.delivery.endpoint_id.to_string(),
+            );
+            (pair, c)
+        })
+        .collect();
+    Ok(taken
+        .into_iter()
+        .filter_map(|(pair, reserved)| Some((loaded.remove(&pair)?, reserved)))
+        .collect())
 }
 
 /// Records one attempt; see [`DeliveryQueue::record_attempts`].
