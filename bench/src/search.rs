@@ -349,6 +349,8 @@ async fn write_one(
         event_id: Some(format!("evt-{i}")),
         channels: None,
         ordering_key: None,
+        tags: None,
+        deliver_at: None,
         payload: Some(
             format!(
                 r#"{{"id":{i},"type":"{event_type}","customer":"cus_{:08x}","amount":{},"currency":"EUR","items":[{{"sku":"SKU-{}","qty":1}}]}}"#,

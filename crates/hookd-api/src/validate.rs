@@ -57,6 +57,18 @@ pub fn channels(field: &str, values: Option<&[String]>) -> Result<(), ApiError> 
     Ok(())
 }
 
+/// A message's tags: at most 5, each a valid tag.
+pub fn tags(field: &str, values: Option<&[String]>) -> Result<(), ApiError> {
+    let values = values.unwrap_or_default();
+    if values.len() > 5 {
+        return Err(ApiError::body_field(field, "at most 5 tags"));
+    }
+    for value in values {
+        validate::tag(value).map_err(|e| ApiError::body_field(field, e.to_string()))?;
+    }
+    Ok(())
+}
+
 /// An endpoint URL: http(s) with a host, no credentials, https unless plain http is allowed.
 pub fn endpoint_url(field: &str, value: &str, allow_http: bool) -> Result<(), ApiError> {
     let invalid = |why: &str| ApiError::body_field(field, why.to_owned());

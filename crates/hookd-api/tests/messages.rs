@@ -222,6 +222,7 @@ async fn a_message_for_later_waits_pending_until_its_deliver_at() {
             None,
         )
         .await;
+    assert_eq!(msg["deliverAt"], json!(due), "{msg}");
     let destination = &destinations["data"][0];
     assert_eq!(destination["statusText"], "pending", "{destination}");
     assert_eq!(
@@ -498,4 +499,52 @@ async fn ordered_messages_wait_behind_their_keys_head_and_a_skip_lets_the_next_g
         .call(Method::POST, &skip("msg_2MissingMissingMissing0"), None)
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+}
+
+#[tokio::test]
+async fn tags_are_kept_shown_and_filtered_by() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    let path = format!("/app/{app}/msg");
+    for (tags, why) in [
+        (json!(["a", "b", "c", "d", "e", "f"]), "six"),
+        (json!(["two words"]), "a space"),
+        (json!([""]), "empty"),
+    ] {
+        let body = json!({"eventType": "x", "payload": {}, "tags": tags});
+        let (status, answer) = api.call(Method::POST, &path, Some(body)).await;
+        assert_invalid_field(status, &answer, "tags");
+        assert!(answer.to_string().contains("tags"), "{why}: {answer}");
+    }
+    let tagged = json!({"eventType": "x", "payload": {}, "tags": ["project/7", "eu"]});
+    let (status, msg) = api.call(Method::POST, &path, Some(tagged)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{msg}");
+    assert_eq!(msg["tags"], json!(["project/7", "eu"]));
+    assert_eq!(msg["deliverAt"], Value::Null);
+    let plain = json!({"eventType": "x", "payload": {}});
+    let (_, other) = api.call(Method::POST, &path, Some(plain)).await;
+    assert_eq!(other["tags"], Value::Null);
+
+    let (_, shown) = api
+        .call(
+            Method::GET,
+            &format!("{path}/{}", msg["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(shown["tags"], json!(["project/7", "eu"]));
+    let ids = |list: &Value| -> Vec<String> {
+        list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (_, found) = api
+        .call(Method::GET, &format!("{path}?tag=project/7"), None)
+        .await;
+    assert_eq!(ids(&found), [msg["id"].as_str().unwrap()]);
+    let (_, none) = api.call(Method::GET, &format!("{path}?tag=us"), None).await;
+    assert_eq!(ids(&none), Vec::<String>::new());
 }

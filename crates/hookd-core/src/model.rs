@@ -196,6 +196,10 @@ pub struct Message {
     /// Messages of one application that share this key reach each endpoint one at a time, in
     /// the order they were published (their ids' order).
     pub ordering_key: Option<String>,
+    /// Free-form labels to find the message by (Svix's `tags`).
+    pub tags: Option<Vec<String>>,
+    /// When its deliveries were scheduled to become due (Svix's `deliverAt`), if not at once.
+    pub deliver_at: Option<Timestamp>,
     /// `None` once the payload has been expunged.
     pub payload: Option<Vec<u8>>,
     pub created_at: Timestamp,

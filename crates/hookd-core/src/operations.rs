@@ -202,6 +202,8 @@ impl OperationalEvent {
             event_id: None,
             channels: None,
             ordering_key: None,
+            tags: None,
+            deliver_at: None,
             payload: Some(envelope.to_string().into_bytes()),
             created_at: at,
         }

@@ -14,6 +14,8 @@ pub enum NameError {
     BadCharacter,
     #[error("must not contain control characters")]
     ControlCharacter,
+    #[error("may contain only letters, digits, '-', '_', '.', '/', '\\' and '#'")]
+    BadTagCharacter,
 }
 
 fn check(text: &str, max: usize) -> Result<(), NameError> {
@@ -40,6 +42,23 @@ pub fn name(text: &str) -> Result<(), NameError> {
 /// A channel name.
 pub fn channel(text: &str) -> Result<(), NameError> {
     check(text, 128)
+}
+
+/// A message tag, as Svix allows: 1 to 128 letters, digits and `-_./\#`.
+pub fn tag(text: &str) -> Result<(), NameError> {
+    if text.is_empty() {
+        return Err(NameError::Empty);
+    }
+    if text.len() > 128 {
+        return Err(NameError::TooLong { max: 128 });
+    }
+    if !text
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_./\\#".contains(&b))
+    {
+        return Err(NameError::BadTagCharacter);
+    }
+    Ok(())
 }
 
 /// A message's ordering key: any text of 1 to 256 bytes without control characters (order
@@ -183,6 +202,9 @@ mod tests {
             Err(NameError::TooLong { max: 256 })
         );
         assert_eq!(ordering_key("a\nb"), Err(NameError::ControlCharacter));
+        assert_eq!(tag("project/7#eu"), Ok(()));
+        assert_eq!(tag("a b"), Err(NameError::BadTagCharacter));
+        assert_eq!(tag(&"t".repeat(129)), Err(NameError::TooLong { max: 128 }));
         assert!(matches!(
             message("a.b", None, None, Some(""), "{}", 10),
             Err(MessageError::Field {

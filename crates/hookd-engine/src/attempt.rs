@@ -274,6 +274,8 @@ mod tests {
             event_id: None,
             channels: None,
             ordering_key: None,
+            tags: None,
+            deliver_at: None,
             payload: Some(br#"{"orderId": 1003}"#.to_vec()),
             created_at: at,
         };

@@ -515,6 +515,8 @@ async fn a_due_retry_goes_out_on_the_poll_while_other_deliveries_keep_succeeding
                 event_id: None,
                 channels: None,
                 ordering_key: None,
+                tags: None,
+                deliver_at: None,
                 payload: Some(b"{}".to_vec()),
                 created_at: now,
             };

@@ -782,6 +782,8 @@ async function renderMessage(appId, msgId) {
       h('dt', {}, 'Event type'), h('dd', {}, msg.eventType),
       h('dt', {}, 'eventId'), h('dd', { class: 'mono' }, msg.eventId || '—'),
       msg.orderingKey ? [h('dt', {}, 'Ordering key'), h('dd', { class: 'mono' }, msg.orderingKey)] : null,
+      msg.tags && msg.tags.length ? [h('dt', {}, 'Tags'), h('dd', {}, msg.tags.join(', '))] : null,
+      msg.deliverAt ? [h('dt', {}, 'Scheduled for'), h('dd', {}, time(msg.deliverAt))] : null,
       h('dt', {}, 'Created'), h('dd', {}, time(msg.timestamp)),
       msg.channels ? [h('dt', {}, 'Channels'), h('dd', {}, msg.channels.join(', '))] : null),
     h('h2', {}, 'Payload'),

@@ -19,11 +19,11 @@ pub const ENDPOINT_WIDTH: usize = 19;
 pub const EVENT_TYPE_COLUMNS: &str = "name, description, schemas, archived, deprecated, \
      feature_flag, created_at, updated_at, group_name, feature_flags";
 
-pub const MESSAGE_COLUMNS: &str =
-    "m.id, m.app_id, m.event_type, m.event_id, m.channels, m.payload, m.created_at, m.ordering_key";
+pub const MESSAGE_COLUMNS: &str = "m.id, m.app_id, m.event_type, m.event_id, m.channels, m.payload, m.created_at, m.ordering_key, \
+     m.tags, m.deliver_at";
 
 /// How many columns [`MESSAGE_COLUMNS`] has: where the next record starts in a join.
-pub const MESSAGE_WIDTH: usize = 8;
+pub const MESSAGE_WIDTH: usize = 10;
 
 pub const DELIVERY_COLUMNS: &str = "d.message_id, d.endpoint_id, d.status, d.attempt_count, d.next_attempt_at, d.updated_at, \
      d.ordering_key";

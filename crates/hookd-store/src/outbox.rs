@@ -75,6 +75,8 @@ impl OutboxRow {
             event_id: self.event_id.clone(),
             channels: self.channels.clone(),
             ordering_key: self.ordering_key.clone(),
+            tags: None,
+            deliver_at: None,
             payload: Some(self.payload().as_bytes().to_vec()),
             created_at: now,
         }

@@ -81,15 +81,18 @@ async fn a_repeated_event_id_is_a_conflict_and_writes_nothing(store: &dyn Store)
         .unwrap();
 }
 
-async fn messages_list_newest_first_with_filters(store: &dyn Store) {
+async fn messages_list_newest_first_with_filters_and_keep_their_tags(store: &dyn Store) {
     let a = app(None, 0);
     store.create_app(&a).await.unwrap();
     let m1 = message(&a, "order.shipped", None, Some(&["eu"]), 100);
-    let m2 = message(&a, "order.paid", None, None, 200);
+    let mut m2 = message(&a, "order.paid", None, None, 200);
+    m2.tags = Some(vec!["project/7".into(), "vip".into()]);
     let m3 = message(&a, "order.shipped", None, Some(&["us", "eu"]), 300);
     for m in [&m1, &m2, &m3] {
         store.create_message(m).await.unwrap();
     }
+    let stored = store.get_message(&a.id, m2.id.as_str()).await.unwrap();
+    assert_eq!(stored.as_ref(), Some(&m2), "tags kept");
     let app_id = &a.id;
     let list = |filter: MessageFilter| async move {
         let page = store
@@ -112,6 +115,11 @@ async fn messages_list_newest_first_with_filters(store: &dyn Store) {
         ..Default::default()
     };
     assert_eq!(list(us).await, vec![m3.id.clone()]);
+    let vip = MessageFilter {
+        tag: Some("vip".into()),
+        ..Default::default()
+    };
+    assert_eq!(list(vip).await, vec![m2.id.clone()]);
     let window = MessageFilter {
         after: Some(at(100)),
         before: Some(at(300)),
@@ -306,7 +314,7 @@ async fn attempts_are_recorded_and_listed(store: &dyn Store) {
 behaviour!(
     a_message_is_routed_to_subscribed_enabled_endpoints_only,
     a_repeated_event_id_is_a_conflict_and_writes_nothing,
-    messages_list_newest_first_with_filters,
+    messages_list_newest_first_with_filters_and_keep_their_tags,
     messages_are_searched_by_delivery_status_within_their_app,
     deliveries_are_tallied_per_message_for_a_list_page,
     attempts_are_recorded_and_listed,

@@ -362,6 +362,8 @@ fn message_of(owner: &Application, created: i64) -> Message {
         event_id: None,
         channels: None,
         ordering_key: None,
+        tags: None,
+        deliver_at: None,
         payload: Some(b"{}".to_vec()),
         created_at: created,
     }

@@ -680,6 +680,8 @@ async fn a_scheduled_message_is_claimed_only_once_due(store: &dyn Store) {
         (2, 2),
         "all wait, none handed over"
     );
+    let stored = store.get_message(&a.id, msg.id.as_str()).await.unwrap();
+    assert_eq!(stored.and_then(|m| m.deliver_at), Some(at(5_000)));
     assert!(
         claim(store, 4_999, 10, 10).await.is_empty(),
         "not before its time"

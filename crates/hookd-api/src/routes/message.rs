@@ -75,6 +75,8 @@ struct MessageIn {
     deliver_at: Option<String>,
     /// Messages sharing this key reach each endpoint one at a time, in publish order.
     ordering_key: Option<String>,
+    /// Svix's tags: labels the message list filters by (`tag=`).
+    tags: Option<Vec<String>>,
 }
 
 #[derive(Clone, Serialize)]
@@ -87,6 +89,9 @@ pub struct MessageOut {
     /// hookd addition: the message's ordering key, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     ordering_key: Option<String>,
+    tags: Option<Vec<String>>,
+    /// When its deliveries were scheduled for, if not at once.
+    deliver_at: Option<String>,
     payload: Box<RawValue>,
     timestamp: String,
     /// hookd addition, in lists only: the message's status column.
@@ -141,6 +146,8 @@ impl MessageOut {
             event_id: message.event_id,
             channels: message.channels,
             ordering_key: message.ordering_key,
+            tags: message.tags,
+            deliver_at: message.deliver_at.map(Timestamp::to_rfc3339),
             payload,
             timestamp: message.created_at.to_rfc3339(),
             deliveries: None,
@@ -168,6 +175,7 @@ impl MessageIn {
                 ApiError::PayloadTooLarge(too_large.to_string())
             }
         })?;
+        crate::validate::tags("tags", self.tags.as_deref())?;
         if state.config().strict_event_types {
             let known = state.store().get_event_type(&self.event_type).await?;
             match known {
@@ -273,6 +281,8 @@ async fn create(
         event_id: input.event_id,
         channels: input.channels,
         ordering_key: input.ordering_key,
+        tags: input.tags,
+        deliver_at,
         payload: Some(input.payload.get().as_bytes().to_vec()),
         created_at: now,
     };
@@ -315,6 +325,7 @@ async fn list(
     let filter = MessageFilter {
         event_types: query.list("event_types"),
         channel: query.get("channel").map(str::to_owned),
+        tag: query.get("tag").map(str::to_owned),
         before: query.timestamp("before")?,
         after: query.timestamp("after")?,
         // hookd addition: messages with a delivery in this state (1 takes 3 too).

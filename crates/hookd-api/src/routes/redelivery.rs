@@ -192,6 +192,8 @@ async fn send_example(
         event_id: None,
         channels: None,
         ordering_key: None,
+        tags: None,
+        deliver_at: None,
         payload: Some(serde_json::to_vec(&payload).expect("JSON values serialize")),
         created_at: now,
     };

@@ -199,6 +199,8 @@ impl Harness {
             event_id: None,
             channels: None,
             ordering_key: None,
+            tags: None,
+            deliver_at: None,
             payload: Some(payload.as_bytes().to_vec()),
             created_at: now,
         }

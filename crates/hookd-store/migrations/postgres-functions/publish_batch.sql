@@ -9,7 +9,7 @@
 -- so not handed over.
 CREATE OR REPLACE FUNCTION publish_batch(
     message_ids TEXT[], app_ids TEXT[], event_types TEXT[], event_ids TEXT[], channels TEXT[],
-    payloads BYTEA[], created BIGINT[], ordering_keys TEXT[],
+    payloads BYTEA[], created BIGINT[], ordering_keys TEXT[], tags TEXT[],
     delivery_messages TEXT[], delivery_endpoints TEXT[], delivery_due BIGINT[],
     delivery_leases BIGINT[], delivery_keys TEXT[],
     now_ms BIGINT, per_endpoint BIGINT, cluster_limits BOOLEAN)
@@ -33,9 +33,9 @@ BEGIN
     RETURN QUERY
     WITH written AS (
         INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at,
-                              ordering_key)
+                              ordering_key, tags)
         SELECT * FROM UNNEST(message_ids, app_ids, event_types, event_ids, channels, payloads,
-                             created, ordering_keys)
+                             created, ordering_keys, tags)
         ON CONFLICT (app_id, event_id) DO NOTHING
         RETURNING id
     ), routed AS (
@@ -82,7 +82,7 @@ END
 $$;
 
 -- The previous signature, for processes of the previous version during a rolling upgrade:
--- their messages carry no ordering key.
+-- their messages carry no ordering key and no tags.
 CREATE OR REPLACE FUNCTION publish_batch(
     message_ids TEXT[], app_ids TEXT[], event_types TEXT[], event_ids TEXT[], channels TEXT[],
     payloads BYTEA[], created BIGINT[],
@@ -93,7 +93,7 @@ RETURNS TABLE (written_id TEXT, claimed_endpoint TEXT)
 LANGUAGE sql VOLATILE AS $$
     SELECT * FROM publish_batch(message_ids, app_ids, event_types, event_ids, channels,
         payloads, created, array_fill(NULL::TEXT, ARRAY[cardinality(message_ids)]),
-        delivery_messages, delivery_endpoints, delivery_due, delivery_leases,
+        array_fill(NULL::TEXT, ARRAY[cardinality(message_ids)]), delivery_messages, delivery_endpoints, delivery_due, delivery_leases,
         array_fill(NULL::TEXT, ARRAY[cardinality(delivery_messages)]),
         now_ms, per_endpoint, cluster_limits);
 $$;

@@ -42,6 +42,10 @@ impl MessageStore for PgStore {
         deliver_at: Timestamp,
         payload_expires_at: Option<Timestamp>,
     ) -> Result<CreatedMessage, StoreError> {
+        let message = &Message {
+            deliver_at: Some(deliver_at),
+            ..message.clone()
+        };
         let mut tx = self.pool.begin().await?;
         let created = insert_message(&mut tx, message, &Route::Subscribers).await?;
         if let Some(at) = payload_expires_at {
@@ -81,12 +85,12 @@ impl MessageStore for PgStore {
         if let Some(types) = &filter.event_types {
             query.and("m.event_type = ANY(?)", Param::Texts(types.clone()));
         }
-        if let Some(channel) = &filter.channel {
-            // channels is JSON text (a list of strings) or NULL, which matches nothing.
-            query.and(
-                "? = ANY(SELECT json_array_elements_text(m.channels::json))",
-                text(channel),
-            );
+        // Both are JSON text (a list of strings) or NULL, which matches nothing.
+        for (column, wanted) in [("channels", &filter.channel), ("tags", &filter.tag)] {
+            if let Some(wanted) = wanted {
+                let has = format!("? = ANY(SELECT json_array_elements_text(m.{column}::json))");
+                query.and(&has, text(wanted));
+            }
         }
         let (below, from) = search::message_id_bounds(filter.before, filter.after);
         if let Some(below) = below {
@@ -274,7 +278,7 @@ pub(super) async fn insert_message(
 ) -> Result<CreatedMessage, StoreError> {
     sqlx::query(
         "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at,
-         ordering_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+         ordering_key, tags, deliver_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(message.id.as_str())
     .bind(message.app_id.as_str())
@@ -284,6 +288,8 @@ pub(super) async fn insert_message(
     .bind(message.payload.as_deref())
     .bind(message.created_at.as_millis())
     .bind(message.ordering_key.as_deref())
+    .bind(encode_opt(message.tags.as_ref()))
+    .bind(message.deliver_at.map(Timestamp::as_millis))
     .execute(&mut *conn)
     .await
     .map_err(refused(

@@ -393,6 +393,7 @@ async fn insert_batch(
         .bind(column(&messages, |m| m.payload.as_deref()))
         .bind(column(&messages, |m| m.created_at.as_millis()))
         .bind(column(&messages, |m| m.ordering_key.as_deref()))
+        .bind(column(&messages, |m| encode_opt(m.tags.as_ref())))
         .bind(&routes.message_ids)
         .bind(&routes.endpoint_ids)
         .bind(&routes.due)
@@ -422,7 +423,7 @@ async fn insert_batch(
 /// A batch in one statement (see migration 0010): the messages, then their deliveries, those
 /// asked for written claimed within their endpoints' room.
 const PUBLISH: &str = "SELECT written_id, claimed_endpoint
-    FROM publish_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)";
+    FROM publish_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
 
 /// The positions of the publishes whose message the batch tries to insert: all but those
 /// repeating the (application, `eventId`) of an earlier one, which lose to it. In (application,

@@ -125,6 +125,8 @@ pub fn message_at(row: &PgRow, offset: usize) -> Decoded<Message> {
         payload: get(row, at(5))?,
         created_at: time(row, at(6))?,
         ordering_key: get(row, at(7))?,
+        tags: decode_opt(get(row, at(8))?)?,
+        deliver_at: opt_time(row, at(9))?,
     })
 }
 

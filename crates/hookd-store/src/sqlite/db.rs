@@ -72,6 +72,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         12,
         include_str!("../../migrations/sqlite/0012_ordered_delivery.sql"),
     ),
+    (
+        13,
+        include_str!("../../migrations/sqlite/0013_message_tags.sql"),
+    ),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.

@@ -42,7 +42,10 @@ impl MessageStore for SqliteStore {
         deliver_at: Timestamp,
         payload_expires_at: Option<Timestamp>,
     ) -> Result<CreatedMessage, StoreError> {
-        let message = message.clone();
+        let message = Message {
+            deliver_at: Some(deliver_at),
+            ..message.clone()
+        };
         self.publish(move |conn, _| {
             let written = insert_message(conn, &message, &Route::Subscribers, None)?;
             if let Some(at) = payload_expires_at {
@@ -92,11 +95,14 @@ impl MessageStore for SqliteStore {
                         text(&encode(types)),
                     );
                 }
-                if let Some(channel) = &filter.channel {
-                    query.and(
-                        "EXISTS (SELECT 1 FROM json_each(m.channels) WHERE value = ?)",
-                        text(channel),
-                    );
+                // Both are JSON lists of strings, or NULL (which matches nothing).
+                let lists = [("channels", &filter.channel), ("tags", &filter.tag)];
+                for (column, wanted) in lists {
+                    if let Some(wanted) = wanted {
+                        let has =
+                            format!("EXISTS (SELECT 1 FROM json_each(m.{column}) WHERE value = ?)");
+                        query.and(&has, text(wanted));
+                    }
                 }
                 let (below, from) = search::message_id_bounds(filter.before, filter.after);
                 if let Some(below) = below {
@@ -327,7 +333,7 @@ pub(super) fn insert_message(
     let inserted = conn
         .prepare_cached(
             "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at,
-             ordering_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             ordering_key, tags, deliver_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?
         .execute(params![
             message.id.as_str(),
@@ -338,6 +344,8 @@ pub(super) fn insert_message(
             message.payload,
             message.created_at.as_millis(),
             message.ordering_key,
+            encode_opt(message.tags.as_ref()),
+            message.deliver_at.map(Timestamp::as_millis),
         ]);
     inserted.map_err(refused(
         taken::event_id(message.event_id.as_deref()),

@@ -99,6 +99,10 @@ pub fn message_at(row: &Row<'_>, offset: usize) -> Decoded<Message> {
         payload: row.get(offset + 5)?,
         created_at: Timestamp::from_millis(row.get(offset + 6)?),
         ordering_key: row.get(offset + 7)?,
+        tags: decode_opt(row.get(offset + 8)?)?,
+        deliver_at: row
+            .get::<_, Option<i64>>(offset + 9)?
+            .map(Timestamp::from_millis),
     })
 }
 

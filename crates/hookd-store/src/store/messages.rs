@@ -14,6 +14,8 @@ use crate::{Page, PageRequest, StoreError};
 pub struct MessageFilter {
     pub event_types: Option<Vec<String>>,
     pub channel: Option<String>,
+    /// Only messages carrying this tag.
+    pub tag: Option<String>,
     /// Only messages created strictly before this time.
     pub before: Option<Timestamp>,
     /// Only messages created strictly after this time.

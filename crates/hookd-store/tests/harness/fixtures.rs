@@ -68,6 +68,8 @@ pub fn message(
         event_id: event_id.map(str::to_owned),
         channels: channels.map(|c| c.iter().map(|s| s.to_string()).collect()),
         ordering_key: None,
+        tags: None,
+        deliver_at: None,
         payload: Some(format!(r#"{{"n": {created}, "text": "héllo"}}"#).into_bytes()),
         created_at: at(created),
     }
