@@ -387,10 +387,6 @@ fn header() -> String {
 }
 
 fn row(run: &Run) -> String {
-    let flag = |n: u64| match n {
-        0 => "0".to_owned(),
-        n => format!("**{} (flagged)**", report::thousands(n)),
-    };
     let mode = match run.mode {
         Mode::Throughput(concurrency) => format!("throughput, {concurrency} in flight"),
         Mode::Latency(rate) => format!("latency at {}/s", report::thousands(rate.round() as u64)),
@@ -409,10 +405,10 @@ fn row(run: &Run) -> String {
         report::millis(run.latency(0.99)),
         report::millis(Duration::from_micros(run.latency_us.max())),
         report::thousands(run.delivered),
-        flag(run.missing),
-        flag(run.bad_signatures),
+        report::flagged(run.missing),
+        report::flagged(run.bad_signatures),
         report::thousands(run.duplicates),
-        flag(run.publishes.error_count()),
+        report::flagged(run.publishes.error_count()),
         format!("{:.0} MiB", run.peak_rss_mib()),
         format!("{:.2} cores", run.hookd_cores),
     ])

@@ -252,10 +252,6 @@ fn header() -> String {
 }
 
 fn row(run: &Run) -> String {
-    let flag = |n: u64| match n {
-        0 => "0".to_owned(),
-        n => format!("**{} (flagged)**", report::thousands(n)),
-    };
     let all = |q: f64| Duration::from_micros(run.all_arrived_us.value_at_quantile(q));
     report::row(&[
         run.backend.name().to_owned(),
@@ -268,8 +264,8 @@ fn row(run: &Run) -> String {
         report::millis(all(0.99)),
         report::millis(Duration::from_micros(run.all_arrived_us.max())),
         report::thousands(run.delivered),
-        flag(run.missing),
-        flag(run.bad_signatures),
+        report::flagged(run.missing),
+        report::flagged(run.bad_signatures),
         report::thousands(run.duplicates),
         format!("{:.0} MiB", run.peak_rss_kib as f64 / 1024.0),
         format!("{:.2} cores", run.hookd_cores),

@@ -232,10 +232,6 @@ fn header() -> String {
 }
 
 fn row(run: &Run, idle_endpoints: u64) -> String {
-    let flag = |n: u64| match n {
-        0 => "0".to_owned(),
-        n => format!("**{} (flagged)**", report::thousands(n)),
-    };
     report::row(&[
         run.backend.name().to_owned(),
         report::thousands(idle_endpoints),
@@ -245,13 +241,13 @@ fn row(run: &Run, idle_endpoints: u64) -> String {
         report::millis(run.latency(0.90)),
         report::millis(run.latency(0.99)),
         report::millis(Duration::from_micros(run.fast_latency_us.max())),
-        flag(run.fast_missing),
+        report::flagged(run.fast_missing),
         if run.beside_slow {
             report::thousands(run.slow_requests)
         } else {
             "–".to_owned()
         },
-        flag(run.publishes.error_count()),
+        report::flagged(run.publishes.error_count()),
         format!("{:.0} MiB", run.peak_rss_kib as f64 / 1024.0),
     ])
 }

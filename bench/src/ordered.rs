@@ -282,10 +282,6 @@ fn header() -> String {
 }
 
 fn row(run: &Run) -> String {
-    let flag = |n: u64| match n {
-        0 => "0".to_owned(),
-        n => format!("**{} (flagged)**", report::thousands(n)),
-    };
     let s = &run.measured;
     let (label, per_key) = match run.case {
         Case::Keys(None) => ("no ordering key".to_owned(), None),
@@ -322,8 +318,8 @@ fn row(run: &Run) -> String {
             report::millis(Duration::from_secs_f64(1.0 / r))
         }),
         report::thousands(s.delivered),
-        flag(s.missing + run.ordered.as_ref().map_or(0, |o| o.missing)),
-        flag(s.publishes.error_count()),
+        report::flagged(s.missing + run.ordered.as_ref().map_or(0, |o| o.missing)),
+        report::flagged(s.publishes.error_count()),
     ])
 }
 

@@ -268,10 +268,7 @@ fn header() -> String {
 /// A table row; with the series, the last cell lists every run.
 fn row(backend: Backend, run: &Run, series: Option<&Series>) -> String {
     let o = &run.outcome;
-    let errors = match run.errors() {
-        0 => "0".to_owned(),
-        n => format!("**{} (flagged)**", report::thousands(n)),
-    };
+    let errors = report::flagged(run.errors());
     let runs = series.map_or_else(
         || format!("load {:.2} before", run.load_before),
         |s| {

@@ -141,6 +141,14 @@ pub fn percent(share: f64) -> String {
     format!("{:.0} %", share * 100.0)
 }
 
+/// A count that should be zero: `0`, or the count in bold, flagged.
+pub fn flagged(n: u64) -> String {
+    match n {
+        0 => "0".to_owned(),
+        n => format!("**{} (flagged)**", thousands(n)),
+    }
+}
+
 /// Numbers joined by `separator`: `32,64` for a flag.
 pub fn joined(values: &[usize], separator: &str) -> String {
     let texts: Vec<String> = values.iter().map(usize::to_string).collect();
@@ -245,6 +253,8 @@ mod tests {
         assert_eq!(listed([32, 64], "or"), "32 or 64");
         assert_eq!(listed([32, 64, 128], "and"), "32, 64 and 128");
         assert_eq!(listed([1, 100, 10_000], "and"), "1, 100 and 10,000");
+        assert_eq!(flagged(0), "0");
+        assert_eq!(flagged(1_200), "**1,200 (flagged)**");
     }
 
     #[test]
