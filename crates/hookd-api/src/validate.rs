@@ -47,24 +47,31 @@ pub fn event_types(field: &str, values: Option<&[String]>) -> Result<(), ApiErro
 
 /// An optional list of at most 10 channels.
 pub fn channels(field: &str, values: Option<&[String]>) -> Result<(), ApiError> {
-    let values = values.unwrap_or_default();
-    if values.len() > 10 {
-        return Err(ApiError::body_field(field, "at most 10 channels"));
-    }
-    for value in values {
-        validate::channel(value).map_err(|e| ApiError::body_field(field, e.to_string()))?;
-    }
-    Ok(())
+    short_list(field, values, 10, "channels", validate::channel)
 }
 
 /// A message's tags: at most 5, each a valid tag.
 pub fn tags(field: &str, values: Option<&[String]>) -> Result<(), ApiError> {
+    short_list(field, values, 5, "tags", validate::tag)
+}
+
+/// An optional list of at most `max` `items`, each passing `check`.
+fn short_list(
+    field: &str,
+    values: Option<&[String]>,
+    max: usize,
+    items: &str,
+    check: fn(&str) -> Result<(), validate::NameError>,
+) -> Result<(), ApiError> {
     let values = values.unwrap_or_default();
-    if values.len() > 5 {
-        return Err(ApiError::body_field(field, "at most 5 tags"));
+    if values.len() > max {
+        return Err(ApiError::body_field(
+            field,
+            format!("at most {max} {items}"),
+        ));
     }
     for value in values {
-        validate::tag(value).map_err(|e| ApiError::body_field(field, e.to_string()))?;
+        check(value).map_err(|e| ApiError::body_field(field, e.to_string()))?;
     }
     Ok(())
 }
