@@ -65,6 +65,10 @@ def main(base, token, receiver_url):
         if attempts["data"] or time.monotonic() > deadline:
             break
         time.sleep(0.05)
+    ops = api("POST", "/operational-webhook/endpoint", {
+        "url": receiver_url, "description": "ops", "eventTypes": ["endpoint.created"],
+        "metadata": {"team": "ops"}, "throttleRate": 10,
+    })
     answered = {
         "ApplicationOut": api("GET", f"/app/{app['id']}"),
         "ListResponseApplicationOut": api("GET", "/app"),
@@ -74,6 +78,10 @@ def main(base, token, receiver_url):
         "MessageAttemptOut": attempts["data"][0],
         "EndpointMessageOut": api("GET", f"/app/{app['id']}/endpoint/{endpoint['id']}/msg")["data"][0],
         "MessageEndpointOut": api("GET", f"/app/{app['id']}/msg/{message['id']}/endpoint")["data"][0],
+        "OperationalWebhookEndpointOut": api("GET", f"/operational-webhook/endpoint/{ops['id']}"),
+        "ListResponseOperationalWebhookEndpointOut": api("GET", "/operational-webhook/endpoint"),
+        "OperationalWebhookEndpointSecretOut": api("GET", f"/operational-webhook/endpoint/{ops['id']}/secret"),
+        "OperationalWebhookEndpointHeadersOut": api("GET", f"/operational-webhook/endpoint/{ops['id']}/headers"),
     }
     wrong = []
     for model, body in answered.items():

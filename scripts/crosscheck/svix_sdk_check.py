@@ -13,6 +13,12 @@ import time
 import uuid
 from datetime import datetime, timezone
 
+from svix.models import (
+    OperationalWebhookEndpointHeadersIn,
+    OperationalWebhookEndpointIn,
+    OperationalWebhookEndpointSecretIn,
+    OperationalWebhookEndpointUpsertIn,
+)
 from svix.api import (
     AppPortalAccessIn,
     ApplicationIn,
@@ -129,6 +135,39 @@ def portal(svix, base_url, app_id, ep_id):
         check(e.status_code == 401, "authentication.logout revokes the token")
 
 
+def operational_endpoints(svix, receiver_url):
+    """Svix's operational-webhook endpoint API: the reserved application's endpoints."""
+    created = svix.operational_webhook.endpoint.create(
+        OperationalWebhookEndpointIn(url=receiver_url, event_types=["endpoint.created"], description="ops")
+    )
+    check(created.id.startswith("ep_") and created.event_types == ["endpoint.created"],
+          "operational_webhook.endpoint.create")
+    check(svix.operational_webhook.endpoint.get(created.id).url == receiver_url,
+          "operational_webhook.endpoint.get")
+    check(any(e.id == created.id for e in svix.operational_webhook.endpoint.list().data),
+          "operational_webhook.endpoint.list")
+    updated = svix.operational_webhook.endpoint.upsert(
+        created.id, OperationalWebhookEndpointUpsertIn(url=receiver_url, description="ops, renamed")
+    )
+    check(updated.description == "ops, renamed", "operational_webhook.endpoint.upsert")
+    secret = svix.operational_webhook.endpoint.get_secret(created.id)
+    check(secret.key.startswith("whsec_"), "operational_webhook.endpoint.get_secret")
+    svix.operational_webhook.endpoint.rotate_secret(created.id, OperationalWebhookEndpointSecretIn())
+    check(svix.operational_webhook.endpoint.get_secret(created.id).key != secret.key,
+          "operational_webhook.endpoint.rotate_secret")
+    svix.operational_webhook.endpoint.set_headers(
+        created.id, OperationalWebhookEndpointHeadersIn(headers={"X-Team": "ops"})
+    )
+    check(svix.operational_webhook.endpoint.get_headers(created.id).headers == {"X-Team": "ops"},
+          "operational_webhook.endpoint.set_headers / get_headers")
+    svix.operational_webhook.endpoint.delete(created.id)
+    try:
+        svix.operational_webhook.endpoint.get(created.id)
+        check(False, "deleted operational endpoint is gone")
+    except HttpError as e:
+        check(e.status_code == 404, "operational_webhook.endpoint.delete")
+
+
 def main(base_url, token, receiver_url):
     svix = Svix(token, SvixOptions(server_url=base_url, retry_schedule=[]))
     suffix = uuid.uuid4().hex[:8]
@@ -237,6 +276,7 @@ def main(base_url, token, receiver_url):
         check(False, "deleted app is gone")
     except HttpError as e:
         check(e.status_code == 404, "application.delete")
+    operational_endpoints(svix, receiver_url)
     svix.health.get()
     print("svix SDK check passed")
 

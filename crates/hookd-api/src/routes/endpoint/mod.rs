@@ -12,10 +12,13 @@
 //! - `headers`: the custom headers sent with every delivery.
 //! - `models`: the request and response bodies, their checks, and how a body becomes or
 //!   changes an [`Endpoint`].
+//! - `operational`: Svix's `/operational-webhook/endpoint` routes, which are these routes for
+//!   the reserved operations application.
 
 mod crud;
 mod headers;
 mod models;
+mod operational;
 mod secret;
 
 use axum::Router;
@@ -50,6 +53,28 @@ pub fn routes() -> Router<ApiState> {
             get(headers::headers)
                 .put(headers::replace_headers)
                 .patch(headers::patch_headers),
+        )
+        .route(
+            "/operational-webhook/endpoint",
+            get(operational::list).post(operational::create),
+        )
+        .route(
+            "/operational-webhook/endpoint/{endpoint_id}",
+            get(operational::fetch)
+                .put(operational::upsert)
+                .delete(operational::remove),
+        )
+        .route(
+            "/operational-webhook/endpoint/{endpoint_id}/secret",
+            get(operational::secret),
+        )
+        .route(
+            "/operational-webhook/endpoint/{endpoint_id}/secret/rotate",
+            post(operational::rotate_secret),
+        )
+        .route(
+            "/operational-webhook/endpoint/{endpoint_id}/headers",
+            get(operational::headers).put(operational::replace_headers),
         )
 }
 
