@@ -11,7 +11,8 @@
 //!
 //! A claimer with room to spare may also take new deliveries as they are written (a
 //! [`Handoff`]): they are stored already claimed and handed over once committed, so a fresh
-//! message costs no claim at all. Nothing else changes: the lease is the same, so is what a
+//! message costs no claim at all. On SQLite the same goes for the next delivery of an ordering
+//! key, offered by the record that settles the one ahead of it. Nothing else changes: the lease is the same, so is what a
 //! crash leaves behind, and on PostgreSQL so are the endpoint's cap and windows across every
 //! process.
 
@@ -24,8 +25,9 @@ use hookd_core::{EndpointId, MessageId, Timestamp};
 
 use crate::StoreError;
 
-/// A claimer that takes new deliveries the moment they are written, instead of finding them
-/// with [`DeliveryQueue::claim_due`] (see [`DeliveryQueue::hand_off_new_deliveries`]).
+/// A claimer that takes new deliveries the moment they are written (and on SQLite a key's next
+/// the moment the one ahead settles), instead of finding them with
+/// [`DeliveryQueue::claim_due`] (see [`DeliveryQueue::hand_off_new_deliveries`]).
 pub trait Handoff: Send + Sync {
     /// Whether the claimer takes a new delivery to `endpoint` now. Called inside the write
     /// transaction, so it must not block; the room it holds is freed if the [`Reserved`] is
