@@ -955,3 +955,46 @@ async fn new_deliveries_to_rate_limited_or_paused_endpoints_wait_for_a_claim() {
     assert_eq!(handed, [&plain.id]);
     assert_eq!(taker.given_back.load(Ordering::SeqCst), 2);
 }
+
+/// The ordering locks are one per key, whatever the endpoints a keyed message fans out to, and
+/// one per strict endpoint: a batch of keyed messages to many endpoints stays far inside
+/// PostgreSQL's lock table (`max_locks_per_transaction` per connection).
+#[tokio::test]
+async fn ordering_locks_are_one_per_key_not_per_endpoint() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::ordering_locks").await else {
+        return;
+    };
+    PgStore::connect(&url).await.expect("migrates");
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query("SET search_path = hookd")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    // 100 endpoints x 3 keys, and 2 strict endpoints' ''.
+    let mut eps: Vec<String> = Vec::new();
+    let mut keys: Vec<String> = Vec::new();
+    for e in 0..100 {
+        for k in 0..3 {
+            eps.push(format!("ep_{e}"));
+            keys.push(format!("key-{k}"));
+        }
+    }
+    for e in ["ep_strict_1", "ep_strict_2"] {
+        eps.push(e.into());
+        keys.push(String::new());
+    }
+    sqlx::query("SELECT lock_ordering_keys($1, $2)")
+        .bind(&eps)
+        .bind(&keys)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let held: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!(held, 5, "three keys and two strict endpoints");
+}

@@ -4,17 +4,36 @@
 -- every process. Of a key's unsettled deliveries only the oldest is queued (`next_attempt_at`
 -- set); the rest wait (`next_attempt_at` NULL, status pending).
 --
--- Each step runs under a transaction-scoped advisory lock on the endpoint and key, so that of
--- two transactions racing on one key, the second sees what the first committed: two publishes
--- never both write a queued delivery, and a publish that writes a waiting one is never missed
--- by the record that settles the one ahead. Publishes and records take a batch's locks in
--- (endpoint, key) order, both compared byte by byte (`COLLATE "C"`), so two batches never
--- wait for each other's.
+-- Each step runs under a transaction-scoped advisory lock, so that of two transactions racing
+-- on one key, the second sees what the first committed: two publishes never both write a
+-- queued delivery, and a publish that writes a waiting one is never missed by the record that
+-- settles the one ahead. The lock is the key's (an application's key, for every endpoint at
+-- once), or for a strict endpoint's deliveries (key '') the endpoint's: coarser than one per
+-- endpoint and key, so a batch fanning a message out to many endpoints takes one lock, not one
+-- per endpoint (PostgreSQL's lock table is small). A batch takes its locks in the order of
+-- their ids, and so does every other, so two batches never wait for each other's.
 
--- The lock of one endpoint's key (class 1752133483 is "hook": apart from hookd's other locks).
+-- The id of the lock that orders endpoint `ep`'s deliveries of key `k`.
+CREATE OR REPLACE FUNCTION ordering_lock(ep TEXT, k TEXT) RETURNS INTEGER
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT hashtext(CASE WHEN k = '' THEN 'endpoint/' || ep ELSE 'key/' || k END);
+$$;
+
+-- Takes that lock (class 1752133483 is "hook": apart from hookd's other locks).
 CREATE OR REPLACE FUNCTION lock_ordering_key(ep TEXT, k TEXT) RETURNS VOID
 LANGUAGE sql VOLATILE AS $$
-    SELECT pg_advisory_xact_lock(1752133483, hashtext(ep || '/' || k));
+    SELECT pg_advisory_xact_lock(1752133483, ordering_lock(ep, k));
+$$;
+
+-- Takes the locks of every (endpoint, key) pair of the arrays (those with a key), in the
+-- order of their ids.
+CREATE OR REPLACE FUNCTION lock_ordering_keys(eps TEXT[], ks TEXT[]) RETURNS VOID
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(1752133483, l.id)
+    FROM (SELECT DISTINCT ordering_lock(p.ep, p.k) AS id
+          FROM unnest(eps, ks) AS p(ep, k) WHERE p.k IS NOT NULL ORDER BY 1) l;
+END
 $$;
 
 -- Makes the oldest delivery waiting under (ep, k) due at `at`, unless one is queued already.

@@ -19,11 +19,7 @@ BEGIN
     -- The batch's ordering keys first, in the order every batch takes them (see
     -- deliveries_in_order.sql), then the claims' lock: a publish waiting for a key a record
     -- holds must not hold up the claims meanwhile.
-    PERFORM lock_ordering_key(k.endpoint_id, k.ordering_key)
-    FROM (SELECT DISTINCT r.e COLLATE "C" AS endpoint_id, r.o COLLATE "C" AS ordering_key
-          FROM unnest(delivery_endpoints, delivery_keys) AS r(e, o)
-          WHERE r.o IS NOT NULL
-          ORDER BY 1, 2) k;
+    PERFORM lock_ordering_keys(delivery_endpoints, delivery_keys);
     IF cluster_limits AND EXISTS (SELECT FROM unnest(delivery_leases) l WHERE l IS NOT NULL) THEN
         PERFORM pg_advisory_xact_lock(448546171748);
     END IF;
@@ -70,9 +66,9 @@ BEGIN
         SELECT d.message_id, d.endpoint_id, CASE WHEN d.lease IS NULL THEN 1 ELSE 3 END, 0,
                COALESCE(d.lease, d.due), d.due, d.ordering_key
         FROM decided d
-        -- Ordered deliveries take their keys' locks as they are inserted (see
-        -- deliveries_in_order.sql): in one order in every batch, each key's oldest first.
-        ORDER BY d.endpoint_id COLLATE "C", d.ordering_key COLLATE "C", d.message_id
+        -- Each key's oldest first: the trigger makes the later ones wait behind it (their
+        -- locks are taken above).
+        ORDER BY d.endpoint_id, d.ordering_key, d.message_id
         RETURNING deliveries.message_id, deliveries.endpoint_id, deliveries.status
     )
     SELECT w.id, NULL::TEXT FROM written w

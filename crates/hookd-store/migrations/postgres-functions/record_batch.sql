@@ -39,17 +39,12 @@ BEGIN
     CROSS JOIN LATERAL (SELECT FROM deliveries d
         WHERE d.endpoint_id = k.endpoint_id AND d.message_id = k.message_id
         FOR NO KEY UPDATE) locked;
-    -- Then the ordering keys of those deliveries, in (endpoint, key) order, before any settles
-    -- and queues the next of its key: the order publishes take them in, so neither waits for
-    -- a lock the other holds while holding one it wants (see deliveries_in_order.sql).
-    PERFORM lock_ordering_key(o.endpoint_id, o.ordering_key)
-    FROM (SELECT DISTINCT k.endpoint_id COLLATE "C" AS endpoint_id,
-                 d.ordering_key COLLATE "C" AS ordering_key
-          FROM unnest(lock_delivery_endpoints, lock_delivery_messages) k(endpoint_id, message_id)
-          CROSS JOIN LATERAL (SELECT ordering_key FROM deliveries
-              WHERE endpoint_id = k.endpoint_id AND message_id = k.message_id OFFSET 0) d
-          WHERE d.ordering_key IS NOT NULL
-          ORDER BY 1, 2) o;
+    -- Then the ordering locks of those deliveries, before any settles and queues the next of
+    -- its key, in the order publishes take them in (see deliveries_in_order.sql).
+    PERFORM lock_ordering_keys(array_agg(k.endpoint_id), array_agg(d.ordering_key))
+    FROM unnest(lock_delivery_endpoints, lock_delivery_messages) k(endpoint_id, message_id)
+    CROSS JOIN LATERAL (SELECT ordering_key FROM deliveries
+        WHERE endpoint_id = k.endpoint_id AND message_id = k.message_id OFFSET 0) d;
 
     IF n >= set_from AND cardinality(lock_delivery_messages) = n THEN
         -- A large batch, each delivery once: one statement for all, planned for this call (an

@@ -447,14 +447,14 @@ impl<'a> Deliveries<'a> {
 
 /// Inserts [`Deliveries`] (bound by [`Deliveries::bind`]) from arrays, pending and due when
 /// their message was created (or waiting, when their key has an unsettled delivery); the rows
-/// are named `routed`, and inserted in the order that takes their keys' locks (see
-/// `deliveries_in_order.sql`).
+/// are named `routed`, and inserted in the order of their ordering locks' ids, the order
+/// every writer takes them in (see `deliveries_in_order.sql`).
 pub(super) const INSERT_DELIVERIES: &str = "INSERT INTO deliveries
      (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at, ordering_key)
      SELECT message_id, endpoint_id, $1, 0, due, due, ordering_key
      FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::text[])
          AS routed(message_id, endpoint_id, due, ordering_key)
-     ORDER BY endpoint_id COLLATE \"C\", ordering_key COLLATE \"C\", message_id";
+     ORDER BY ordering_lock(endpoint_id, ordering_key), endpoint_id, message_id";
 
 /// Writes operational-webhook messages, each with its deliveries, inside the caller's
 /// transaction.

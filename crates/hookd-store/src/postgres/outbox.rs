@@ -47,6 +47,7 @@ impl OutboxStore for PgStore {
             .fetch_one(&mut *tx)
             .await?;
         let rows = waiting(&mut tx, limit, ordered).await?;
+        lock_ordering(&mut tx, &rows).await?;
         let mut apps = HashMap::new();
         let mut relayed = Relayed::default();
         let (mut done, mut failed_ids, mut failures) = (Vec::new(), Vec::new(), Vec::new());
@@ -227,6 +228,31 @@ type RowColumns = (
     Option<String>,
     Option<String>,
 );
+
+/// Takes, in the order every writer takes them, the ordering locks the pass's rows may need:
+/// their keys', and those of their applications' strict endpoints (see
+/// `deliveries_in_order.sql`). Taken row by row as the rows are written, they would come in
+/// row order, and a pass could wait for a publish that waits for it.
+async fn lock_ordering(tx: &mut PgConnection, rows: &[OutboxRow]) -> Result<(), StoreError> {
+    let keys: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r.ordering_key.as_deref())
+        .collect();
+    let apps: Vec<&str> = rows.iter().map(|r| r.app.as_str()).collect();
+    sqlx::query(
+        "SELECT lock_ordering_keys(
+             array_fill(''::text, ARRAY[cardinality($1::text[])]) || s.eps,
+             $1::text[] || array_fill(''::text, ARRAY[cardinality(s.eps)]))
+         FROM (SELECT coalesce(array_agg(e.id), '{}') AS eps FROM endpoints e
+               WHERE e.strict_order AND NOT e.disabled AND e.app_id IN (
+                   SELECT a.id FROM applications a WHERE a.id = ANY($2) OR a.uid = ANY($2))) s",
+    )
+    .bind(keys)
+    .bind(apps)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
 
 /// Up to `limit` waiting rows, oldest first, locked; rows other relays hold are skipped, and
 /// so are rows with an ordering key unless `ordered`.

@@ -294,7 +294,8 @@ fn sql_count(n: usize) -> i64 {
 }
 
 /// For each of `keys` of `endpoint`, makes its oldest waiting delivery due at `at` unless one
-/// is queued already (the function `queue_next_in_order`, under the key's lock), in key order.
+/// is queued already (the function `queue_next_in_order`, under the key's lock), in the order
+/// of the keys' locks.
 async fn queue_next_in_order(
     conn: &mut sqlx::PgConnection,
     endpoint: &EndpointId,
@@ -305,7 +306,8 @@ async fn queue_next_in_order(
         return Ok(());
     }
     sqlx::query(
-        "SELECT queue_next_in_order($1, k, $3) FROM unnest($2::text[]) k ORDER BY k COLLATE \"C\"",
+        "SELECT queue_next_in_order($1, k, $3) FROM unnest($2::text[]) k
+         ORDER BY ordering_lock($1, k)",
     )
     .bind(endpoint.as_str())
     .bind(keys)
