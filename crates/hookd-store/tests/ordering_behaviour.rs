@@ -1,7 +1,8 @@
 //! Ordered delivery in the store, on every `Store` implementation: of an endpoint's
 //! deliveries that share an ordering key only the oldest unsettled one is ever claimable, the
-//! next becomes due when it settles (succeeds, fails for good, is skipped), and resend,
-//! recover and many concurrent publishes keep that.
+//! next becomes due when it settles (succeeds, fails for good, is skipped), resend, recover
+//! and many concurrent publishes keep that, and deleting an endpoint or application with
+//! waiting deliveries (the triggers run on every deleted row) deletes them cleanly.
 
 mod harness;
 
@@ -186,6 +187,31 @@ async fn resend_and_recover_take_their_turn_in_the_key(store: &dyn Store) {
     assert_eq!(claimed(store, 100).await, ids(&[&newer]));
 }
 
+async fn deleting_an_endpoint_or_application_with_waiting_deliveries_deletes_them(
+    store: &dyn Store,
+) {
+    let (a, ep) = one_endpoint(store, Ordering::PerKey).await;
+    let strict = {
+        let mut ep = endpoint(&a, Some("strict"), None, None);
+        ep.throttle_rate = None;
+        ep.ordering = Ordering::Strict;
+        store.create_endpoint(&ep).await.unwrap();
+        ep
+    };
+    for created in 10..15 {
+        publish(store, &a, created, Some("k")).await;
+    }
+    store.delete_endpoint(&strict).await.unwrap();
+    let kept = publish(store, &a, 20, Some("other")).await;
+    assert!(
+        claimed(store, 30).await.contains(&kept.id),
+        "the other endpoint goes on"
+    );
+    store.delete_endpoint(&ep).await.unwrap();
+    store.delete_app(&a.id).await.unwrap();
+    assert!(claimed(store, 40).await.is_empty());
+}
+
 async fn concurrent_publishes_of_one_key_queue_exactly_one(store: &dyn Store) {
     let (a, ep) = one_endpoint(store, Ordering::PerKey).await;
     let publishes = (0..40).map(|i| {
@@ -226,4 +252,5 @@ behaviour!(
     skipping_the_head_lets_the_next_go,
     resend_and_recover_take_their_turn_in_the_key,
     concurrent_publishes_of_one_key_queue_exactly_one,
+    deleting_an_endpoint_or_application_with_waiting_deliveries_deletes_them,
 );
