@@ -582,20 +582,14 @@ fn section(
          costs the database. Deliveries a publish hands to its own process's engine need no \
          claim at all, so few per claim can also mean that claims find little left to \
          take.\n\n\
-         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
-         - Date: {}\n\
-         - Machine: {}\n\
-         - hookd: {}\n",
+         {}",
         args.max_processes,
         args.tuning.tuned.trim(),
         report::thousands(args.messages),
         report::listed(args.concurrency.iter().map(|&c| c as u64), "or"),
         report::thousands(args.warmup),
         rounds_text(args),
-        args.command(),
-        report::now(),
-        machine.summary(),
-        report::revision(),
+        report::provenance(&args.command(), machine),
     );
     for (setting, scale) in scales {
         out.push_str(&format!(

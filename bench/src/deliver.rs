@@ -529,10 +529,7 @@ fn section(
          publish-to-receipt latency is the receiver's receipt time minus the time the publish \
          was due (both unix clock, same machine), so that wait counts.\n\n\
          {}\n\n\
-         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
-         - Date: {}\n\
-         - Machine: {}\n\
-         - hookd: {}\n\n\
+         {}\n\
          {}\n",
         args.tuning.tuned.trim(),
         report::thousands(args.warmup),
@@ -541,10 +538,7 @@ fn section(
         args.latency_seconds,
         latency_connections(args),
         ceilings.describe(),
-        args.command(),
-        report::now(),
-        machine.summary(),
-        report::revision(),
+        report::provenance(&args.command(), machine),
         header(),
     );
     for run in runs {

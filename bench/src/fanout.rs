@@ -321,10 +321,7 @@ fn section(
          its {} endpoints receiving it. Each backend runs at hookd's defaults first, then \
          tuned with `{}`; the target is judged at the defaults, against the ceiling loop's \
          rate ({} requests/s, half: {} messages/s).\n\n\
-         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
-         - Date: {}\n\
-         - Machine: {}\n\
-         - hookd: {}\n\n\
+         {}\n\
          {}\n",
         args.endpoints,
         args.endpoints,
@@ -335,10 +332,7 @@ fn section(
         args.tuning.tuned.trim(),
         report::thousands(ceiling_rate.round() as u64),
         report::thousands((ceiling_rate / 2.0).round() as u64),
-        args.command(),
-        report::now(),
-        machine.summary(),
-        report::revision(),
+        report::provenance(&args.command(), machine),
         header(),
     );
     for run in runs {

@@ -183,19 +183,13 @@ fn section(args: &Args, machine: &Machine, baseline: u64, more: u64, line: &str)
         "Counted with `valgrind --tool=callgrind` around hookd on SQLite, one endpoint, {} \
          publishes in flight: {} instructions for {} messages, {} for {} (start-up, warm-up \
          and shutdown included in both).\n\n\
-         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
-         - Date: {}\n\
-         - Machine: {}\n\
-         - hookd: {}\n\n\
+         {}\n\
          {line}\n",
         args.concurrency,
         report::thousands(baseline),
         report::thousands(args.baseline),
         report::thousands(more),
         report::thousands(args.baseline + args.messages),
-        args.command(),
-        report::now(),
-        machine.summary(),
-        report::revision(),
+        report::provenance(&args.command(), machine),
     )
 }

@@ -266,19 +266,13 @@ fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
          endpoints with work). hookd runs with its default engine settings. If one slow \
          endpoint held up the others, the fast endpoint's latency would grow in the second row \
          of each backend.\n\n\
-         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
-         - Date: {}\n\
-         - Machine: {}\n\
-         - hookd: {}\n\n\
+         {}\n\
          {}\n",
         args.rate,
         args.seconds,
         args.slow_seconds,
         report::thousands(args.idle_endpoints),
-        args.command(),
-        report::now(),
-        machine.summary(),
-        report::revision(),
+        report::provenance(&args.command(), machine),
         header(),
     );
     for run in runs {

@@ -197,17 +197,11 @@ fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
          process and the backlog drains. A backlog lives in the database, so the columns \
          should stay close to the idle figure whatever its size. The other sections show \
          hookd's peak RSS under their own loads too.\n\n\
-         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
-         - Date: {}\n\
-         - Machine: {}\n\
-         - hookd: {}\n\n\
+         {}\n\
          {}\n",
         report::thousands(args.backlog),
         args.concurrency,
-        args.command(),
-        report::now(),
-        machine.summary(),
-        report::revision(),
+        report::provenance(&args.command(), machine),
         header(),
     );
     for run in runs {

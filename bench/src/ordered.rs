@@ -336,20 +336,14 @@ fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
          unordered, then ordered ({} keys); the first endpoint's rate in the two shows what \
          ordered traffic costs the rest (the two streams share the machine in both). Each \
          backend runs at hookd's defaults first, then tuned with `{}`.\n\n\
-         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
-         - Date: {}\n\
-         - Machine: {}\n\
-         - hookd: {}\n\n",
+         {}\n",
         args.concurrency,
         report::listed(args.keys.iter().copied(), "and"),
         report::thousands(args.messages),
         report::thousands(args.one_key_messages),
         report::thousands(args.beside_keys),
         args.tuning.tuned,
-        args.command(),
-        report::now(),
-        machine.summary(),
-        report::revision(),
+        report::provenance(&args.command(), machine),
     );
     out.push_str(&header());
     out.push('\n');

@@ -322,7 +322,6 @@ fn target_verdict(args: &Args, all: &[Series]) -> Option<String> {
 
 /// The docs section: what was measured, how, where, and the table.
 fn section(args: &Args, machine: &Machine, all: &[Series], verdict: Option<String>) -> String {
-    let date = report::now();
     let mut out = format!(
         "## Publish throughput\n\n\
          `POST /api/v1/app/{{app}}/msg` with a ~300-byte JSON payload, answered `202 Accepted` \
@@ -335,17 +334,12 @@ fn section(args: &Args, machine: &Machine, all: &[Series], verdict: Option<Strin
          every run. CPU columns are cores kept busy on average during the measured phase \
          (PostgreSQL's own server processes are not counted). hookd's delivery engine runs \
          meanwhile, as in production, delivering to the receiver.\n\n\
-         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
-         - Date: {date}\n\
-         - Machine: {}\n\
-         - hookd: {}\n\n",
+         {}\n",
         args.concurrency,
         report::thousands(args.warmup),
         report::thousands(args.messages),
         args.runs,
-        args.command(),
-        machine.summary(),
-        report::revision(),
+        report::provenance(&args.command(), machine),
     );
     out.push_str(&header());
     out.push('\n');

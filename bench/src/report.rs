@@ -141,6 +141,20 @@ pub fn percent(share: f64) -> String {
     format!("{:.0} %", share * 100.0)
 }
 
+/// The record that opens every section: the command that reproduces it (after the release
+/// build), the date, the machine and the commit hookd was built from, a line each.
+pub fn provenance(command: &str, machine: &crate::machine::Machine) -> String {
+    format!(
+        "- Command: `cargo build --release -p hookd -p hookd-bench && {command}`\n\
+         - Date: {}\n\
+         - Machine: {}\n\
+         - hookd: {}\n",
+        now(),
+        machine.summary(),
+        revision()
+    )
+}
+
 /// A count that should be zero: `0`, or the count in bold, flagged.
 pub fn flagged(n: u64) -> String {
     match n {
@@ -253,6 +267,15 @@ mod tests {
         assert_eq!(listed([32, 64], "or"), "32 or 64");
         assert_eq!(listed([32, 64, 128], "and"), "32, 64 and 128");
         assert_eq!(listed([1, 100, 10_000], "and"), "1, 100 and 10,000");
+        let record = provenance(
+            "target/release/hookd-bench x",
+            &crate::machine::Machine::describe(),
+        );
+        let lines: Vec<&str> = record.lines().collect();
+        assert_eq!(lines.len(), 4, "{record}");
+        for (line, starts) in lines.iter().zip(["- Command: `cargo build --release -p hookd -p hookd-bench && target/release/hookd-bench x`", "- Date: ", "- Machine: ", "- hookd: "]) {
+            assert!(line.starts_with(starts), "{line}");
+        }
         assert_eq!(flagged(0), "0");
         assert_eq!(flagged(1_200), "**1,200 (flagged)**");
     }

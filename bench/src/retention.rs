@@ -266,19 +266,13 @@ fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
          (freed pages are reused, the file does not shrink) or hookd's PostgreSQL tables \
          (deleted rows' space is reused only once vacuumed, and autovacuum is off on the \
          benchmark machines; the second phase also adds its own messages).\n\n\
-         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
-         - Date: {}\n\
-         - Machine: {}\n\
-         - hookd: {}\n\n\
+         {}\n\
          {}\n",
         report::thousands(args.backlog),
         args.rate,
         args.seconds,
         args.seconds,
-        args.command(),
-        report::now(),
-        machine.summary(),
-        report::revision(),
+        report::provenance(&args.command(), machine),
         header(),
     );
     for run in runs {

@@ -171,16 +171,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
          Every section below was written by one command, which runs each benchmark in turn \
          as its own `hookd-bench` child process (each section records its own command, so a \
          single benchmark can be rerun alone):\n\n\
-         - Command: `cargo build --release -p hookd -p hookd-bench && {}`\n\
-         - Date: {}\n\
-         - Machine: {}\n\
-         - hookd: {}\n\
+         {}\
          - Took {} min in all.\n\n\
          {}\n",
-        args.command(),
-        report::now(),
-        machine.summary(),
-        report::revision(),
+        report::provenance(&args.command(), &machine),
         started.elapsed().as_secs() / 60,
         report::header(&["benchmark", "outcome", "seconds"]),
     );
