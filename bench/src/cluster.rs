@@ -156,10 +156,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         scales.push((setting.clone(), scale_out_runs(&setting, &args).await?));
     }
     machine::settle(args.output.quiet_below).await?;
-    let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
-    let result = outbox_latency(&database, &args).await;
-    database.remove().await;
-    let outbox = result?;
+    let outbox = Database::with_fresh(Backend::Postgres, &args.postgres.url, async |database| {
+        outbox_latency(database, &args).await
+    })
+    .await?;
     println!("{}\n{}", outbox_header(), outbox_row(&args, &outbox));
     args.output
         .write(SECTION, &section(&args, &machine, &scales, &outbox))?;
@@ -184,10 +184,10 @@ async fn scale_out_runs(setting: &Setting, args: &Args) -> anyhow::Result<Vec<Sc
     let mut scale = Vec::new();
     for (concurrency, processes) in runs {
         machine::settle(args.output.quiet_below).await?;
-        let database = Database::create(Backend::Postgres, &args.postgres.url).await?;
-        let result = scale_out(concurrency, processes, setting, &database, args).await;
-        database.remove().await;
-        let run = result?;
+        let run = Database::with_fresh(Backend::Postgres, &args.postgres.url, async |database| {
+            scale_out(concurrency, processes, setting, database, args).await
+        })
+        .await?;
         println!("{}", scale_row(&run));
         scale.push(run);
     }

@@ -212,10 +212,10 @@ async fn one_run(
     mode: Mode,
     args: &Args,
 ) -> anyhow::Result<Run> {
-    let database = Database::create(backend, &args.postgres.url).await?;
-    let result = measure(backend, setting, mode, &database, args).await;
-    database.remove().await;
-    result
+    Database::with_fresh(backend, &args.postgres.url, async |database| {
+        measure(backend, setting, mode, database, args).await
+    })
+    .await
 }
 
 async fn measure(

@@ -117,10 +117,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     for backend in args.backend.list() {
         for setting in args.tuning.settings() {
             machine::settle(args.output.quiet_below).await?;
-            let database = Database::create(backend, &args.postgres.url).await?;
-            let run = measure(backend, &setting, &database, &args).await;
-            database.remove().await;
-            let run = run?;
+            let run = Database::with_fresh(backend, &args.postgres.url, async |database| {
+                measure(backend, &setting, database, &args).await
+            })
+            .await?;
             println!("{}", row(&run));
             runs.push(run);
         }

@@ -166,6 +166,19 @@ pub enum Database {
 }
 
 impl Database {
+    /// Runs `measure` on a new, empty database of `backend`, removed afterwards whatever came
+    /// of it.
+    pub async fn with_fresh<T>(
+        backend: Backend,
+        server_url: &str,
+        measure: impl AsyncFnOnce(&Database) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let database = Self::create(backend, server_url).await?;
+        let result = measure(&database).await;
+        database.remove().await;
+        result
+    }
+
     /// A new, empty database: a SQLite file in a fresh temporary directory, or a database
     /// `hookd_bench_<random>` on the PostgreSQL server `server_url` names.
     pub async fn create(backend: Backend, server_url: &str) -> anyhow::Result<Self> {

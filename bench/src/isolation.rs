@@ -100,10 +100,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     for backend in args.backend.list() {
         for beside_slow in [false, true] {
             machine::settle(args.output.quiet_below).await?;
-            let database = Database::create(backend, &args.postgres.url).await?;
-            let run = measure(backend, beside_slow, &database, &args).await;
-            database.remove().await;
-            let run = run?;
+            let run = Database::with_fresh(backend, &args.postgres.url, async |database| {
+                measure(backend, beside_slow, database, &args).await
+            })
+            .await?;
             println!("{}", row(&run, args.idle_endpoints));
             runs.push(run);
         }

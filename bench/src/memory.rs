@@ -87,10 +87,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut runs = Vec::new();
     for backend in args.backend.list() {
         machine::settle(args.output.quiet_below).await?;
-        let database = Database::create(backend, &args.postgres.url).await?;
-        let run = measure(backend, &database, &args).await;
-        database.remove().await;
-        let run = run?;
+        let run = Database::with_fresh(backend, &args.postgres.url, async |database| {
+            measure(backend, database, &args).await
+        })
+        .await?;
         println!("{}", row(&run));
         runs.push(run);
     }

@@ -154,10 +154,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Fresh database, receiver and hookd; set up; warm up; measure; tear down.
 async fn one_run(backend: Backend, args: &Args) -> anyhow::Result<Run> {
-    let database = Database::create(backend, &args.postgres.url).await?;
-    let result = measure(&database, args).await;
-    database.remove().await;
-    result
+    Database::with_fresh(backend, &args.postgres.url, async |database| {
+        measure(database, args).await
+    })
+    .await
 }
 
 async fn measure(database: &Database, args: &Args) -> anyhow::Result<Run> {
