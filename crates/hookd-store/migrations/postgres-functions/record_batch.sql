@@ -29,22 +29,27 @@ DECLARE
     stored BIGINT;
     did_move BOOLEAN;
     did_log BOOLEAN;
+    key_endpoints TEXT[];
+    keys TEXT[];
 BEGIN
     -- The function scan is the outer side of each nested loop: rows are locked in array order.
     SELECT array_agg(e.failing_since ORDER BY k.ord) INTO befores
     FROM unnest(lock_endpoints) WITH ORDINALITY k(id, ord)
     LEFT JOIN LATERAL (SELECT failing_since FROM endpoints WHERE id = k.id FOR KEY SHARE) e
         ON true;
-    PERFORM FROM unnest(lock_delivery_endpoints, lock_delivery_messages) k(endpoint_id, message_id)
-    CROSS JOIN LATERAL (SELECT FROM deliveries d
+    -- Reading their ordering keys as they are locked.
+    SELECT array_agg(k.endpoint_id) FILTER (WHERE locked.ordering_key IS NOT NULL),
+           array_agg(locked.ordering_key) FILTER (WHERE locked.ordering_key IS NOT NULL)
+    INTO key_endpoints, keys
+    FROM unnest(lock_delivery_endpoints, lock_delivery_messages) k(endpoint_id, message_id)
+    CROSS JOIN LATERAL (SELECT d.ordering_key FROM deliveries d
         WHERE d.endpoint_id = k.endpoint_id AND d.message_id = k.message_id
         FOR NO KEY UPDATE) locked;
-    -- Then the ordering locks of those deliveries, before any settles and queues the next of
+    -- Then the ordering locks of the ordered ones, before any settles and queues the next of
     -- its key, in the order publishes take them in (see deliveries_in_order.sql).
-    PERFORM lock_ordering_keys(array_agg(k.endpoint_id), array_agg(d.ordering_key))
-    FROM unnest(lock_delivery_endpoints, lock_delivery_messages) k(endpoint_id, message_id)
-    CROSS JOIN LATERAL (SELECT ordering_key FROM deliveries
-        WHERE endpoint_id = k.endpoint_id AND message_id = k.message_id OFFSET 0) d;
+    IF key_endpoints IS NOT NULL THEN
+        PERFORM lock_ordering_keys(key_endpoints, keys);
+    END IF;
 
     IF n >= set_from AND cardinality(lock_delivery_messages) = n THEN
         -- A large batch, each delivery once: one statement for all, planned for this call (an
