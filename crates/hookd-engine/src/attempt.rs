@@ -90,8 +90,6 @@ pub struct Verdict {
     /// The end of the lease the attempt was made under: the delivery moves to `next` only if
     /// no other claim has taken it since (see [`hookd_store::AttemptRecord::lease`]).
     pub lease: Option<Timestamp>,
-    /// The delivery has an ordering key: once it settles, the next of its key becomes due.
-    pub ordered: bool,
     /// The endpoint must be disabled, for this reason.
     pub disable: Option<String>,
     /// The endpoint asked hookd to slow down (429, 502, 503, 504): take no new work for it
@@ -199,7 +197,6 @@ pub fn judge(
         attempt,
         next,
         lease: claimed.delivery.next_attempt_at,
-        ordered: claimed.delivery.ordering_key.is_some(),
         disable,
         slow_down,
         notice,

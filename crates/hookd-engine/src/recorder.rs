@@ -95,10 +95,10 @@ impl Recorder {
             })
             .collect();
         // A retry, an operational webhook, or the next delivery of a settled one's key.
-        let mut queued = batch.iter().zip(&records).any(|(f, r)| {
+        let mut queued = records.iter().any(|r| {
             r.next.status == DeliveryStatus::Pending
                 || !r.events.is_empty()
-                || (f.verdict.ordered && r.next.next_attempt_at.is_none())
+                || (r.next.ordering_key.is_some() && r.next.next_attempt_at.is_none())
         });
         let started = Instant::now();
         match self.store.record_attempts(&records).await {
