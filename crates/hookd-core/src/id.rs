@@ -26,24 +26,41 @@ static LAST: Mutex<(i64, u128)> = Mutex::new((i64::MIN, 0));
 /// are the last id's plus a random step, so the ids made in one millisecond (a batch of
 /// publishes) sort in the order they were made, and are still not guessable from each other.
 fn sortable_suffix(created: Timestamp) -> String {
+    sortable_run(created, 1).pop().expect("a run of one")
+}
+
+/// `count` suffixes for `created`, each sorting above the one before, whatever other threads
+/// make meanwhile (an older millisecond than the newest gets random low bits per id, so ids
+/// made one by one there would not keep their order).
+fn sortable_run(created: Timestamp, count: usize) -> Vec<String> {
     let ms = created.as_millis();
-    let step = u128::from(u32::from_be_bytes(random_bytes())) + 1;
+    let step = || u128::from(u32::from_be_bytes(random_bytes())) + 1;
+    // Room for the whole run above its first id: steps are below 2^32 + 1.
+    let room = (count as u128 + 1) << 33;
     let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
-    let low = if ms == last.0 && last.1 < (1 << 80) - step {
-        last.1 + step
+    let mut low = if ms == last.0 && last.1 < (1 << 80) - room {
+        last.1 + step()
     } else {
+        // The lower half, leaving the upper for the steps of this millisecond's later ids.
         let mut bytes = [0u8; 16];
         bytes[6..].copy_from_slice(&random_bytes::<10>());
+        bytes[6] &= 0x7f;
         u128::from_be_bytes(bytes)
     };
+    let mut run = Vec::with_capacity(count);
+    for i in 0..count {
+        if i > 0 {
+            low += step();
+        }
+        run.push(encode(
+            created,
+            low.to_be_bytes()[6..].try_into().expect("10 bytes"),
+        ));
+    }
     if ms >= last.0 {
         *last = (ms, low);
     }
-    drop(last);
-    encode(
-        created,
-        low.to_be_bytes()[6..].try_into().expect("10 bytes"),
-    )
+    run
 }
 
 fn random_bytes<const N: usize>() -> [u8; N] {
@@ -80,6 +97,15 @@ macro_rules! typed_id {
             /// A new id for something created at `created`.
             pub fn new(created: Timestamp) -> Self {
                 Self(format!("{}_{}", $prefix, sortable_suffix(created)))
+            }
+
+            /// `count` new ids for things created at `created`, in the order they sort: for a
+            /// batch whose order matters (messages relayed from an outbox in row order).
+            pub fn run(created: Timestamp, count: usize) -> Vec<Self> {
+                sortable_run(created, count)
+                    .into_iter()
+                    .map(|suffix| Self(format!("{}_{}", $prefix, suffix)))
+                    .collect()
             }
 
             /// The smallest id of this kind made at `at` or later: every id made before `at`
@@ -157,6 +183,18 @@ mod tests {
         let ids: Vec<MessageId> = (0..1_000).map(|_| MessageId::new(at)).collect();
         assert!(ids.windows(2).all(|pair| pair[0] < pair[1]));
         assert!(ids.iter().all(|id| *id >= MessageId::lowest_at(at)));
+    }
+
+    #[test]
+    fn a_run_of_ids_sorts_in_order_even_below_the_newest_millisecond() {
+        let older = Timestamp::from_millis(3_900_000_000_000);
+        let newer = MessageId::new(Timestamp::from_millis(3_900_000_000_001));
+        for _ in 0..100 {
+            let run = MessageId::run(older, 50);
+            assert_eq!(run.len(), 50);
+            assert!(run.windows(2).all(|pair| pair[0] < pair[1]), "{run:?}");
+            assert!(run.iter().all(|id| *id < newer));
+        }
     }
 
     #[test]

@@ -20,4 +20,4 @@ pub mod validate;
 
 pub use id::{AppId, AttemptId, EndpointId, MessageId, TaskId};
 pub use load::{Concurrency, EndpointLoad};
-pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use time::{Clock, ManualClock, StrictlyLater, SystemClock, Timestamp};

@@ -113,9 +113,50 @@ impl Clock for ManualClock {
     }
 }
 
+/// Readings of a clock, each at least a millisecond after the one before: batches stamped with
+/// them never share a millisecond, so the ids of a later batch sort above an earlier one's
+/// (ids made in an older millisecond than another thread's newest are not ordered between
+/// batches; see [`crate::MessageId::run`]).
+#[derive(Debug)]
+pub struct StrictlyLater(AtomicI64);
+
+impl Default for StrictlyLater {
+    fn default() -> Self {
+        Self(AtomicI64::new(i64::MIN))
+    }
+}
+
+impl StrictlyLater {
+    /// `clock`'s time, or a millisecond after the last reading when that is later.
+    pub fn now(&self, clock: &dyn Clock) -> Timestamp {
+        let now = clock.now().0;
+        let previous = self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| {
+                Some(now.max(last.saturating_add(1)))
+            })
+            .expect("the update always succeeds");
+        Timestamp(now.max(previous.saturating_add(1)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strictly_later_readings_never_repeat_a_millisecond() {
+        let clock = ManualClock::new(Timestamp::from_millis(1_000));
+        let readings = StrictlyLater::default();
+        let first = readings.now(&clock);
+        let second = readings.now(&clock);
+        clock.advance(Duration::from_millis(10));
+        let third = readings.now(&clock);
+        assert_eq!(
+            [first, second, third].map(|t| t.as_millis()),
+            [1_000, 1_001, 1_010]
+        );
+    }
 
     #[test]
     fn rfc3339_round_trips_with_millis() {

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookd_core::Clock;
+use hookd_core::{Clock, StrictlyLater};
 use hookd_store::{RelayRules, Store};
 use tokio::sync::Notify;
 
@@ -31,6 +31,9 @@ pub struct Relay {
     config: RelayConfig,
     wake: Arc<Notify>,
     new_work: Arc<Notify>,
+    /// Each pass's time, so that a pass's messages sort after the one before's (their ids
+    /// are the order of rows sharing an ordering key).
+    passes: StrictlyLater,
 }
 
 impl Relay {
@@ -49,6 +52,7 @@ impl Relay {
             config,
             wake,
             new_work,
+            passes: StrictlyLater::default(),
         }
     }
 
@@ -70,7 +74,7 @@ impl Relay {
     /// One pass. Returns whether it was full, i.e. more rows may be waiting.
     async fn pass(&self) -> bool {
         let batch = self.config.batch.max(1);
-        let now = self.clock.now();
+        let now = self.passes.now(self.clock.as_ref());
         match self
             .store
             .relay_outbox(batch, &self.config.rules, now)
