@@ -12,9 +12,12 @@ pub const OUTBOX_CHANNEL: &str = "hookd_outbox";
 /// The notification channel on which processes announce new deliveries to each other.
 pub const DELIVERIES_CHANNEL: &str = "hookd_deliveries";
 
-/// An outbox row waiting to be relayed.
+/// An outbox row waiting to be relayed: hookd's own outbox table's, or an outbox source's.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutboxRow {
+    /// The row's id in its table.
     pub id: i64,
+    /// The application's id or uid.
     pub app: String,
     pub event_type: String,
     pub payload: String,
@@ -26,6 +29,29 @@ pub struct OutboxRow {
 }
 
 impl OutboxRow {
+    /// A row from its columns as read, `channels` as JSON text (see [`Self::with_channels_json`]).
+    pub fn from_columns(
+        id: i64,
+        app: String,
+        event_type: String,
+        payload: String,
+        event_id: Option<String>,
+        channels: Option<&str>,
+        ordering_key: Option<String>,
+    ) -> Self {
+        Self {
+            id,
+            app,
+            event_type,
+            payload,
+            event_id,
+            channels: None,
+            ordering_key,
+            problem: None,
+        }
+        .with_channels_json(channels)
+    }
+
     /// Sets the channels from a JSON list of strings (or NULL); anything else is the row's
     /// problem, kept on it.
     pub fn with_channels_json(mut self, channels: Option<&str>) -> Self {
@@ -66,10 +92,11 @@ impl OutboxRow {
         self.payload.trim_matches([' ', '\t', '\n', '\r'])
     }
 
-    /// The message this row becomes in application `app`.
-    pub fn message(&self, app: AppId, now: Timestamp) -> Message {
+    /// The message this row becomes in application `app`, with id `id` (a pass's rows take
+    /// theirs from one [`MessageId::run`], so that their ids keep the rows' order).
+    pub fn message(&self, id: MessageId, app: AppId, now: Timestamp) -> Message {
         Message {
-            id: MessageId::new(now),
+            id,
             app_id: app,
             event_type: self.event_type.clone(),
             event_id: self.event_id.clone(),

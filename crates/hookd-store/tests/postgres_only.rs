@@ -83,6 +83,7 @@ async fn processes_connecting_at_once_migrate_once() {
             "messages",
             "notice_cursor",
             "outbox",
+            "outbox_relayed",
             "spent_event_ids",
         ]
     );

@@ -14,7 +14,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hookd_core::{AppId, Timestamp};
+use hookd_core::model::Message;
+use hookd_core::{AppId, MessageId, Timestamp};
 use sqlx::postgres::{PgConnection, PgListener, PgPoolOptions};
 use sqlx::{Connection as _, Postgres, Transaction};
 use tokio::sync::Notify;
@@ -24,7 +25,7 @@ use super::messages::insert_message;
 use crate::outbox::{
     DELIVERIES_CHANNEL, OUTBOX_CHANNEL, OutboxRow, strict_event_type, unknown_app,
 };
-use crate::{OutboxStore, RelayRules, Relayed, Route, StoreError, Wakeups};
+use crate::{OutboxStore, RelayRules, Relayed, Route, RowFate, StoreError, Wakeups};
 
 /// The advisory lock held (for its transaction) by the relay pass that may take rows with an
 /// ordering key.
@@ -51,21 +52,17 @@ impl OutboxStore for PgStore {
         let mut apps = HashMap::new();
         let mut relayed = Relayed::default();
         let (mut done, mut failed_ids, mut failures) = (Vec::new(), Vec::new(), Vec::new());
-        for row in rows {
-            match relay_row(&mut tx, &row, rules, now, &mut apps).await {
-                Ok(deliveries) => {
-                    done.push(row.id);
-                    relayed.messages += 1;
-                    relayed.deliveries += deliveries;
-                }
-                Err(Refusal::Row(why)) => {
-                    failed_ids.push(row.id);
-                    failures.push(why);
-                }
-                Err(Refusal::Store(error)) => return Err(error),
+        let ids = MessageId::run(now, rows.len());
+        for (row, id) in rows.into_iter().zip(ids) {
+            let fate = relay_row(&mut tx, &row, id, None, rules, now, &mut apps).await?;
+            relayed.count(&fate);
+            if let RowFate::Refused(why) = &fate {
+                failed_ids.push(row.id);
+                failures.push(why.clone());
+            } else {
+                done.push(row.id);
             }
         }
-        relayed.failed = failures.len();
         sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
             .bind(&done)
             .execute(&mut *tx)
@@ -83,6 +80,25 @@ impl OutboxStore for PgStore {
         }
         tx.commit().await?;
         Ok(relayed)
+    }
+
+    async fn relay_source_rows(
+        &self,
+        source: &str,
+        rows: Vec<OutboxRow>,
+        rules: &RelayRules,
+        now: Timestamp,
+    ) -> Result<Vec<RowFate>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        lock_ordering(&mut tx, &rows).await?;
+        let mut apps = HashMap::new();
+        let mut fates = Vec::with_capacity(rows.len());
+        let ids = MessageId::run(now, rows.len());
+        for (row, id) in rows.iter().zip(ids) {
+            fates.push(relay_row(&mut tx, row, id, Some(source), rules, now, &mut apps).await?);
+        }
+        tx.commit().await?;
+        Ok(fates)
     }
 
     async fn announce_deliveries(&self) -> Result<(), StoreError> {
@@ -153,7 +169,7 @@ fn wake_all(wakeups: &Wakeups) {
     wakeups.deliveries.notify_one();
 }
 
-/// Why a row was not relayed: the row's fault (kept on it), or the database's (retried).
+/// Why a row was not published: the row's fault (kept on it), or the database's (retried).
 enum Refusal {
     Row(String),
     Store(StoreError),
@@ -165,15 +181,81 @@ impl From<sqlx::Error> for Refusal {
     }
 }
 
-/// Writes the row's message and deliveries inside a savepoint; returns how many deliveries.
+/// Publishes one row inside a savepoint, so that a refused row's writes roll back on their
+/// own and the others' stay. A row of a `source` is recorded under its id there, and not
+/// published again: the record is written after the message, and a record another
+/// transaction wrote first (a second relay of the same row) rolls this message back.
 /// `apps` remembers this pass's application lookups.
 async fn relay_row(
     tx: &mut Transaction<'static, Postgres>,
     row: &OutboxRow,
+    id: MessageId,
+    source: Option<&str>,
     rules: &RelayRules,
     now: Timestamp,
     apps: &mut HashMap<String, Option<String>>,
-) -> Result<usize, Refusal> {
+) -> Result<RowFate, StoreError> {
+    if let Some(source) = source {
+        let seen: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM outbox_relayed WHERE source = $1 AND row_id = $2)",
+        )
+        .bind(source)
+        .bind(row.id)
+        .fetch_one(&mut **tx)
+        .await?;
+        if seen {
+            return Ok(RowFate::AlreadyPublished);
+        }
+    }
+    let message = match checked_message(tx, row, id, rules, now, apps).await {
+        Ok(message) => message,
+        Err(Refusal::Row(why)) => return Ok(RowFate::Refused(why)),
+        Err(Refusal::Store(error)) => return Err(error),
+    };
+    let mut savepoint = (**tx).begin().await?;
+    let created = match insert_message(&mut savepoint, &message, &Route::Subscribers).await {
+        Ok(created) => created,
+        Err(StoreError::Conflict(why)) => {
+            savepoint.rollback().await?;
+            return Ok(RowFate::Refused(why));
+        }
+        Err(StoreError::NotFound(what)) => {
+            savepoint.rollback().await?;
+            return Ok(RowFate::Refused(format!("{what} not found")));
+        }
+        Err(other) => return Err(other),
+    };
+    if let Some(source) = source {
+        let recorded = sqlx::query(
+            "INSERT INTO outbox_relayed (source, row_id, message_id) VALUES ($1, $2, $3)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(source)
+        .bind(row.id)
+        .bind(message.id.as_str())
+        .execute(&mut *savepoint)
+        .await?;
+        if recorded.rows_affected() == 0 {
+            savepoint.rollback().await?;
+            return Ok(RowFate::AlreadyPublished);
+        }
+    }
+    savepoint.commit().await?;
+    Ok(RowFate::Published {
+        deliveries: created.deliveries,
+    })
+}
+
+/// The message `row` becomes, once it passed the API's rules and its application and event
+/// type were found.
+async fn checked_message(
+    tx: &mut Transaction<'static, Postgres>,
+    row: &OutboxRow,
+    id: MessageId,
+    rules: &RelayRules,
+    now: Timestamp,
+    apps: &mut HashMap<String, Option<String>>,
+) -> Result<Message, Refusal> {
     row.check(rules).map_err(Refusal::Row)?;
     let app = match apps.get(&row.app) {
         Some(app) => app.clone(),
@@ -198,23 +280,7 @@ async fn relay_row(
                 .await?;
         strict_event_type(archived).map_err(Refusal::Row)?;
     }
-    let message = row.message(AppId::from_stored(app), now);
-    let mut savepoint = (**tx).begin().await?;
-    match insert_message(&mut savepoint, &message, &Route::Subscribers).await {
-        Ok(created) => {
-            savepoint.commit().await?;
-            Ok(created.deliveries)
-        }
-        Err(StoreError::Conflict(why)) => {
-            savepoint.rollback().await?;
-            Err(Refusal::Row(why))
-        }
-        Err(StoreError::NotFound(what)) => {
-            savepoint.rollback().await?;
-            Err(Refusal::Row(format!("{what} not found")))
-        }
-        Err(other) => Err(Refusal::Store(other)),
-    }
+    Ok(row.message(id, AppId::from_stored(app), now))
 }
 
 /// An outbox row as selected: id, app, event type, payload, event id, channels (JSON),
@@ -273,21 +339,17 @@ async fn waiting(
     .await?;
     Ok(rows
         .into_iter()
-        .map(
-            |(id, app, event_type, payload, event_id, channels, ordering_key)| {
-                OutboxRow {
-                    id,
-                    app,
-                    event_type,
-                    payload,
-                    event_id,
-                    channels: None,
-                    ordering_key,
-                    problem: None,
-                }
-                .with_channels_json(channels.as_deref())
-            },
-        )
+        .map(|(id, app, event_type, payload, event_id, channels, key)| {
+            OutboxRow::from_columns(
+                id,
+                app,
+                event_type,
+                payload,
+                event_id,
+                channels.as_deref(),
+                key,
+            )
+        })
         .collect())
 }
 

@@ -76,6 +76,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         13,
         include_str!("../../migrations/sqlite/0013_message_tags.sql"),
     ),
+    (
+        14,
+        include_str!("../../migrations/sqlite/0014_outbox_sources.sql"),
+    ),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.

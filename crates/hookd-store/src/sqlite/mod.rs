@@ -21,6 +21,8 @@ mod queue;
 mod retention;
 mod rows;
 
+pub use outbox::outbox_row;
+
 use std::path::Path;
 use std::sync::{Arc, RwLock, Weak};
 

@@ -7,14 +7,14 @@
 //! nobody else can interleave with. SQLite has no notifications: the relay polls.
 
 use async_trait::async_trait;
-use hookd_core::{AppId, Timestamp};
+use hookd_core::{AppId, MessageId, Timestamp};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::SqliteStore;
 use super::messages::insert_message;
 use crate::outbox::{OutboxRow, strict_event_type, unknown_app};
-use crate::{OutboxStore, RelayRules, Relayed, Route, StoreError, Wakeups};
+use crate::{OutboxStore, RelayRules, Relayed, Route, RowFate, StoreError, Wakeups};
 
 #[async_trait]
 impl OutboxStore for SqliteStore {
@@ -48,6 +48,25 @@ impl OutboxStore for SqliteStore {
     async fn watch(&self, _wakeups: Wakeups) -> Result<bool, StoreError> {
         Ok(false)
     }
+
+    async fn relay_source_rows(
+        &self,
+        source: &str,
+        rows: Vec<OutboxRow>,
+        rules: &RelayRules,
+        now: Timestamp,
+    ) -> Result<Vec<RowFate>, StoreError> {
+        let (source, rules) = (source.to_owned(), rules.clone());
+        self.db
+            .write(move |conn| {
+                let ids = MessageId::run(now, rows.len());
+                rows.iter()
+                    .zip(ids)
+                    .map(|(row, id)| relay_row(conn, row, id, Some(&source), &rules, now))
+                    .collect()
+            })
+            .await
+    }
 }
 
 fn relay(
@@ -57,27 +76,55 @@ fn relay(
     now: Timestamp,
 ) -> Result<Relayed, StoreError> {
     let mut relayed = Relayed::default();
-    for row in waiting(conn, limit)? {
-        // A row's writes roll back on their own when it is refused; the others' stay.
-        conn.execute_batch("SAVEPOINT outbox_row")?;
-        match relay_row(conn, &row, rules, now) {
-            Ok(deliveries) => {
-                conn.execute_batch("RELEASE outbox_row")?;
-                conn.prepare_cached("DELETE FROM outbox WHERE id = ?1")?
-                    .execute([row.id])?;
-                relayed.messages += 1;
-                relayed.deliveries += deliveries;
-            }
-            Err(Refusal::Row(why)) => {
-                conn.execute_batch("ROLLBACK TO outbox_row; RELEASE outbox_row")?;
-                conn.prepare_cached("UPDATE outbox SET error = ?2, failed_at = ?3 WHERE id = ?1")?
-                    .execute(params![row.id, why, now.as_millis()])?;
-                relayed.failed += 1;
-            }
-            Err(Refusal::Store(error)) => return Err(error),
+    let rows = waiting(conn, limit)?;
+    let ids = MessageId::run(now, rows.len());
+    for (row, id) in rows.iter().zip(ids) {
+        let fate = relay_row(conn, row, id, None, rules, now)?;
+        if let RowFate::Refused(why) = &fate {
+            conn.prepare_cached("UPDATE outbox SET error = ?2, failed_at = ?3 WHERE id = ?1")?
+                .execute(params![row.id, why, now.as_millis()])?;
+        } else {
+            conn.prepare_cached("DELETE FROM outbox WHERE id = ?1")?
+                .execute([row.id])?;
         }
+        relayed.count(&fate);
     }
     Ok(relayed)
+}
+
+/// Publishes one row inside a savepoint, so that a refused row's writes roll back on their
+/// own and the others' stay. A row of a `source` is recorded under its id there, and not
+/// published again.
+fn relay_row(
+    conn: &Connection,
+    row: &OutboxRow,
+    id: MessageId,
+    source: Option<&str>,
+    rules: &RelayRules,
+    now: Timestamp,
+) -> Result<RowFate, StoreError> {
+    if let Some(source) = source {
+        let seen: bool = conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM outbox_relayed WHERE source = ?1 AND row_id = ?2)",
+            )?
+            .query_row(params![source, row.id], |r| r.get(0))?;
+        if seen {
+            return Ok(RowFate::AlreadyPublished);
+        }
+    }
+    conn.execute_batch("SAVEPOINT outbox_row")?;
+    match publish_row(conn, row, id, source, rules, now) {
+        Ok(deliveries) => {
+            conn.execute_batch("RELEASE outbox_row")?;
+            Ok(RowFate::Published { deliveries })
+        }
+        Err(Refusal::Row(why)) => {
+            conn.execute_batch("ROLLBACK TO outbox_row; RELEASE outbox_row")?;
+            Ok(RowFate::Refused(why))
+        }
+        Err(Refusal::Store(error)) => Err(error),
+    }
 }
 
 /// Why a row was not relayed: the row's fault (kept on it), or the database's (retried).
@@ -102,10 +149,13 @@ impl From<rusqlite::Error> for Refusal {
     }
 }
 
-/// Writes the row's message and deliveries; returns how many deliveries.
-fn relay_row(
+/// Writes the row's message and deliveries (and, for a source's row, the record of it);
+/// returns how many deliveries.
+fn publish_row(
     conn: &Connection,
     row: &OutboxRow,
+    id: MessageId,
+    source: Option<&str>,
     rules: &RelayRules,
     now: Timestamp,
 ) -> Result<usize, Refusal> {
@@ -124,10 +174,17 @@ fn relay_row(
             .optional()?;
         strict_event_type(archived).map_err(Refusal::Row)?;
     }
-    let message = row.message(AppId::from_stored(app), now);
-    Ok(insert_message(conn, &message, &Route::Subscribers, None)?
+    let message = row.message(id, AppId::from_stored(app), now);
+    let deliveries = insert_message(conn, &message, &Route::Subscribers, None)?
         .created
-        .deliveries)
+        .deliveries;
+    if let Some(source) = source {
+        conn.prepare_cached(
+            "INSERT INTO outbox_relayed (source, row_id, message_id) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![source, row.id, message.id.as_str()])?;
+    }
+    Ok(deliveries)
 }
 
 /// Up to `limit` waiting rows, oldest first. A column that is not what the contract says (a
@@ -144,31 +201,37 @@ fn waiting(conn: &Connection, limit: usize) -> Result<Vec<OutboxRow>, StoreError
     )?;
     // The limit is taken in Rust: SQLite re-prepares a statement whenever a LIMIT parameter
     // is bound, and this one runs on every relay pass.
-    let rows = stmt.query_map([], |r| {
-        let mut problem = None;
-        let mut text = |i, name| -> rusqlite::Result<Option<String>> {
-            Ok(utf8(r.get_ref(i)?, name).unwrap_or_else(|why| {
-                problem.get_or_insert(why);
-                None
-            }))
-        };
-        let (app, event_type, payload) =
-            (text(1, "app")?, text(2, "eventType")?, text(3, "payload")?);
-        let (event_id, channels) = (text(4, "eventId")?, text(5, "channels")?);
-        let ordering_key = text(6, "orderingKey")?;
-        Ok(OutboxRow {
-            id: r.get(0)?,
-            app: app.unwrap_or_default(),
-            event_type: event_type.unwrap_or_default(),
-            payload: payload.unwrap_or_default(),
-            event_id,
-            ordering_key,
-            problem,
-            channels: None,
-        }
-        .with_channels_json(channels.as_deref()))
-    })?;
+    let rows = stmt.query_map([], outbox_row)?;
     Ok(rows.take(limit).collect::<Result<_, _>>()?)
+}
+
+/// Decodes an outbox row selected as its id and, each cast to text, its app, event type,
+/// payload, event id, channels and ordering key. A value that is not UTF-8 becomes the row's
+/// problem, kept on it.
+pub fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
+    let mut problem = None;
+    let mut text = |i, name| -> rusqlite::Result<Option<String>> {
+        Ok(utf8(r.get_ref(i)?, name).unwrap_or_else(|why| {
+            problem.get_or_insert(why);
+            None
+        }))
+    };
+    let (app, event_type, payload) = (text(1, "app")?, text(2, "eventType")?, text(3, "payload")?);
+    let (event_id, channels) = (text(4, "eventId")?, text(5, "channels")?);
+    let ordering_key = text(6, "orderingKey")?;
+    let mut row = OutboxRow::from_columns(
+        r.get(0)?,
+        app.unwrap_or_default(),
+        event_type.unwrap_or_default(),
+        payload.unwrap_or_default(),
+        event_id,
+        channels.as_deref(),
+        ordering_key,
+    );
+    if let Some(problem) = problem {
+        row.problem = Some(problem);
+    }
+    Ok(row)
 }
 
 /// A value cast to text, or why it cannot be read as such.

@@ -31,7 +31,7 @@ pub use messages::{
 };
 pub use notices::NoticeStore;
 pub(crate) use notices::sql as notice_sql;
-pub use outbox::{OutboxStore, RelayRules, Relayed, Wakeups};
+pub use outbox::{OutboxStore, RelayRules, Relayed, RowFate, Wakeups};
 pub use retention::{EXPUNGED, PurgeCursor, PurgeRequest, Purged, RetentionStore};
 
 use crate::DeliveryQueue;

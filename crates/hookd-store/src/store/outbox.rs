@@ -4,7 +4,9 @@
 //! Applications insert outbox rows inside their own transactions (the table is a published
 //! contract: docs/outbox.md), so an event exists exactly when the business change committed.
 //! hookd relays each committed row into a message and its deliveries in one transaction that
-//! also deletes the row: a row is relayed once, however many relays run.
+//! also deletes the row: a row is relayed once, however many relays run. Outbox tables in
+//! producers' own databases (outbox sources) cannot share hookd's transaction: their rows are
+//! published under their source and row id, so each still becomes one message.
 
 use std::sync::Arc;
 
@@ -13,6 +15,7 @@ use hookd_core::Timestamp;
 use tokio::sync::Notify;
 
 use crate::StoreError;
+use crate::outbox::OutboxRow;
 
 /// The rules an outbox row must meet, the same as a message published through the API.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +42,37 @@ impl Relayed {
     pub fn rows(&self) -> usize {
         self.messages + self.failed
     }
+
+    /// Counts one row's fate.
+    pub fn count(&mut self, fate: &RowFate) {
+        match fate {
+            RowFate::Published { deliveries } => {
+                self.messages += 1;
+                self.deliveries += deliveries;
+            }
+            RowFate::AlreadyPublished => {}
+            RowFate::Refused(_) => self.failed += 1,
+        }
+    }
+}
+
+/// What became of one row read from an outbox source (an outbox table in a producer's own
+/// database), in the order the rows were given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RowFate {
+    /// The row is now a message with this many deliveries.
+    Published { deliveries: usize },
+    /// The row was published before (a relay stopped before removing it from its table).
+    AlreadyPublished,
+    /// The row breaks the rules a publish through the API would break; why.
+    Refused(String),
+}
+
+impl RowFate {
+    /// Whether the row is done with and may be removed from its table.
+    pub fn published(&self) -> bool {
+        !matches!(self, Self::Refused(_))
+    }
 }
 
 /// Where wake-ups from other processes (and from producers' commits) go.
@@ -64,6 +98,20 @@ pub trait OutboxStore: Send + Sync {
         rules: &RelayRules,
         now: Timestamp,
     ) -> Result<Relayed, StoreError>;
+
+    /// Publishes `rows`, read from the outbox table of the producer database named `source`,
+    /// in one transaction: each row becomes a message (created at `now`) with its deliveries,
+    /// recorded under (`source`, row id), or is refused with the reason. A row recorded before
+    /// is not published again, so a relay that stopped between this commit and the row's
+    /// removal from its table removes it on its next pass and nothing is sent twice. Returns
+    /// each row's fate, in the order given.
+    async fn relay_source_rows(
+        &self,
+        source: &str,
+        rows: Vec<OutboxRow>,
+        rules: &RelayRules,
+        now: Timestamp,
+    ) -> Result<Vec<RowFate>, StoreError>;
 
     /// Tells every other hookd process sharing the database that deliveries were created, so
     /// their engines claim at once instead of at their next poll. Nothing on SQLite (one
