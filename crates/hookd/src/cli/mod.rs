@@ -10,6 +10,7 @@ mod master_key;
 mod metrics;
 mod migrate;
 mod notices;
+mod outbox;
 mod retention;
 mod serve;
 mod shutdown;
@@ -48,6 +49,8 @@ enum Command {
     Token(token::Args),
     /// Make a master key, or rotate the master key that seals endpoint secrets at rest.
     MasterKey(master_key::Args),
+    /// Outbox tables in producers' own databases (outbox sources).
+    Outbox(outbox::Args),
     /// Show serve's configuration (command line, environment, --config file, defaults).
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -83,6 +86,7 @@ impl Cli {
             Command::Listen(args) => listen::run(args),
             Command::Token(args) => token::run(args),
             Command::MasterKey(args) => master_key::run(args),
+            Command::Outbox(args) => outbox::run(args),
         }
     }
 }

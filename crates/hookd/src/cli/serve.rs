@@ -23,6 +23,7 @@ use hookd_engine::http::WebhookSender;
 use hookd_engine::{
     Engine, EngineConfig, Mailer, Notices, Purger, Relay, RelayConfig, RetentionConfig,
 };
+use hookd_sources::SourceSpec;
 use hookd_store::{RelayRules, Store, Wakeups};
 use hookd_vault::Keyring;
 use tokio::net::TcpListener;
@@ -36,6 +37,7 @@ use super::delivery::DeliveryOptions;
 use super::master_key::{MasterKeyOptions, reseal};
 use super::metrics::{Metrics, MetricsOptions};
 use super::notices::NoticeOptions;
+use super::outbox::{SourceOptions, start_relays};
 use super::retention::RetentionOptions;
 use super::shutdown::Shutdown;
 use super::traces::{TraceOptions, Traces};
@@ -63,6 +65,8 @@ pub struct Args {
     notices: NoticeOptions,
     #[command(flatten)]
     traces: TraceOptions,
+    #[command(flatten)]
+    outbox_sources: SourceOptions,
     /// How long a rotated-out endpoint secret keeps signing beside the new one (a rotation may
     /// ask for its own, up to 7 days).
     #[arg(long, env = "HOOKD_ROTATION_OVERLAP", default_value = "24h")]
@@ -206,7 +210,7 @@ fn colours(terminal: bool, no_color: Option<&OsStr>) -> bool {
 
 /// Starts every part this process runs, then runs until SIGINT or SIGTERM.
 async fn serve(args: Args) -> anyhow::Result<()> {
-    let settings = Settings::from_args(&args)?;
+    let mut settings = Settings::from_args(&args)?;
     let store = open_store(&args.database, &settings.keyring).await?;
     // Bound before the API is configured: the portal links it hands out name this address.
     let listener = bind_api(&args).await?;
@@ -223,13 +227,31 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let mut shutdown = Shutdown::new(settings.engine.shutdown_grace);
     let metrics =
         start_metrics(&args.metrics, &store, &clock, header_timeout, &mut shutdown).await?;
-    let engine = args.role.engine().then(|| {
-        let rules = RelayRules {
-            strict_event_types: config.strict_event_types,
-            max_payload_bytes: config.max_payload_bytes,
-        };
-        start_delivery(settings, rules, &store, &clock, &wake, &mut shutdown)
-    });
+    let rules = RelayRules {
+        strict_event_types: config.strict_event_types,
+        max_payload_bytes: config.max_payload_bytes,
+    };
+    let engine = if args.role.engine() {
+        let sources = std::mem::take(&mut settings.outbox_sources);
+        start_relays(
+            sources,
+            rules.clone(),
+            &store,
+            &clock,
+            &wake.new_work,
+            &mut shutdown,
+        )?;
+        Some(start_delivery(
+            settings,
+            rules,
+            &store,
+            &clock,
+            &wake,
+            &mut shutdown,
+        ))
+    } else {
+        None
+    };
     match (listener, address) {
         (Some(listener), Some(address)) => {
             tracing::info!(%address, database = %args.database.display(), role = ?args.role, config = ?args.config, "hookd is serving");
@@ -286,6 +308,8 @@ struct Settings {
     sender: WebhookSender,
     /// Where e-mail notices go out, when they do.
     mailer: Option<Mailer>,
+    /// The outbox sources this process relays (with the engine).
+    outbox_sources: Vec<SourceSpec>,
 }
 
 impl Settings {
@@ -310,6 +334,7 @@ impl Settings {
             retention: args.retention.config()?,
             sender: WebhookSender::new(args.delivery.http()?)?,
             mailer: args.notices.config()?.map(|c| c.mailer()).transpose()?,
+            outbox_sources: args.outbox_sources.specs()?,
         })
     }
 }
