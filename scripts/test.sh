@@ -9,7 +9,9 @@
 # 3. cargo test over the whole workspace.
 #
 # PostgreSQL tests run when HOOKD_TEST_POSTGRES_URL is set (a server URL whose user may create
-# databases); otherwise they print that they are skipped. .ci/run sets it and requires it.
+# databases), and the outbox-source tests on MySQL/MariaDB when HOOKD_TEST_MYSQL_URL is
+# (mysql://root@127.0.0.1:3306/test); otherwise they print that they are skipped. .ci/run
+# sets both and requires them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -79,7 +79,7 @@ async fn three_relays_publish_each_row_once_and_each_key_in_order(producer: Prod
     let relays: Vec<_> = stores
         .iter()
         .map(|store| {
-            let relay = relay_into(store.clone(), &producer, None);
+            let relay = relay_into(store.clone(), &producer.url, None);
             let mut stopped = stopped.clone();
             tokio::spawn(relay.run(async move {
                 let _ = stopped.wait_for(|stop| *stop).await;

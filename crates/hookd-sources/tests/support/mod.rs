@@ -53,9 +53,9 @@ impl Hookd {
         }
     }
 
-    /// A relay of `producer` named `name`, bound to `app` if given.
+    /// A relay of `producer`, bound to `app` if given.
     pub fn relay(&self, producer: &Producer, app: Option<&str>) -> SourceRelay {
-        relay_into(self.store.clone(), producer, app)
+        relay_into(self.store.clone(), &producer.url, app)
     }
 
     /// The payloads of acme's messages, oldest first.
@@ -64,9 +64,9 @@ impl Hookd {
     }
 }
 
-/// A relay of `producer` into `store`, bound to `app` if given.
-pub fn relay_into(store: Arc<dyn Store>, producer: &Producer, app: Option<&str>) -> SourceRelay {
-    let mut spec: SourceSpec = format!("orders={}", producer.url).parse().unwrap();
+/// A relay of the source at `url` into `store`, bound to `app` if given.
+pub fn relay_into(store: Arc<dyn Store>, url: &str, app: Option<&str>) -> SourceRelay {
+    let mut spec: SourceSpec = format!("orders={url}").parse().unwrap();
     spec.app = app.map(str::to_owned);
     let config = SourceRelayConfig {
         rules: RULES,
