@@ -24,6 +24,9 @@ use crate::{SourceError, SourceSpec};
 /// most, relaying resumes once it is back.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// A failing source logs its first failure and every this many after (about once a minute
+/// at the longest backoff); the metrics say the rest.
+const LOG_EVERY: u32 = 12;
 /// How often the backlog gauges are read from the producer's database.
 const SAMPLE_INTERVAL: Duration = Duration::from_secs(2);
 
@@ -140,7 +143,9 @@ impl SourceRelay {
                     metrics::gauge!(UP, "source" => source.clone()).set(0.0);
                     metrics::counter!(ERRORS, "source" => source.clone()).increment(1);
                     let wait = backoff(failures);
-                    tracing::warn!(%source, %error, retry_in = ?wait, "cannot relay the outbox source; its rows wait in its table");
+                    if failures % LOG_EVERY == 1 {
+                        tracing::warn!(%source, %error, failures, retry_in = ?wait, "cannot relay the outbox source; its rows wait in its table");
+                    }
                     wait
                 }
             };

@@ -2,8 +2,9 @@
 //!
 //! # Layout
 //! - `cli`: one module per subcommand (`serve`'s parts beside it: `database`, `delivery`,
-//!   `master_key`, `metrics`, `retention`, `notices`, `traces`, `clock`, `shutdown`; `config`
-//!   merges a `--config` file into the arguments); `main` only hands over to it.
+//!   `master_key`, `metrics`, `retention`, `notices`, `traces`, `clock`, `shutdown`; `outbox`
+//!   is both `serve`'s outbox sources and `hookd outbox install`; `config` merges a `--config`
+//!   file into the arguments); `main` only hands over to it.
 
 mod cli;
 
