@@ -54,6 +54,22 @@ pub async fn install(url: &str, producer: &str, relay: &str) -> Result<Installed
     })
 }
 
+/// The SQL `install` runs on a database of `kind`, with a new table identity: for a DBA who
+/// applies schema changes through the application's own migrations.
+pub fn sql(kind: Kind) -> String {
+    let table_id = table_id();
+    match kind {
+        Kind::Postgres => postgres::INSTALL.replace("{table_id}", &table_id),
+        Kind::MySql => mysql::INSTALL
+            .map(|statement| format!("{};\n", statement.replace("{table_id}", &table_id)))
+            .join("\n"),
+        Kind::Sqlite => format!(
+            "PRAGMA journal_mode = WAL;\n{}",
+            sqlite::INSTALL.replace("{table_id}", &table_id)
+        ),
+    }
+}
+
 /// A new table identity: 16 random hex digits.
 fn table_id() -> String {
     let mut bytes = [0u8; 8];

@@ -36,6 +36,7 @@ const OLDEST: &str = "hookd_outbox_source_oldest_row_seconds";
 const UP: &str = "hookd_outbox_source_up";
 const RELAYED: &str = "hookd_outbox_source_relayed_total";
 const ERRORS: &str = "hookd_outbox_source_errors_total";
+const LAST_ERROR: &str = "hookd_outbox_source_last_error_timestamp_seconds";
 
 /// Describes the per-source metrics (each labelled `source`).
 pub fn describe_metrics() {
@@ -57,6 +58,11 @@ pub fn describe_metrics() {
     metrics::describe_counter!(
         ERRORS,
         "Failed relay passes of the outbox source (its database unreachable or refusing)."
+    );
+    metrics::describe_gauge!(
+        LAST_ERROR,
+        metrics::Unit::Seconds,
+        "When the outbox source's relay last failed, in unix seconds (the log has the error)."
     );
 }
 
@@ -142,6 +148,8 @@ impl SourceRelay {
                     failures = failures.saturating_add(1);
                     metrics::gauge!(UP, "source" => source.clone()).set(0.0);
                     metrics::counter!(ERRORS, "source" => source.clone()).increment(1);
+                    let at = self.clock.now().as_millis() as f64 / 1000.0;
+                    metrics::gauge!(LAST_ERROR, "source" => source.clone()).set(at);
                     let wait = backoff(failures);
                     if failures % LOG_EVERY == 1 {
                         tracing::warn!(%source, %error, failures, retry_in = ?wait, "cannot relay the outbox source; its rows wait in its table");

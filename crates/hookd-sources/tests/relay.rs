@@ -46,6 +46,7 @@ on_every_kind!(
     a_table_installed_again_is_a_new_table,
     installing_twice_changes_nothing,
     a_producer_never_waits_for_a_relay_holding_rows,
+    the_printed_sql_installs_what_install_does,
 );
 
 async fn a_committed_row_becomes_one_message_and_a_rolled_back_one_none(producer: Producer) {
@@ -196,6 +197,24 @@ async fn a_producer_never_waits_for_a_relay_holding_rows(producer: Producer) {
     drop(taken);
     hookd.relay(&producer, None).pass().await.unwrap();
     assert_eq!(hookd.payloads().await.len(), 4);
+}
+
+/// `hookd outbox sql KIND`, applied by hand instead of `install`, makes a table the relay
+/// takes rows from.
+async fn the_printed_sql_installs_what_install_does(producer: Producer) {
+    let hookd = Hookd::start().await;
+    producer
+        .execute("DROP TABLE hookd_outbox; DROP TABLE hookd_outbox_contract")
+        .await;
+    producer
+        .execute(&hookd_sources::install::sql(producer.kind()))
+        .await;
+    producer.commit(&[event(1)]).await;
+
+    hookd.relay(&producer, None).pass().await.unwrap();
+
+    assert_eq!(hookd.payloads().await, [r#"{"n": 1}"#]);
+    assert_eq!(producer.rows().await, []);
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookd_core::Clock;
-use hookd_sources::{SourceRelay, SourceRelayConfig, SourceSpec};
+use hookd_sources::{Kind, SourceRelay, SourceRelayConfig, SourceSpec};
 use hookd_store::{RelayRules, Store};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
@@ -115,6 +115,19 @@ enum Command {
     /// MySQL/MariaDB or an SQLite file), and print the grants its roles need. Running it again
     /// changes nothing that exists.
     Install(InstallArgs),
+    /// Print the SQL `install` runs on a kind of database (`postgres`, `mysql` or `sqlite`),
+    /// with a new table identity, to apply through your own migrations instead.
+    Sql {
+        #[arg(value_enum)]
+        kind: SqlKind,
+    },
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum SqlKind {
+    Postgres,
+    Mysql,
+    Sqlite,
 }
 
 #[derive(Debug, clap::Args)]
@@ -133,7 +146,21 @@ struct InstallArgs {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let Command::Install(install) = args.command;
+    match args.command {
+        Command::Install(install) => run_install(install),
+        Command::Sql { kind } => {
+            let kind = match kind {
+                SqlKind::Postgres => Kind::Postgres,
+                SqlKind::Mysql => Kind::MySql,
+                SqlKind::Sqlite => Kind::Sqlite,
+            };
+            print!("{}", hookd_sources::install::sql(kind));
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn run_install(install: InstallArgs) -> ExitCode {
     let url = hookd_sources::source::redacted(&install.source);
     let installed = runtime().block_on(hookd_sources::install(
         &install.source,
