@@ -11,9 +11,8 @@ use sqlx::mysql::{MySqlConnection, MySqlPool, MySqlPoolOptions};
 use sqlx::{Connection as _, Executor as _, MySql, QueryBuilder};
 
 use crate::SourceError;
-use crate::table::{
-    Backlog, Contract, Hold, HoldInner, Outcome, RowColumns, Taken, not_installed, outbox_row,
-};
+use crate::table::{Backlog, Contract, HoldInner, Outcome, Taken, not_installed};
+use hookd_store::OutboxColumns;
 
 /// `hookd outbox install` on MySQL/MariaDB, one statement at a time (MySQL commits DDL as it
 /// goes). `payload` is text, not MySQL's `JSON` type, which would re-serialize it: receivers
@@ -91,15 +90,7 @@ impl Source {
         } else {
             take_unkeyed(&mut tx, limit).await?
         };
-        if rows.is_empty() {
-            return Ok(None);
-        }
-        let rows = rows.into_iter().map(outbox_row).collect();
-        Ok(Some(Taken {
-            table_id: contract.table_id,
-            rows,
-            hold: Hold(HoldInner::MySql(tx)),
-        }))
+        Ok(Taken::of(contract, rows, HoldInner::MySql(tx)))
     }
 
     pub async fn backlog(&self) -> Result<Backlog, SourceError> {
@@ -126,7 +117,10 @@ const COLUMNS: &str = "SELECT id, app, event_type, payload, event_id, channels, 
      FROM hookd_outbox";
 
 /// The oldest waiting rows nobody holds: what the relay holding the contract row takes.
-async fn take_all(tx: &mut MySqlConnection, limit: usize) -> Result<Vec<RowColumns>, SourceError> {
+async fn take_all(
+    tx: &mut MySqlConnection,
+    limit: usize,
+) -> Result<Vec<OutboxColumns>, SourceError> {
     let sql =
         format!("{COLUMNS} WHERE failed_at IS NULL ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED");
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
@@ -142,7 +136,7 @@ async fn take_all(tx: &mut MySqlConnection, limit: usize) -> Result<Vec<RowColum
 async fn take_unkeyed(
     tx: &mut MySqlConnection,
     limit: usize,
-) -> Result<Vec<RowColumns>, SourceError> {
+) -> Result<Vec<OutboxColumns>, SourceError> {
     let ids: Vec<i64> = sqlx::query_scalar(
         "SELECT id FROM hookd_outbox WHERE failed_at IS NULL AND ordering_key IS NULL
          ORDER BY id LIMIT ?",

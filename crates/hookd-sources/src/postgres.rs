@@ -11,10 +11,9 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Connection as _, PgConnection};
 use tokio::sync::Notify;
 
-use crate::table::{
-    Backlog, Contract, Hold, HoldInner, Outcome, RowColumns, Taken, not_installed, outbox_row,
-};
+use crate::table::{Backlog, Contract, HoldInner, Outcome, Taken, not_installed};
 use crate::{CHANNEL, SourceError};
+use hookd_store::OutboxColumns;
 
 /// `hookd outbox install` on PostgreSQL, in one transaction. `{table_id}` is filled in.
 pub const INSTALL: &str = r#"
@@ -80,7 +79,7 @@ impl Source {
     pub async fn take(&self, limit: usize) -> Result<Option<Taken>, SourceError> {
         let mut tx = self.pool.begin().await?;
         let (contract, ordered) = contract(&mut tx).await?;
-        let rows: Vec<RowColumns> = sqlx::query_as(
+        let rows: Vec<OutboxColumns> = sqlx::query_as(
             "SELECT id, app, event_type, payload::text, event_id, to_json(channels)::text,
                         ordering_key
                  FROM hookd_outbox WHERE failed_at IS NULL AND ($2 OR ordering_key IS NULL)
@@ -90,15 +89,7 @@ impl Source {
         .bind(ordered)
         .fetch_all(&mut *tx)
         .await?;
-        if rows.is_empty() {
-            return Ok(None);
-        }
-        let rows = rows.into_iter().map(outbox_row).collect();
-        Ok(Some(Taken {
-            table_id: contract.table_id,
-            rows,
-            hold: Hold(HoldInner::Postgres(tx)),
-        }))
+        Ok(Taken::of(contract, rows, HoldInner::Postgres(tx)))
     }
 
     pub async fn backlog(&self) -> Result<Backlog, SourceError> {

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookd_store::{OutboxRow, RowFate};
+use hookd_store::{OutboxColumns, OutboxRow, RowFate};
 use tokio::sync::Notify;
 
 use crate::source::Kind;
@@ -40,6 +40,21 @@ pub struct Taken {
     /// Oldest first.
     pub rows: Vec<OutboxRow>,
     pub hold: Hold,
+}
+
+impl Taken {
+    /// The rows a pass selected (`None` when none), held by `hold` until settled.
+    pub(crate) fn of(
+        contract: Contract,
+        rows: Vec<OutboxColumns>,
+        hold: HoldInner,
+    ) -> Option<Self> {
+        (!rows.is_empty()).then(|| Self {
+            table_id: contract.table_id,
+            rows: rows.into_iter().map(OutboxRow::from).collect(),
+            hold: Hold(hold),
+        })
+    }
 }
 
 /// What a pass holds in the producer's database between take and settle.
@@ -151,33 +166,6 @@ impl Table {
             Inner::MySql(_) | Inner::Sqlite(_) => false,
         }
     }
-}
-
-/// A row as PostgreSQL and MySQL select it: id, app, event type, payload, event id, channels
-/// (JSON text), ordering key.
-pub(crate) type RowColumns = (
-    i64,
-    Option<String>,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
-
-/// Decodes [`RowColumns`]; a NULL `app` is left empty for [`bind`].
-pub(crate) fn outbox_row(columns: RowColumns) -> OutboxRow {
-    let (id, app, event_type, payload, event_id, channels, key) = columns;
-    let app = app.unwrap_or_default();
-    OutboxRow::from_columns(
-        id,
-        app,
-        event_type,
-        payload,
-        event_id,
-        channels.as_deref(),
-        key,
-    )
 }
 
 /// What settling does: the rows to remove, and the rows to keep with their reason.

@@ -17,6 +17,37 @@ use sqlx::{AssertSqlSafe, Connection as _, MySqlPool, PgPool};
 
 use crate::Kind;
 
+/// Generates, for each async test function `$name(producer: Producer)`, a module `$name` with
+/// one `#[tokio::test]` per kind of producer database: `postgres` and `mysql` (which say they
+/// are skipped without their server) and `sqlite`.
+#[macro_export]
+macro_rules! on_every_kind {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                let test = concat!(module_path!(), "::postgres");
+                if let Some(producer) = $crate::testing::Producer::postgres(test).await {
+                    super::$name(producer).await;
+                }
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mysql() {
+                let test = concat!(module_path!(), "::mysql");
+                if let Some(producer) = $crate::testing::Producer::mysql(test).await {
+                    super::$name(producer).await;
+                }
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name($crate::testing::Producer::sqlite().await).await;
+            }
+        }
+    )*};
+}
+
 pub const MYSQL_URL_VAR: &str = "HOOKD_TEST_MYSQL_URL";
 pub const REQUIRE_MYSQL_VAR: &str = "HOOKD_TEST_REQUIRE_MYSQL";
 

@@ -10,35 +10,7 @@ use hookd_sources::SourceError;
 use hookd_store::prelude::*;
 use support::{Hookd, Producer, event};
 
-/// Runs the test `$name(producer)` once per kind of producer database.
-macro_rules! on_every_kind {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            use super::*;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                if let Some(producer) = Producer::postgres(concat!("sources::", stringify!($name))).await {
-                    super::$name(producer).await;
-                }
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn mysql() {
-                if let Some(producer) = Producer::mysql(concat!("sources::", stringify!($name))).await {
-                    super::$name(producer).await;
-                }
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(Producer::sqlite().await).await;
-            }
-        }
-    )*};
-}
-
-on_every_kind!(
+hookd_sources::on_every_kind!(
     a_committed_row_becomes_one_message_and_a_rolled_back_one_none,
     rows_published_but_not_removed_are_removed_and_not_published_again,
     a_refused_row_keeps_its_error_and_the_rows_behind_it_are_relayed,

@@ -45,7 +45,7 @@ pub mod testing;
 
 pub use error::StoreError;
 pub use operations::ensure_operations_app;
-pub use outbox::OutboxRow;
+pub use outbox::{OutboxColumns, OutboxRow};
 pub(crate) use queue::skip_refused;
 pub use queue::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,

@@ -28,6 +28,35 @@ pub struct OutboxRow {
     pub problem: Option<String>,
 }
 
+/// An outbox row as PostgreSQL and MySQL select it: id, app (NULL in a bound source's row),
+/// event type, payload text, event id, channels as JSON text, ordering key.
+pub type OutboxColumns = (
+    i64,
+    Option<String>,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+impl From<OutboxColumns> for OutboxRow {
+    /// A NULL app is left empty (for the source relay's binding, or refused as unknown).
+    fn from(columns: OutboxColumns) -> Self {
+        let (id, app, event_type, payload, event_id, channels, key) = columns;
+        let app = app.unwrap_or_default();
+        Self::from_columns(
+            id,
+            app,
+            event_type,
+            payload,
+            event_id,
+            channels.as_deref(),
+            key,
+        )
+    }
+}
+
 impl OutboxRow {
     /// A row from its columns as read, `channels` as JSON text (see [`Self::with_channels_json`]).
     pub fn from_columns(

@@ -10,6 +10,7 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::StatusCode;
@@ -22,37 +23,7 @@ use tokio::sync::watch;
 
 const TOKEN: &str = "outbox-sources-test-admin-token";
 
-/// Runs `$name(producer)` once per kind of producer database.
-macro_rules! on_every_kind {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            use super::*;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                let test = concat!("outbox_sources::", stringify!($name));
-                if let Some(producer) = Producer::postgres(test).await {
-                    super::$name(producer).await;
-                }
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn mysql() {
-                let test = concat!("outbox_sources::", stringify!($name));
-                if let Some(producer) = Producer::mysql(test).await {
-                    super::$name(producer).await;
-                }
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(Producer::sqlite().await).await;
-            }
-        }
-    )*};
-}
-
-on_every_kind!(
+hookd_sources::on_every_kind!(
     a_commit_is_delivered_once_and_a_rollback_never,
     kill_9_during_a_stream_of_commits_loses_nothing_and_sends_nothing_twice,
 );
@@ -75,6 +46,22 @@ async fn published(api: &Api, app: &str) -> Vec<u64> {
         .iter()
         .map(|message| message["payload"]["n"].as_u64().expect("a payload with n"))
         .collect()
+}
+
+/// Commits rows `0..rows` for `app`, one per transaction, `pause` apart, in a task of its own.
+fn commit_stream(
+    producer: &Arc<Producer>,
+    app: &str,
+    rows: usize,
+    pause: Duration,
+) -> tokio::task::JoinHandle<()> {
+    let (producer, app) = (producer.clone(), app.to_owned());
+    tokio::spawn(async move {
+        for n in 0..rows {
+            producer.commit(&[event(&app, n)]).await;
+            tokio::time::sleep(pause).await;
+        }
+    })
 }
 
 /// Waits (bounded) until `app` has `count` messages or more; returns their `n`s.
@@ -142,16 +129,8 @@ async fn kill_9_during_a_stream_of_commits_loses_nothing_and_sends_nothing_twice
     let app = Api::new(&hookd, TOKEN)
         .app_with_endpoint(&receiver.url)
         .await;
-    let producer = std::sync::Arc::new(producer);
-    let stream = tokio::spawn({
-        let (producer, app) = (producer.clone(), app.clone());
-        async move {
-            for n in 0..ROWS {
-                producer.commit(&[event(&app, n)]).await;
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        }
-    });
+    let producer = Arc::new(producer);
+    let stream = commit_stream(&producer, &app, ROWS, Duration::from_millis(5));
 
     for _ in 0..3 {
         let pause = random_pause();
@@ -192,16 +171,8 @@ async fn source_down_mid_stream_loses_nothing(producer: Producer) {
     let hookd = serve(&dir, &proxy_url);
     let api = Api::new(&hookd, TOKEN);
     let app = api.app_with_endpoint(&receiver.url).await;
-    let producer = std::sync::Arc::new(producer);
-    let stream = tokio::spawn({
-        let (producer, app) = (producer.clone(), app.clone());
-        async move {
-            for n in 0..ROWS {
-                producer.commit(&[event(&app, n)]).await;
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    });
+    let producer = Arc::new(producer);
+    let stream = commit_stream(&producer, &app, ROWS, Duration::from_millis(10));
 
     tokio::time::sleep(Duration::from_millis(500)).await;
     link.send(false).unwrap();

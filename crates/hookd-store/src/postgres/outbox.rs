@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 use super::PgStore;
 use super::messages::insert_message;
 use crate::outbox::{
-    DELIVERIES_CHANNEL, OUTBOX_CHANNEL, OutboxRow, strict_event_type, unknown_app,
+    DELIVERIES_CHANNEL, OUTBOX_CHANNEL, OutboxColumns, OutboxRow, strict_event_type, unknown_app,
 };
 use crate::{OutboxStore, RelayRules, Relayed, Route, RowFate, StoreError, Wakeups};
 
@@ -283,18 +283,6 @@ async fn checked_message(
     Ok(row.message(id, AppId::from_stored(app), now))
 }
 
-/// An outbox row as selected: id, app, event type, payload, event id, channels (JSON),
-/// ordering key.
-type RowColumns = (
-    i64,
-    String,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
-
 /// Takes, in the order every writer takes them, the ordering locks the pass's rows may need:
 /// their keys', and those of their applications' strict endpoints (see
 /// `deliveries_in_order.sql`). Taken row by row as the rows are written, they would come in
@@ -327,7 +315,7 @@ async fn waiting(
     limit: usize,
     ordered: bool,
 ) -> Result<Vec<OutboxRow>, StoreError> {
-    let rows: Vec<RowColumns> = sqlx::query_as(
+    let rows: Vec<OutboxColumns> = sqlx::query_as(
         "SELECT id, app, event_type, payload::text, event_id, to_json(channels)::text,
                 ordering_key
              FROM outbox WHERE error IS NULL AND ($2 OR ordering_key IS NULL)
@@ -337,20 +325,7 @@ async fn waiting(
     .bind(ordered)
     .fetch_all(tx)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, app, event_type, payload, event_id, channels, key)| {
-            OutboxRow::from_columns(
-                id,
-                app,
-                event_type,
-                payload,
-                event_id,
-                channels.as_deref(),
-                key,
-            )
-        })
-        .collect())
+    Ok(rows.into_iter().map(OutboxRow::from).collect())
 }
 
 #[cfg(test)]
