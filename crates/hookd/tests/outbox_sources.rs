@@ -2,8 +2,9 @@
 //! own databases (PostgreSQL, MySQL/MariaDB and SQLite, each separate from hookd's SQLite
 //! file) to a real receiver. A transaction that commits is delivered once, one that rolls back
 //! never; `kill -9` of hookd at random moments during a stream of commits loses nothing and
-//! makes no second message; the producer's database going away mid-stream loses nothing, and
-//! `/metrics` says it is down meanwhile. PostgreSQL and MySQL tests are skipped without
+//! makes no second message; the producer's database going away mid-stream (a PostgreSQL or
+//! MySQL server cut off; an SQLite file's write lock held past the relay's busy timeout)
+//! loses nothing, and `/metrics` says it is down meanwhile. PostgreSQL and MySQL tests are skipped without
 //! `HOOKD_TEST_POSTGRES_URL` / `HOOKD_TEST_MYSQL_URL`.
 
 mod support;
@@ -48,16 +49,16 @@ async fn published(api: &Api, app: &str) -> Vec<u64> {
         .collect()
 }
 
-/// Commits rows `0..rows` for `app`, one per transaction, `pause` apart, in a task of its own.
+/// Commits rows `rows` for `app`, one per transaction, `pause` apart, in a task of its own.
 fn commit_stream(
     producer: &Arc<Producer>,
     app: &str,
-    rows: usize,
+    rows: std::ops::Range<usize>,
     pause: Duration,
 ) -> tokio::task::JoinHandle<()> {
     let (producer, app) = (producer.clone(), app.to_owned());
     tokio::spawn(async move {
-        for n in 0..rows {
+        for n in rows {
             producer.commit(&[event(&app, n)]).await;
             tokio::time::sleep(pause).await;
         }
@@ -130,7 +131,7 @@ async fn kill_9_during_a_stream_of_commits_loses_nothing_and_sends_nothing_twice
         .app_with_endpoint(&receiver.url)
         .await;
     let producer = Arc::new(producer);
-    let stream = commit_stream(&producer, &app, ROWS, Duration::from_millis(5));
+    let stream = commit_stream(&producer, &app, 0..ROWS, Duration::from_millis(5));
 
     for _ in 0..3 {
         let pause = random_pause();
@@ -172,7 +173,7 @@ async fn source_down_mid_stream_loses_nothing(producer: Producer) {
     let api = Api::new(&hookd, TOKEN);
     let app = api.app_with_endpoint(&receiver.url).await;
     let producer = Arc::new(producer);
-    let stream = commit_stream(&producer, &app, ROWS, Duration::from_millis(10));
+    let stream = commit_stream(&producer, &app, 0..ROWS, Duration::from_millis(10));
 
     tokio::time::sleep(Duration::from_millis(500)).await;
     link.send(false).unwrap();
@@ -186,6 +187,60 @@ async fn source_down_mid_stream_loses_nothing(producer: Producer) {
     assert_eq!(producer.rows().await, []);
     let up = metric(&hookd, r#"hookd_outbox_source_up{source="orders"}"#).await;
     assert_eq!(up, Some(1.0));
+}
+
+/// An SQLite file cannot go down the way a server can: here the application holds its write
+/// lock for longer than the relay's busy timeout (5 s) just after committing rows, so the
+/// relay publishes them and then cannot remove them, and takes them again until it can.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_source_write_locked_mid_stream_loses_nothing() {
+    const ROWS: usize = 200;
+    let producer = Arc::new(Producer::sqlite().await);
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::always(StatusCode::OK).await;
+    let hookd = serve(&dir, &producer.url);
+    let api = Api::new(&hookd, TOKEN);
+    let app = api.app_with_endpoint(&receiver.url).await;
+    commit_stream(&producer, &app, 0..ROWS / 2, Duration::from_millis(2))
+        .await
+        .unwrap();
+
+    let (path, burst_app) = (
+        producer.url.strip_prefix("sqlite://").unwrap().to_owned(),
+        app.clone(),
+    );
+    let (locked, is_locked) = std::sync::mpsc::channel();
+    let application = std::thread::spawn(move || {
+        let mut conn = rusqlite::Connection::open(path).unwrap();
+        conn.busy_timeout(Duration::from_secs(10)).unwrap();
+        let tx = conn.transaction().unwrap();
+        for n in ROWS / 2..ROWS / 2 + 50 {
+            event(&burst_app, n).to_source().insert_sqlite(&tx).unwrap();
+        }
+        tx.commit().unwrap();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        locked.send(()).unwrap();
+        std::thread::sleep(Duration::from_secs(7));
+        conn.execute_batch("COMMIT").unwrap();
+    });
+    is_locked.recv().unwrap();
+    tokio::time::sleep(Duration::from_millis(6_500)).await;
+    let down = metric(&hookd, r#"hookd_outbox_source_up{source="orders"}"#).await;
+    tokio::task::spawn_blocking(move || application.join().unwrap())
+        .await
+        .unwrap();
+    commit_stream(
+        &producer,
+        &app,
+        ROWS / 2 + 50..ROWS,
+        Duration::from_millis(2),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(down, Some(0.0), "/metrics says the source is down");
+    each_once(&until_published(&api, &app, ROWS).await, ROWS);
+    assert_eq!(producer.rows().await, []);
 }
 
 /// A metric's value on hookd's `/metrics`.
