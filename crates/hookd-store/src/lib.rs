@@ -8,7 +8,8 @@
 //! # Layout
 //! - [`store`]: the [`Store`] trait, which gathers one trait per resource
 //!   ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`], [`MessageStore`],
-//!   [`AuthStore`], [`OutboxStore`], [`GaugeStore`], [`RetentionStore`]) with their query and
+//!   [`AuthStore`], [`OutboxStore`], [`GaugeStore`], [`RetentionStore`], [`TaskStore`]) with
+//!   their query and
 //!   result types.
 //! - [`queue`]: [`DeliveryQueue`], the deliveries as the delivery engine's work queue.
 //! - [`prelude`]: every store trait, for calling their methods on a concrete store.
@@ -60,7 +61,7 @@ pub mod prelude {
     pub use crate::queue::DeliveryQueue;
     pub use crate::store::{
         ApplicationStore, AuthStore, EndpointStore, EventTypeStore, GaugeStore, MessageStore,
-        NoticeStore, OutboxStore, RetentionStore, Store,
+        NoticeStore, OutboxStore, RetentionStore, Store, TaskStore,
     };
 }
 

@@ -75,6 +75,7 @@ async fn processes_connecting_at_once_migrate_once() {
             "api_tokens",
             "applications",
             "attempts",
+            "background_tasks",
             "deliveries",
             "endpoints",
             "event_types",

@@ -413,11 +413,23 @@ impl<'a> Deliveries<'a> {
     /// Adds the deliveries of `message` routing decided.
     pub(super) fn add(&mut self, message: &'a Message, routed: Vec<Routed<'a>>) {
         for delivery in routed {
-            self.message_ids.push(message.id.as_str());
-            self.endpoint_ids.push(delivery.endpoint);
-            self.due.push(message.created_at.as_millis());
-            self.ordering_keys.push(delivery.ordering_key);
+            let (id, due) = (message.id.as_str(), message.created_at);
+            self.push(id, delivery.endpoint, due, delivery.ordering_key);
         }
+    }
+
+    /// Adds one delivery of `message` to `endpoint`, due at `due` (a replay's: now).
+    pub(super) fn push(
+        &mut self,
+        message: &'a str,
+        endpoint: &'a str,
+        due: Timestamp,
+        ordering_key: Option<String>,
+    ) {
+        self.message_ids.push(message);
+        self.endpoint_ids.push(endpoint);
+        self.due.push(due.as_millis());
+        self.ordering_keys.push(ordering_key);
     }
 
     /// Inserts the deliveries added (no statement when there are none).

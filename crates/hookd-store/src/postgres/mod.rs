@@ -39,6 +39,7 @@ mod queue;
 mod record;
 mod retention;
 mod rows;
+mod tasks;
 
 use std::str::FromStr;
 use std::sync::Arc;

@@ -80,6 +80,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         14,
         include_str!("../../migrations/sqlite/0014_outbox_sources.sql"),
     ),
+    (
+        15,
+        include_str!("../../migrations/sqlite/0015_background_tasks.sql"),
+    ),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.

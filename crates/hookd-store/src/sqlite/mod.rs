@@ -20,6 +20,7 @@ mod outbox;
 mod queue;
 mod retention;
 mod rows;
+mod tasks;
 
 pub use outbox::outbox_row;
 

@@ -314,7 +314,7 @@ static RECOVER: LazyLock<String> = LazyLock::new(|| {
 /// that key is queued already. The triggers of schema v12 do the same whenever a queued
 /// delivery leaves the queue; this is for deliveries made to wait (resend, recover) while
 /// none of their key was queued.
-fn queue_next_in_order(
+pub(super) fn queue_next_in_order(
     conn: &Connection,
     endpoint: &EndpointId,
     key: &str,

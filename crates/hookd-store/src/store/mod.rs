@@ -1,8 +1,8 @@
 //! The [`Store`] contract: everything the API and the delivery engine read and write, as one
 //! trait per resource ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`],
 //! [`MessageStore`], [`AuthStore`], [`OutboxStore`], [`RetentionStore`], and [`DeliveryQueue`]
-//! for the engine, [`GaugeStore`] for `/metrics`, [`NoticeStore`] for e-mail notices) that
-//! [`Store`] gathers.
+//! for the engine, [`GaugeStore`] for `/metrics`, [`NoticeStore`] for e-mail notices,
+//! [`TaskStore`] for background tasks) that [`Store`] gathers.
 //!
 //! Lookups that the API exposes by "id or uid" take the caller's text and match either, so the
 //! id-or-uid rule lives in one place. Lists are keyset-paginated on ids (which sort by creation
@@ -17,6 +17,7 @@ mod messages;
 mod notices;
 mod outbox;
 mod retention;
+pub(crate) mod tasks;
 
 pub use applications::ApplicationStore;
 pub use auth::{ApiToken, AuthStore, StoredResponse};
@@ -33,6 +34,7 @@ pub use notices::NoticeStore;
 pub(crate) use notices::sql as notice_sql;
 pub use outbox::{OutboxStore, RelayRules, Relayed, RowFate, Wakeups};
 pub use retention::{EXPUNGED, PurgeCursor, PurgeRequest, Purged, RetentionStore};
+pub use tasks::{BackgroundTask, TaskFilter, TaskStatus, TaskStep, TaskStore, TaskWork};
 
 use crate::DeliveryQueue;
 
@@ -79,6 +81,7 @@ pub trait Store:
     + GaugeStore
     + RetentionStore
     + NoticeStore
+    + TaskStore
     + Send
     + Sync
     + 'static
@@ -96,6 +99,7 @@ impl<T> Store for T where
         + GaugeStore
         + RetentionStore
         + NoticeStore
+        + TaskStore
         + Send
         + Sync
         + 'static

@@ -1,0 +1,286 @@
+//! [`TaskStore`] on SQLite: each chunk of a background task is one write job of the single
+//! writer, so publishes queued behind it wait for one chunk, never for the whole task.
+
+use std::collections::BTreeSet;
+
+use async_trait::async_trait;
+use hookd_core::model::DeliveryStatus;
+use hookd_core::{AppId, EndpointId, TaskId, Timestamp};
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use super::queue::queue_next_in_order;
+use super::rows::{self, collect};
+use super::{ListQuery, SqliteStore, text};
+use crate::columns::ENDPOINT_COLUMNS;
+use crate::json::decode_opt;
+use crate::store::tasks::{Candidate, Chunk, TASK_COLUMNS, TaskRow, replay_start, task_from_row};
+use crate::{
+    BackgroundTask, Page, PageRequest, StoreError, TaskFilter, TaskStep, TaskStore, TaskWork,
+};
+
+#[async_trait]
+impl TaskStore for SqliteStore {
+    async fn create_task(&self, task: &BackgroundTask) -> Result<(), StoreError> {
+        let task = task.clone();
+        self.db
+            .write(move |conn| {
+                let (endpoint, since, until) = task.work.columns();
+                conn.prepare_cached(
+                    "INSERT INTO background_tasks (id, app_id, kind, endpoint_id, since_ms,
+                     until_ms, status, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+                )?
+                .execute(params![
+                    task.id.as_str(),
+                    task.app_id.as_str(),
+                    task.work.kind(),
+                    endpoint,
+                    since,
+                    until,
+                    task.status.as_str(),
+                    task.created_at.as_millis(),
+                ])?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn get_task(&self, id: &TaskId) -> Result<Option<BackgroundTask>, StoreError> {
+        let id = id.clone();
+        self.db
+            .read(move |conn| {
+                let sql = format!("SELECT {TASK_COLUMNS} FROM background_tasks WHERE id = ?1");
+                Ok(collect(conn, &sql, [id.as_str()], task)?.pop())
+            })
+            .await
+    }
+
+    async fn list_tasks(
+        &self,
+        filter: &TaskFilter,
+        page: &PageRequest,
+    ) -> Result<Page<BackgroundTask>, StoreError> {
+        let (filter, page) = (filter.clone(), page.clone());
+        self.db
+            .read(move |conn| {
+                let select = format!("SELECT {TASK_COLUMNS} FROM background_tasks WHERE 1 = 1");
+                let mut query = ListQuery::new(&select, vec![]);
+                if let Some(status) = filter.status {
+                    query.and("status = ?", text(status.as_str()));
+                }
+                if let Some(kind) = &filter.kind {
+                    query.and("kind = ?", text(kind));
+                }
+                if let Some(app) = &filter.app {
+                    query.and("app_id = ?", Value::Text(app.to_string()));
+                }
+                query.page(conn, "id", !filter.oldest_first, &page, task)
+            })
+            .await
+    }
+
+    async fn step_task(
+        &self,
+        chunk: usize,
+        now: Timestamp,
+    ) -> Result<Option<TaskStep>, StoreError> {
+        self.db.write(move |conn| step(conn, chunk, now)).await
+    }
+}
+
+fn task(row: &Row<'_>) -> rows::Decoded<BackgroundTask> {
+    let columns: TaskRow = (
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+        row.get(6)?,
+        row.get(7)?,
+        row.get(8)?,
+        row.get(9)?,
+        row.get(10)?,
+        row.get(11)?,
+    );
+    task_from_row(columns)
+}
+
+/// Runs one chunk of the oldest running task, and records how far it got.
+fn step(conn: &Connection, chunk: usize, now: Timestamp) -> Result<Option<TaskStep>, StoreError> {
+    let sql = format!(
+        "SELECT {TASK_COLUMNS}, cursor FROM background_tasks WHERE status = 'running'
+         ORDER BY id LIMIT 1"
+    );
+    let found = conn
+        .prepare_cached(&sql)?
+        .query_row([], |row| Ok((task(row), row.get::<_, Option<String>>(12)?)))
+        .optional()?;
+    let Some((task, cursor)) = found else {
+        return Ok(None);
+    };
+    let mut task = task?;
+    let progress = match &task.work {
+        TaskWork::ReplayMissing {
+            endpoint,
+            since,
+            until,
+        } => replay_chunk(
+            conn,
+            &task.app_id,
+            endpoint,
+            *since,
+            *until,
+            cursor.as_deref(),
+            chunk,
+            now,
+        )?,
+        TaskWork::ExpungeAllContents => {
+            expunge_chunk(conn, &task.app_id, cursor.as_deref(), chunk)?
+        }
+    };
+    let queued = progress.record(&mut task, chunk, now);
+    conn.prepare_cached(
+        "UPDATE background_tasks SET status = ?2, scanned = ?3, done = ?4, cursor = ?5,
+         error = ?6, updated_at = ?7 WHERE id = ?1",
+    )?
+    .execute(params![
+        task.id.as_str(),
+        task.status.as_str(),
+        task.scanned as i64,
+        task.done as i64,
+        progress.cursor.or(cursor),
+        task.error,
+        now.as_millis(),
+    ])?;
+    Ok(Some(TaskStep { task, queued }))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn replay_chunk(
+    conn: &Connection,
+    app: &AppId,
+    endpoint: &EndpointId,
+    since: Timestamp,
+    until: Option<Timestamp>,
+    cursor: Option<&str>,
+    chunk: usize,
+    now: Timestamp,
+) -> Result<Chunk, StoreError> {
+    let sql =
+        format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1 AND e.app_id = ?2");
+    let Some(target) = collect(
+        conn,
+        &sql,
+        [endpoint.as_str(), app.as_str()],
+        rows::endpoint,
+    )?
+    .pop() else {
+        return Ok(Chunk::failed("endpoint: was deleted"));
+    };
+    let until = until.map(|until| hookd_core::MessageId::lowest_at(until).to_string());
+    let candidates = conn
+        .prepare_cached(
+            "SELECT m.id, m.event_type, m.channels, m.ordering_key, m.payload IS NULL,
+                    EXISTS (SELECT 1 FROM deliveries d
+                            WHERE d.message_id = m.id AND d.endpoint_id = ?3)
+             FROM messages m
+             WHERE m.app_id = ?1 AND m.id >= ?2 AND (?4 IS NULL OR m.id < ?4)
+             ORDER BY m.id LIMIT ?5",
+        )?
+        .query_map(
+            params![
+                app.as_str(),
+                replay_start(since, cursor),
+                endpoint.as_str(),
+                until,
+                chunk as i64
+            ],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, Option<String>>(2)?,
+                    row.get::<_, Option<String>>(3)?,
+                    row.get::<_, bool>(4)?,
+                    row.get::<_, bool>(5)?,
+                ))
+            },
+        )?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at,
+         updated_at, ordering_key) VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
+    )?;
+    let (mut queued, mut keys) = (0, BTreeSet::new());
+    let cursor = candidates.last().map(|c| c.0.clone());
+    let scanned = candidates.len();
+    for (id, event_type, channels, ordering_key, expunged, delivered) in candidates {
+        let candidate = Candidate {
+            id,
+            event_type,
+            channels: decode_opt(channels)?,
+            ordering_key,
+            expunged,
+            delivered,
+        };
+        if !candidate.missing_at(&target) {
+            continue;
+        }
+        // Keyed ones wait; each key's oldest is queued below, as recover does.
+        let key = target.ordering.key_of(candidate.ordering_key.as_deref());
+        let due = key.is_none().then_some(now.as_millis());
+        insert.execute(params![
+            candidate.id,
+            endpoint.as_str(),
+            DeliveryStatus::Pending.code(),
+            due,
+            now.as_millis(),
+            key,
+        ])?;
+        keys.extend(key);
+        queued += 1;
+    }
+    for key in &keys {
+        queue_next_in_order(conn, endpoint, key, now)?;
+    }
+    Ok(Chunk {
+        scanned,
+        done: queued,
+        queued,
+        cursor,
+        failure: None,
+    })
+}
+
+fn expunge_chunk(
+    conn: &Connection,
+    app: &AppId,
+    cursor: Option<&str>,
+    chunk: usize,
+) -> Result<Chunk, StoreError> {
+    let ids = conn
+        .prepare_cached(
+            "SELECT id FROM messages WHERE app_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+        )?
+        .query_map(
+            params![app.as_str(), cursor.unwrap_or(""), chunk as i64],
+            |row| row.get::<_, String>(0),
+        )?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut expunge = conn.prepare_cached(
+        "UPDATE messages SET payload = NULL WHERE id = ?1 AND payload IS NOT NULL",
+    )?;
+    let mut done = 0;
+    for id in &ids {
+        done += expunge.execute([id])? as u64;
+    }
+    Ok(Chunk {
+        scanned: ids.len(),
+        done,
+        queued: 0,
+        cursor: ids.last().cloned(),
+        failure: None,
+    })
+}

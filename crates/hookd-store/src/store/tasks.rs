@@ -1,0 +1,284 @@
+//! [`TaskStore`]: background tasks, work on an application's messages too large for one
+//! request (replaying what an endpoint missed, expunging every payload).
+//!
+//! A task advances in chunks: each chunk is one transaction that does the work for up to a
+//! chunk of messages and records how far the task got, so publishing waits at most one chunk
+//! for the database, a restart resumes where the last chunk ended, and a chunk is never done
+//! twice. On PostgreSQL a task's row is locked by the process running its chunk, so several
+//! processes share the tasks and never run one task's chunk twice at once.
+
+use async_trait::async_trait;
+use hookd_core::{AppId, EndpointId, TaskId, Timestamp};
+
+use crate::{Page, PageRequest, StoreError};
+
+/// What a task does, with what it needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskWork {
+    /// Queues, to `endpoint`, every message of its application created in `[since, until)`
+    /// that it subscribes to and never had a delivery to it (published while it was disabled
+    /// or before it existed, say), due now. Messages whose payload is gone are left out.
+    ReplayMissing {
+        endpoint: EndpointId,
+        since: Timestamp,
+        until: Option<Timestamp>,
+    },
+    /// Drops the payload of every message of the application.
+    ExpungeAllContents,
+}
+
+impl TaskWork {
+    /// The task's name in Svix's API.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::ReplayMissing { .. } => "endpoint.replay",
+            Self::ExpungeAllContents => "application.purge_content",
+        }
+    }
+}
+
+/// Where a task stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskStatus {
+    Running,
+    Finished,
+    Failed,
+}
+
+impl TaskStatus {
+    /// The name the API shows and the database keeps.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Finished => "finished",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Running, Self::Finished, Self::Failed]
+            .into_iter()
+            .find(|status| status.as_str() == text)
+    }
+}
+
+/// A background task and its progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackgroundTask {
+    pub id: TaskId,
+    pub app_id: AppId,
+    pub work: TaskWork,
+    pub status: TaskStatus,
+    /// Messages looked at so far.
+    pub scanned: u64,
+    /// What the task did to them: deliveries queued, or payloads dropped.
+    pub done: u64,
+    /// Why it failed.
+    pub error: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl BackgroundTask {
+    /// A task about to start.
+    pub fn new(app_id: AppId, work: TaskWork, now: Timestamp) -> Self {
+        Self {
+            id: TaskId::new(now),
+            app_id,
+            work,
+            status: TaskStatus::Running,
+            scanned: 0,
+            done: 0,
+            error: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
+/// Which tasks to list.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    pub status: Option<TaskStatus>,
+    /// A [`TaskWork::kind`].
+    pub kind: Option<String>,
+    /// Only this application's.
+    pub app: Option<AppId>,
+    /// Oldest first instead of newest first.
+    pub oldest_first: bool,
+}
+
+/// What one chunk did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskStep {
+    /// The task after the chunk.
+    pub task: BackgroundTask,
+    /// Deliveries the chunk queued (the engine has work when there are any).
+    pub queued: u64,
+}
+
+#[async_trait]
+pub trait TaskStore: Send + Sync {
+    /// Records a new task; it runs from the next [`Self::step_task`].
+    async fn create_task(&self, task: &BackgroundTask) -> Result<(), StoreError>;
+
+    async fn get_task(&self, id: &TaskId) -> Result<Option<BackgroundTask>, StoreError>;
+
+    /// Tasks, newest first (or oldest first, as the filter says).
+    async fn list_tasks(
+        &self,
+        filter: &TaskFilter,
+        page: &PageRequest,
+    ) -> Result<Page<BackgroundTask>, StoreError>;
+
+    /// Runs the next chunk, up to `chunk` messages, of the oldest running task nobody else is
+    /// running, in one transaction that also records its progress (and finishes it once no
+    /// message is left, or fails it when its endpoint is gone). `None` when no task waits.
+    async fn step_task(&self, chunk: usize, now: Timestamp)
+    -> Result<Option<TaskStep>, StoreError>;
+}
+
+/// The columns both stores select a task as, in this order.
+pub(crate) const TASK_COLUMNS: &str = "id, app_id, kind, endpoint_id, since_ms, until_ms, \
+     status, scanned, done, error, created_at, updated_at";
+
+/// A task's row as selected by [`TASK_COLUMNS`].
+pub(crate) type TaskRow = (
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    String,
+    i64,
+    i64,
+    Option<String>,
+    i64,
+    i64,
+);
+
+/// Decodes a [`TaskRow`]; a kind or status this version does not know is corrupt data.
+pub(crate) fn task_from_row(row: TaskRow) -> Result<BackgroundTask, StoreError> {
+    let (id, app, kind, endpoint, since, until, status, scanned, done, error, created, updated) =
+        row;
+    let corrupt = |what: &str| StoreError::Corrupt(format!("background task {id}: {what}"));
+    let work = match (kind.as_str(), endpoint, since) {
+        ("endpoint.replay", Some(endpoint), Some(since)) => TaskWork::ReplayMissing {
+            endpoint: EndpointId::from_stored(endpoint),
+            since: Timestamp::from_millis(since),
+            until: until.map(Timestamp::from_millis),
+        },
+        ("application.purge_content", _, _) => TaskWork::ExpungeAllContents,
+        _ => return Err(corrupt(&format!("unknown task {kind:?}"))),
+    };
+    let status = TaskStatus::parse(&status).ok_or_else(|| corrupt("unknown status"))?;
+    Ok(BackgroundTask {
+        id: TaskId::from_stored(id),
+        app_id: AppId::from_stored(app),
+        work,
+        status,
+        scanned: scanned.unsigned_abs(),
+        done: done.unsigned_abs(),
+        error,
+        created_at: Timestamp::from_millis(created),
+        updated_at: Timestamp::from_millis(updated),
+    })
+}
+
+impl TaskWork {
+    /// The columns a task's work is kept in: endpoint, since and until (unix ms).
+    pub(crate) fn columns(&self) -> (Option<&str>, Option<i64>, Option<i64>) {
+        match self {
+            Self::ReplayMissing {
+                endpoint,
+                since,
+                until,
+            } => (
+                Some(endpoint.as_str()),
+                Some(since.as_millis()),
+                until.map(Timestamp::as_millis),
+            ),
+            Self::ExpungeAllContents => (None, None, None),
+        }
+    }
+}
+
+/// A message as a replay chunk looks at it.
+pub(crate) struct Candidate {
+    pub id: String,
+    pub event_type: String,
+    pub channels: Option<Vec<String>>,
+    pub ordering_key: Option<String>,
+    /// Its payload is gone: nothing to send.
+    pub expunged: bool,
+    /// It has a delivery to the endpoint already: not missing.
+    pub delivered: bool,
+}
+
+impl Candidate {
+    /// Whether a replay to `endpoint` queues it: its filters take the message (disabled or
+    /// not: a disabled endpoint's deliveries wait until it is enabled).
+    pub fn missing_at(&self, endpoint: &hookd_core::model::Endpoint) -> bool {
+        !self.expunged
+            && !self.delivered
+            && hookd_core::model::filters_take(
+                endpoint.event_types.as_deref(),
+                endpoint.channels.as_deref(),
+                &self.event_type,
+                self.channels.as_deref(),
+            )
+    }
+}
+
+/// The first message id a replay from `since` may look at, after `cursor` when it resumes.
+pub(crate) fn replay_start(since: Timestamp, cursor: Option<&str>) -> String {
+    cursor.map_or_else(
+        || hookd_core::MessageId::lowest_at(since).to_string(),
+        // Above the cursor and below every id greater than it: ids all have one length.
+        |cursor| format!("{cursor}0"),
+    )
+}
+
+/// What one chunk did.
+pub(crate) struct Chunk {
+    /// Messages looked at.
+    pub scanned: usize,
+    /// Deliveries queued or payloads dropped.
+    pub done: u64,
+    /// Deliveries queued (the engine's new work).
+    pub queued: u64,
+    /// The last message looked at.
+    pub cursor: Option<String>,
+    /// Why the task cannot go on.
+    pub failure: Option<String>,
+}
+
+impl Chunk {
+    /// Adds this chunk to `task`'s progress, finishing or failing it; returns `queued`.
+    pub fn record(&self, task: &mut BackgroundTask, chunk: usize, now: Timestamp) -> u64 {
+        task.scanned += self.scanned as u64;
+        task.done += self.done;
+        task.updated_at = now;
+        if let Some(why) = &self.failure {
+            task.status = TaskStatus::Failed;
+            task.error = Some(why.clone());
+        } else if self.scanned < chunk {
+            task.status = TaskStatus::Finished;
+        }
+        self.queued
+    }
+}
+
+impl Chunk {
+    /// A chunk that found the task cannot go on.
+    pub fn failed(why: &str) -> Self {
+        Self {
+            scanned: 0,
+            done: 0,
+            queued: 0,
+            cursor: None,
+            failure: Some(why.to_owned()),
+        }
+    }
+}
