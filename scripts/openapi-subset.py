@@ -394,9 +394,379 @@ DESCRIPTIONS = {
 }
 
 
+# Background tasks (not in Svix's open-source document): Svix's cloud API's shapes.
+TASK_PATHS = {
+    "/api/v1/app/{app_id}/endpoint/{endpoint_id}/replay-missing": {
+        "post": {
+            "description": "Replays the messages of the application created since `since` (and before `until`, when given) that this endpoint's filters take and that were never sent to it, for example while it was disabled, as a background task.",
+            "operationId": "v1.endpoint.replay-missing",
+            "summary": "Replay Missing Webhooks",
+            "tags": [
+                "Endpoint"
+            ],
+            "parameters": [
+                {
+                    "in": "path",
+                    "name": "app_id",
+                    "required": True,
+                    "schema": {
+                        "type": "string"
+                    },
+                    "style": "simple"
+                },
+                {
+                    "in": "path",
+                    "name": "endpoint_id",
+                    "required": True,
+                    "schema": {
+                        "type": "string"
+                    },
+                    "style": "simple"
+                }
+            ],
+            "requestBody": {
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "$ref": "#/components/schemas/ReplayIn"
+                        }
+                    }
+                },
+                "required": True
+            },
+            "responses": {
+                "202": {
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "$ref": "#/components/schemas/ReplayOut"
+                            }
+                        }
+                    },
+                    "description": ""
+                },
+                "401": {
+                    "description": "Unauthorized"
+                },
+                "403": {
+                    "description": "Forbidden"
+                },
+                "404": {
+                    "description": "Not Found"
+                },
+                "422": {
+                    "description": "Validation Error"
+                }
+            }
+        }
+    },
+    "/api/v1/app/{app_id}/msg/expunge-all-contents": {
+        "post": {
+            "description": "Deletes the payload of every message of the application, as a background task.",
+            "operationId": "v1.message.expunge-all-contents",
+            "summary": "Expunge All Contents",
+            "tags": [
+                "Message"
+            ],
+            "parameters": [
+                {
+                    "in": "path",
+                    "name": "app_id",
+                    "required": True,
+                    "schema": {
+                        "type": "string"
+                    },
+                    "style": "simple"
+                }
+            ],
+            "responses": {
+                "202": {
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "$ref": "#/components/schemas/ExpungeAllContentsOut"
+                            }
+                        }
+                    },
+                    "description": ""
+                },
+                "401": {
+                    "description": "Unauthorized"
+                },
+                "403": {
+                    "description": "Forbidden"
+                },
+                "404": {
+                    "description": "Not Found"
+                },
+                "422": {
+                    "description": "Validation Error"
+                }
+            }
+        }
+    },
+    "/api/v1/background-task": {
+        "get": {
+            "description": "Background tasks, newest first (an application's token sees its application's).",
+            "operationId": "v1.background-task.list",
+            "summary": "List Background Tasks",
+            "tags": [
+                "Background Tasks"
+            ],
+            "parameters": [
+                {
+                    "in": "query",
+                    "name": "status",
+                    "schema": {
+                        "$ref": "#/components/schemas/BackgroundTaskStatus"
+                    }
+                },
+                {
+                    "in": "query",
+                    "name": "task",
+                    "schema": {
+                        "$ref": "#/components/schemas/BackgroundTaskType"
+                    }
+                },
+                {
+                    "in": "query",
+                    "name": "order",
+                    "schema": {
+                        "$ref": "#/components/schemas/Ordering"
+                    }
+                },
+                {
+                    "in": "query",
+                    "name": "limit",
+                    "schema": {
+                        "type": "integer"
+                    }
+                },
+                {
+                    "in": "query",
+                    "name": "iterator",
+                    "schema": {
+                        "type": "string"
+                    }
+                }
+            ],
+            "responses": {
+                "200": {
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "$ref": "#/components/schemas/ListResponse_BackgroundTaskOut_"
+                            }
+                        }
+                    },
+                    "description": ""
+                },
+                "401": {
+                    "description": "Unauthorized"
+                },
+                "403": {
+                    "description": "Forbidden"
+                },
+                "404": {
+                    "description": "Not Found"
+                },
+                "422": {
+                    "description": "Validation Error"
+                }
+            }
+        }
+    },
+    "/api/v1/background-task/{task_id}": {
+        "get": {
+            "description": "A background task and its progress.",
+            "operationId": "v1.background-task.get",
+            "summary": "Get Background Task",
+            "tags": [
+                "Background Tasks"
+            ],
+            "parameters": [
+                {
+                    "in": "path",
+                    "name": "task_id",
+                    "required": True,
+                    "schema": {
+                        "type": "string"
+                    },
+                    "style": "simple"
+                }
+            ],
+            "responses": {
+                "200": {
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "$ref": "#/components/schemas/BackgroundTaskOut"
+                            }
+                        }
+                    },
+                    "description": ""
+                },
+                "401": {
+                    "description": "Unauthorized"
+                },
+                "403": {
+                    "description": "Forbidden"
+                },
+                "404": {
+                    "description": "Not Found"
+                },
+                "422": {
+                    "description": "Validation Error"
+                }
+            }
+        }
+    }
+}
+TASK_SCHEMAS = {
+    "BackgroundTaskStatus": {
+        "enum": [
+            "running",
+            "finished",
+            "failed"
+        ],
+        "type": "string"
+    },
+    "BackgroundTaskType": {
+        "enum": [
+            "endpoint.recover",
+            "endpoint.replay",
+            "application.purge_content"
+        ],
+        "type": "string"
+    },
+    "ReplayIn": {
+        "properties": {
+            "since": {
+                "format": "date-time",
+                "type": "string"
+            },
+            "until": {
+                "format": "date-time",
+                "Noneable": True,
+                "type": "string"
+            }
+        },
+        "required": [
+            "since"
+        ],
+        "type": "object"
+    },
+    "ReplayOut": {
+        "properties": {
+            "id": {
+                "type": "string"
+            },
+            "status": {
+                "$ref": "#/components/schemas/BackgroundTaskStatus"
+            },
+            "task": {
+                "$ref": "#/components/schemas/BackgroundTaskType"
+            },
+            "updatedAt": {
+                "format": "date-time",
+                "type": "string"
+            }
+        },
+        "required": [
+            "id",
+            "status",
+            "task",
+            "updatedAt"
+        ],
+        "type": "object"
+    },
+    "ExpungeAllContentsOut": {
+        "properties": {
+            "id": {
+                "type": "string"
+            },
+            "status": {
+                "$ref": "#/components/schemas/BackgroundTaskStatus"
+            },
+            "task": {
+                "$ref": "#/components/schemas/BackgroundTaskType"
+            },
+            "updatedAt": {
+                "format": "date-time",
+                "type": "string"
+            }
+        },
+        "required": [
+            "id",
+            "status",
+            "task",
+            "updatedAt"
+        ],
+        "type": "object"
+    },
+    "BackgroundTaskOut": {
+        "properties": {
+            "id": {
+                "type": "string"
+            },
+            "status": {
+                "$ref": "#/components/schemas/BackgroundTaskStatus"
+            },
+            "task": {
+                "$ref": "#/components/schemas/BackgroundTaskType"
+            },
+            "data": {
+                "description": "What the task works on and how far it got: `messagesSent` (a replay) or `messagesPurged` (an expunge), and hookd's additions `appId`, `messagesScanned`, a replay's `endpointId`, `since` and `until`, and `error` when it failed.",
+                "type": "object"
+            },
+            "updatedAt": {
+                "format": "date-time",
+                "type": "string"
+            }
+        },
+        "required": [
+            "id",
+            "status",
+            "task",
+            "data",
+            "updatedAt"
+        ],
+        "type": "object"
+    },
+    "ListResponse_BackgroundTaskOut_": {
+        "properties": {
+            "data": {
+                "items": {
+                    "$ref": "#/components/schemas/BackgroundTaskOut"
+                },
+                "type": "array"
+            },
+            "done": {
+                "type": "boolean"
+            },
+            "iterator": {
+                "Noneable": True,
+                "type": "string"
+            },
+            "prevIterator": {
+                "Noneable": True,
+                "type": "string"
+            }
+        },
+        "required": [
+            "data",
+            "done"
+        ],
+        "type": "object"
+    }
+}
+
+
 def add_hookd_operations(document):
     document["paths"].update(HOOKD_PATHS)
     document["components"]["schemas"].update(HOOKD_SCHEMAS)
+    document["paths"].update(TASK_PATHS)
+    document["components"]["schemas"].update(TASK_SCHEMAS)
     for (path, method), responses in RESPONSES.items():
         answers = document["paths"][path][method]["responses"]
         answers.pop("204", None)

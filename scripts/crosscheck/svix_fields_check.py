@@ -83,6 +83,14 @@ def main(base, token, receiver_url):
         "OperationalWebhookEndpointSecretOut": api("GET", f"/operational-webhook/endpoint/{ops['id']}/secret"),
         "OperationalWebhookEndpointHeadersOut": api("GET", f"/operational-webhook/endpoint/{ops['id']}/headers"),
     }
+    replay = api("POST", f"/app/{app['id']}/endpoint/{endpoint['id']}/replay-missing",
+                 {"since": "2020-01-01T00:00:00Z"})
+    answered.update({
+        "ReplayOut": replay,
+        "BackgroundTaskOut": api("GET", f"/background-task/{replay['id']}"),
+        "ListResponseBackgroundTaskOut": api("GET", "/background-task"),
+        "ExpungeAllContentsOut": api("POST", f"/app/{app['id']}/msg/expunge-all-contents"),
+    })
     wrong = []
     for model, body in answered.items():
         missing = fields(model) - set(body)

@@ -14,6 +14,7 @@ import uuid
 from datetime import datetime, timezone
 
 from svix.models import (
+    BackgroundTaskType,
     OperationalWebhookEndpointHeadersIn,
     OperationalWebhookEndpointIn,
     OperationalWebhookEndpointSecretIn,
@@ -36,10 +37,12 @@ from svix.api import (
     MessageIn,
     MessagePrecheckIn,
     RecoverIn,
+    ReplayIn,
     Svix,
     SvixOptions,
 )
 from svix.api.application import ApplicationListOptions
+from svix.api.background_task import BackgroundTaskListOptions
 from svix.api.message import MessageGetOptions, MessageListOptions
 from svix.exceptions import HttpError, HTTPValidationError
 
@@ -114,6 +117,33 @@ def expunging(svix, app_id, event_type, receiver_url):
     except HttpError as e:
         check(e.status_code == 404, "expunging a missing message is HttpError 404")
     svix.endpoint.delete(app_id, ep.id)
+
+
+def background_tasks(svix, receiver_url):
+    """Replaying what an endpoint missed and expunging every payload run as background tasks
+    the SDK starts, follows and lists."""
+    app = svix.application.create(ApplicationIn(name="Tasks"))
+    for n in range(2):
+        svix.message.create(app.id, MessageIn(event_type="order.shipped", payload={"n": n}))
+    # Created after the messages: it never had them.
+    ep = svix.endpoint.create(app.id, EndpointIn(url=receiver_url))
+    since = datetime(2020, 1, 1, tzinfo=timezone.utc)
+    started = svix.endpoint.replay_missing(app.id, ep.id, ReplayIn(since=since))
+    check(str(started.task) == "endpoint.replay", "endpoint.replay_missing")
+    done = wait_for("the replay", lambda: _finished(svix, started.id))
+    check(done.data["messagesSent"] == 2, "background_task.get: the replay sent both")
+    replays = svix.background_task.list(BackgroundTaskListOptions(task=BackgroundTaskType.ENDPOINT_REPLAY))
+    check(any(t.id == started.id for t in replays.data), "background_task.list")
+    purge = svix.message.expunge_all_contents(app.id)
+    check(str(purge.task) == "application.purge_content", "message.expunge_all_contents")
+    purged = wait_for("the expunge", lambda: _finished(svix, purge.id))
+    check(purged.data["messagesPurged"] == 2, "expunge_all_contents purged both")
+    svix.application.delete(app.id)
+
+
+def _finished(svix, task_id):
+    task = svix.background_task.get(task_id)
+    return task if str(task.status) == "finished" else None
 
 
 def portal(svix, base_url, app_id, ep_id):
@@ -277,6 +307,7 @@ def main(base_url, token, receiver_url):
     except HttpError as e:
         check(e.status_code == 404, "application.delete")
     operational_endpoints(svix, receiver_url)
+    background_tasks(svix, receiver_url)
     svix.health.get()
     print("svix SDK check passed")
 

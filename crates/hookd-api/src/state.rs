@@ -80,6 +80,8 @@ struct Inner {
     limiter: RateLimiter,
     /// This process's engine, when it runs one: endpoints' current concurrency.
     load: Option<Arc<dyn EndpointLoad>>,
+    /// Wakes this process's background-task runner, when it runs one.
+    tasks: Option<Arc<Notify>>,
 }
 
 impl ApiState {
@@ -99,6 +101,7 @@ impl ApiState {
             apps: TtlCache::new(APP_CACHE_TTL),
             limiter: RateLimiter::default(),
             load: None,
+            tasks: None,
         }))
     }
 
@@ -112,6 +115,26 @@ impl ApiState {
             .expect("the endpoint load is set before the state is shared")
             .load = Some(load);
         self
+    }
+
+    /// Wakes `tasks` (this process's background-task runner) whenever a task is created;
+    /// without it, runners find new tasks at their next look.
+    ///
+    /// # Panics
+    /// If the state was cloned already: set it before serving.
+    #[must_use]
+    pub fn with_task_runner(mut self, tasks: Arc<Notify>) -> Self {
+        Arc::get_mut(&mut self.0)
+            .expect("the task runner is set before the state is shared")
+            .tasks = Some(tasks);
+        self
+    }
+
+    /// Tells this process's background-task runner, if any, that a task was created.
+    pub fn wake_tasks(&self) {
+        if let Some(tasks) = &self.0.tasks {
+            tasks.notify_one();
+        }
     }
 
     /// This process's engine's current concurrency for `endpoint`, if it has work for it.

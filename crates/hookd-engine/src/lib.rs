@@ -21,6 +21,8 @@
 //!   up on a message, following the operational events.
 //! - `operations`: the operational webhooks of attempts and disabled endpoints, written with
 //!   the change they tell of.
+//! - [`tasks`]: [`TaskRunner`], which runs background tasks (replays, expunging an
+//!   application's contents) a chunk at a time.
 //! - [`schedule`]: [`RetrySchedule`] and `Retry-After`.
 //! - [`http`]: [`http::WebhookSender`], the one shared HTTP client: timeouts, no redirects,
 //!   capped response reads.
@@ -41,6 +43,7 @@ pub mod relay;
 pub mod retention;
 pub mod schedule;
 pub mod ssrf;
+pub mod tasks;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -50,3 +53,4 @@ pub use notices::{Mailer, NoticeConfig, Notices};
 pub use relay::{Relay, RelayConfig};
 pub use retention::{Purger, RetentionConfig};
 pub use schedule::RetrySchedule;
+pub use tasks::TaskRunner;

@@ -3,6 +3,7 @@
 pub mod application;
 pub mod attempt;
 pub mod auth;
+pub mod background_task;
 #[cfg(test)]
 mod described;
 pub mod endpoint;

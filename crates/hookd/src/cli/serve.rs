@@ -21,7 +21,7 @@ use hookd_api::{ApiConfig, ApiState};
 use hookd_core::Clock;
 use hookd_engine::http::WebhookSender;
 use hookd_engine::{
-    Engine, EngineConfig, Mailer, Notices, Purger, Relay, RelayConfig, RetentionConfig,
+    Engine, EngineConfig, Mailer, Notices, Purger, Relay, RelayConfig, RetentionConfig, TaskRunner,
 };
 use hookd_sources::SourceSpec;
 use hookd_store::{RelayRules, Store, Wakeups};
@@ -261,7 +261,9 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             }
             let mut state = ApiState::new(store, clock, config, wake.new_work);
             if let Some(engine) = engine {
-                state = state.with_endpoint_load(engine);
+                state = state
+                    .with_endpoint_load(engine)
+                    .with_task_runner(wake.tasks.clone());
             }
             let app = hookd_api::router(state)
                 .merge(hookd_portal::router())
@@ -420,6 +422,8 @@ struct WakeUps {
     /// Whether the store signals other processes' work (PostgreSQL), so the relay need poll
     /// only as a fallback.
     signalled: bool,
+    /// This process's API created a background task.
+    tasks: Arc<Notify>,
 }
 
 impl WakeUps {
@@ -444,6 +448,7 @@ impl WakeUps {
             engine,
             outbox: wakeups.outbox,
             signalled,
+            tasks: Arc::new(Notify::new()),
         })
     }
 }
@@ -472,9 +477,9 @@ async fn start_metrics(
     Ok(metrics)
 }
 
-/// Starts the delivery engine, the outbox relay and the purger of expired content (the
-/// engine's processes purge, in small batches: see retention); returns the engine, for the
-/// API's endpoint views.
+/// Starts the delivery engine, the outbox relay, the background-task runner and the purger of
+/// expired content (the engine's processes purge, in small batches: see retention); returns
+/// the engine, for the API's endpoint views.
 fn start_delivery(
     settings: Settings,
     rules: RelayRules,
@@ -505,6 +510,13 @@ fn start_delivery(
         wake.outbox.clone(),
         wake.new_work.clone(),
     );
+    let tasks = TaskRunner::new(
+        store.clone(),
+        clock.clone(),
+        wake.tasks.clone(),
+        wake.new_work.clone(),
+    );
+    shutdown.start("the background tasks", tasks.run(shutdown.notice()));
     let purger = Purger::new(store.clone(), clock.clone(), settings.retention);
     shutdown.start("the engine", engine.clone().run(shutdown.notice()));
     shutdown.start("the relay", relay.run(shutdown.notice()));

@@ -1,0 +1,249 @@
+//! Background tasks: work on many messages at once, done in chunks by the engine's task
+//! runner while the API goes on answering (Svix's `endpoint.replayMissing`,
+//! `message.expungeAllContents` and `backgroundTask.get/list`). Starting one answers 202 at
+//! once with the task; its progress is `GET /background-task/{task_id}`.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use hookd_core::{TaskId, Timestamp};
+use hookd_store::{BackgroundTask, TaskFilter, TaskStatus, TaskWork};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::extract::{JsonBody, QueryParams};
+use crate::list::{ListOut, page_request};
+use crate::routes::endpoint;
+use crate::{ApiError, ApiState, Principal};
+
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route(
+            "/app/{app_id}/endpoint/{endpoint_id}/replay-missing",
+            post(replay_missing),
+        )
+        .route(
+            "/app/{app_id}/msg/expunge-all-contents",
+            post(expunge_all_contents),
+        )
+        .route("/background-task", get(list))
+        .route("/background-task/{task_id}", get(get_one))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct ReplayIn {
+    since: String,
+    until: Option<String>,
+}
+
+/// A task as it starts: `ReplayOut` and `ExpungeAllContentsOut` in Svix's API.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TaskStarted {
+    id: String,
+    status: &'static str,
+    task: &'static str,
+    updated_at: String,
+}
+
+impl From<&BackgroundTask> for TaskStarted {
+    fn from(task: &BackgroundTask) -> Self {
+        Self {
+            id: task.id.to_string(),
+            status: task.status.as_str(),
+            task: task.work.kind(),
+            updated_at: task.updated_at.to_rfc3339(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct BackgroundTaskOut {
+    id: String,
+    status: &'static str,
+    task: &'static str,
+    /// What the task works on and how far it got.
+    data: Value,
+    updated_at: String,
+}
+
+impl From<BackgroundTask> for BackgroundTaskOut {
+    fn from(task: BackgroundTask) -> Self {
+        let mut data = match &task.work {
+            TaskWork::ReplayMissing {
+                endpoint,
+                since,
+                until,
+            } => json!({
+                "endpointId": endpoint.as_str(),
+                "since": since.to_rfc3339(),
+                "until": until.map(Timestamp::to_rfc3339),
+                "messagesScanned": task.scanned,
+                "messagesSent": task.done,
+            }),
+            TaskWork::ExpungeAllContents => json!({
+                "messagesScanned": task.scanned,
+                "messagesPurged": task.done,
+            }),
+        };
+        data["appId"] = json!(task.app_id.as_str());
+        if let Some(error) = &task.error {
+            data["error"] = json!(error);
+        }
+        Self {
+            id: task.id.to_string(),
+            status: task.status.as_str(),
+            task: task.work.kind(),
+            data,
+            updated_at: task.updated_at.to_rfc3339(),
+        }
+    }
+}
+
+fn time_field(field: &str, value: &str) -> Result<Timestamp, ApiError> {
+    Timestamp::parse_rfc3339(value).map_err(|e| ApiError::body_field(field, e.to_string()))
+}
+
+/// Starts `task` and answers 202 with it.
+async fn start(
+    state: &ApiState,
+    task: BackgroundTask,
+) -> Result<(StatusCode, Json<TaskStarted>), ApiError> {
+    state.store().create_task(&task).await?;
+    state.wake_tasks();
+    Ok((StatusCode::ACCEPTED, Json(TaskStarted::from(&task))))
+}
+
+async fn replay_missing(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    JsonBody(input): JsonBody<ReplayIn>,
+) -> Result<(StatusCode, Json<TaskStarted>), ApiError> {
+    let ep = endpoint::find(&state, &principal, &app_id, &endpoint_id).await?;
+    let since = time_field("since", &input.since)?;
+    let until = input
+        .until
+        .as_deref()
+        .map(|until| time_field("until", until))
+        .transpose()?;
+    if until.is_some_and(|until| until <= since) {
+        return Err(ApiError::body_field("until", "must be later than `since`"));
+    }
+    let work = TaskWork::ReplayMissing {
+        endpoint: ep.id,
+        since,
+        until,
+    };
+    let now = state.clock().now();
+    start(&state, BackgroundTask::new(ep.app_id, work, now)).await
+}
+
+async fn expunge_all_contents(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path(app_id): Path<String>,
+) -> Result<(StatusCode, Json<TaskStarted>), ApiError> {
+    let app = state.app(&principal, &app_id).await?;
+    let now = state.clock().now();
+    start(
+        &state,
+        BackgroundTask::new(app.id, TaskWork::ExpungeAllContents, now),
+    )
+    .await
+}
+
+/// Tasks, newest first unless `order=ascending`; an application's token sees its
+/// application's only.
+async fn list(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    query: QueryParams,
+) -> Result<Json<ListOut<BackgroundTaskOut>>, ApiError> {
+    let status = query
+        .get("status")
+        .map(|status| {
+            TaskStatus::parse(status).ok_or_else(|| {
+                ApiError::query_param("status", "must be running, finished or failed")
+            })
+        })
+        .transpose()?;
+    let kind = query.get("task").map(str::to_owned);
+    let app = match &principal {
+        Principal::Admin => None,
+        Principal::App(app) => Some(app.clone()),
+    };
+    let oldest_first = match query.get("order") {
+        None | Some("descending") => false,
+        Some("ascending") => true,
+        Some(_) => {
+            return Err(ApiError::query_param(
+                "order",
+                "must be ascending or descending",
+            ));
+        }
+    };
+    let filter = TaskFilter {
+        status,
+        kind,
+        app,
+        oldest_first,
+    };
+    let page = state
+        .store()
+        .list_tasks(&filter, &page_request(&query)?)
+        .await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |task| task.id.to_string(),
+        BackgroundTaskOut::from,
+    )))
+}
+
+async fn get_one(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path(task_id): Path<String>,
+) -> Result<Json<BackgroundTaskOut>, ApiError> {
+    let task = state
+        .store()
+        .get_task(&TaskId::from_stored(task_id))
+        .await?
+        .ok_or(ApiError::NotFound("background task"))?;
+    // Another application's task is as good as absent.
+    principal
+        .require_app(&task.app_id)
+        .map_err(|_| ApiError::NotFound("background task"))?;
+    Ok(Json(BackgroundTaskOut::from(task)))
+}
+
+#[cfg(test)]
+mod tests {
+    use hookd_core::{AppId, EndpointId};
+
+    use super::*;
+    use crate::routes::described::{assert_reads_as_described, assert_shows_as_described};
+
+    #[test]
+    fn the_replay_request_reads_what_the_document_describes() {
+        assert_reads_as_described::<ReplayIn>("ReplayIn");
+    }
+
+    #[test]
+    fn started_tasks_and_their_progress_show_what_the_document_describes() {
+        let now = Timestamp::from_millis(1_700_000_000_000);
+        let work = TaskWork::ReplayMissing {
+            endpoint: EndpointId::new(now),
+            since: now,
+            until: Some(now),
+        };
+        let replay = BackgroundTask::new(AppId::new(now), work, now);
+        let expunge = BackgroundTask::new(AppId::new(now), TaskWork::ExpungeAllContents, now);
+        assert_shows_as_described("ReplayOut", &TaskStarted::from(&replay));
+        assert_shows_as_described("ExpungeAllContentsOut", &TaskStarted::from(&expunge));
+        assert_shows_as_described("BackgroundTaskOut", &BackgroundTaskOut::from(replay));
+    }
+}
