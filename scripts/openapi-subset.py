@@ -395,6 +395,21 @@ DESCRIPTIONS = {
 
 
 # Background tasks (not in Svix's open-source document): Svix's cloud API's shapes.
+BULK_REPLAY_IN = {
+    "properties": {
+        "since": {"format": "date-time", "type": "string"},
+        "until": {"format": "date-time", "nullable": True, "type": "string"},
+        "eventTypes": {"items": {"type": "string"}, "nullable": True, "type": "array"},
+        "channel": {"nullable": True, "type": "string"},
+        "tag": {"nullable": True, "type": "string"},
+        "status": {"description": "The delivery's status: 0 success, 1 pending, 2 fail, "
+                   "3 sending.", "nullable": True, "type": "integer"},
+        "statusCodeClass": {"description": "The last attempt's status class: 0 (no answer), "
+                            "100, 200, 300, 400 or 500.", "nullable": True, "type": "integer"},
+    },
+    "required": ["since"],
+    "type": "object",
+}
 TASK_PATHS = {
     "/api/v1/app/{app_id}/endpoint/{endpoint_id}/replay-missing": {
         "post": {
@@ -635,6 +650,7 @@ TASK_SCHEMAS = {
         "enum": [
             "endpoint.recover",
             "endpoint.replay",
+            "endpoint.bulk-replay",
             "application.purge_content"
         ],
         "type": "string"
@@ -760,6 +776,10 @@ TASK_SCHEMAS = {
         "type": "object"
     }
 }
+
+
+TASK_PATHS["/api/v1/app/{app_id}/endpoint/{endpoint_id}/bulk-replay"] = {'post': {'description': "Sends again the messages of the application created since `since` (and before `until`, when given) that were sent to this endpoint before, succeeded or failed, and that the filters take (event types, channel, tag, the delivery's status, the last attempt's status class), as a background task.", 'operationId': 'v1.endpoint.bulk-replay', 'summary': 'Bulk Replay Messages', 'tags': ['Endpoint'], 'parameters': [{'in': 'path', 'name': 'app_id', 'required': True, 'schema': {'type': 'string'}, 'style': 'simple'}, {'in': 'path', 'name': 'endpoint_id', 'required': True, 'schema': {'type': 'string'}, 'style': 'simple'}], 'requestBody': {'content': {'application/json': {'schema': {'$ref': '#/components/schemas/BulkReplayIn'}}}, 'required': True}, 'responses': {'202': {'content': {'application/json': {'schema': {'$ref': '#/components/schemas/ReplayOut'}}}, 'description': ''}, '401': {'description': 'Unauthorized'}, '403': {'description': 'Forbidden'}, '404': {'description': 'Not Found'}, '422': {'description': 'Validation Error'}}}}
+TASK_SCHEMAS["BulkReplayIn"] = BULK_REPLAY_IN
 
 
 def add_hookd_operations(document):

@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 
 from svix.models import (
     BackgroundTaskType,
+    BulkReplayIn,
+    MessageStatus,
     OperationalWebhookEndpointHeadersIn,
     OperationalWebhookEndpointIn,
     OperationalWebhookEndpointSecretIn,
@@ -134,6 +136,14 @@ def background_tasks(svix, receiver_url):
     check(done.data["messagesSent"] == 2, "background_task.get: the replay sent both")
     replays = svix.background_task.list(BackgroundTaskListOptions(task=BackgroundTaskType.ENDPOINT_REPLAY))
     check(any(t.id == started.id for t in replays.data), "background_task.list")
+    # Sent once each now: a bulk replay of the succeeded ones sends both again.
+    wait_for("both delivered", lambda: all(
+        str(d.status) == "0" for d in svix.message_attempt.list_attempted_messages(app.id, ep.id).data
+    ) and len(svix.message_attempt.list_attempted_messages(app.id, ep.id).data) == 2)
+    bulk = svix.endpoint.bulk_replay(app.id, ep.id, BulkReplayIn(since=since, status=MessageStatus.SUCCESS))
+    check(str(bulk.task) == "endpoint.bulk-replay", "endpoint.bulk_replay")
+    resent = wait_for("the bulk replay", lambda: _finished(svix, bulk.id))
+    check(resent.data["messagesSent"] == 2, "the bulk replay sent both again")
     purge = svix.message.expunge_all_contents(app.id)
     check(str(purge.task) == "application.purge_content", "message.expunge_all_contents")
     purged = wait_for("the expunge", lambda: _finished(svix, purge.id))

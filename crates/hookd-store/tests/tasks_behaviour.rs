@@ -7,10 +7,10 @@
 mod harness;
 
 use harness::fixtures::{app, at, endpoint, first_page, message};
-use harness::queue::delivery;
+use harness::queue::{delivery, record};
 use hookd_core::model::{DeliveryStatus, Message};
 use hookd_store::prelude::*;
-use hookd_store::{BackgroundTask, TaskFilter, TaskStatus, TaskWork};
+use hookd_store::{BackgroundTask, ReplayFilter, TaskFilter, TaskStatus, TaskWork};
 
 /// Runs chunks of `chunk` messages until no task is left running; returns each chunk's
 /// (scanned so far, queued by the chunk).
@@ -67,6 +67,67 @@ async fn a_replay_queues_what_the_endpoint_missed_in_its_range_once(store: &dyn 
     let done = store.get_task(&task.id).await.unwrap().unwrap();
     assert_eq!(done.status, TaskStatus::Finished);
     assert_eq!((done.scanned, done.done), (4, 1));
+}
+
+async fn a_bulk_replay_sends_again_what_its_filter_takes(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    let ep = endpoint(&a, None, None, None);
+    store.create_endpoint(&ep).await.unwrap();
+    let succeeded = publish(store, message(&a, "order.shipped", None, None, 100)).await;
+    let failed = publish(store, message(&a, "order.shipped", None, None, 200)).await;
+    let other_type = publish(store, message(&a, "invoice.paid", None, None, 300)).await;
+    record(
+        store,
+        &succeeded,
+        &ep,
+        1_000,
+        DeliveryStatus::Success,
+        1,
+        None,
+    )
+    .await
+    .unwrap();
+    for msg in [&failed, &other_type] {
+        record(store, msg, &ep, 1_000, DeliveryStatus::Fail, 5, None)
+            .await
+            .unwrap();
+    }
+    let filter = ReplayFilter {
+        event_types: Some(vec!["order.shipped".into()]),
+        status: Some(DeliveryStatus::Fail.code()),
+        status_code_class: Some(500),
+        ..ReplayFilter::default()
+    };
+    let work = TaskWork::BulkReplay {
+        endpoint: ep.id.clone(),
+        since: at(0),
+        until: None,
+        filter,
+    };
+    let task = BackgroundTask::new(a.id.clone(), work, at(2_000));
+    store.create_task(&task).await.unwrap();
+
+    let steps = run_tasks(store, 10).await;
+
+    assert_eq!(steps, [(3, 1)], "one chunk looked at the three, sent one");
+    let again = delivery(store, &failed, &ep).await.unwrap();
+    assert_eq!(
+        again.status,
+        DeliveryStatus::Pending,
+        "the failed one is sent again"
+    );
+    assert_eq!(again.next_attempt_at, Some(at(10_000)));
+    for kept in [&succeeded, &other_type] {
+        let delivery = delivery(store, kept, &ep).await.unwrap();
+        assert_ne!(delivery.status, DeliveryStatus::Pending, "{}", kept.id);
+    }
+    let done = store.get_task(&task.id).await.unwrap().unwrap();
+    assert_eq!(
+        (done.status, done.scanned, done.done),
+        (TaskStatus::Finished, 3, 1)
+    );
+    assert_eq!(done.work, task.work, "the filter is kept as given");
 }
 
 async fn a_replay_to_a_deleted_endpoint_fails_and_says_why(store: &dyn Store) {
@@ -158,6 +219,7 @@ async fn tasks_are_listed_newest_first_and_filtered(store: &dyn Store) {
 
 behaviour!(
     a_replay_queues_what_the_endpoint_missed_in_its_range_once,
+    a_bulk_replay_sends_again_what_its_filter_takes,
     a_replay_to_a_deleted_endpoint_fails_and_says_why,
     expunging_all_contents_drops_every_payload_of_the_application_only,
     tasks_are_listed_newest_first_and_filtered,

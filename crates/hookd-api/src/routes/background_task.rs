@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use hookd_core::{TaskId, Timestamp};
-use hookd_store::{BackgroundTask, TaskFilter, TaskStatus, TaskWork};
+use hookd_store::{BackgroundTask, ReplayFilter, TaskFilter, TaskStatus, TaskWork};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -24,6 +24,10 @@ pub fn routes() -> Router<ApiState> {
             post(replay_missing),
         )
         .route(
+            "/app/{app_id}/endpoint/{endpoint_id}/bulk-replay",
+            post(bulk_replay),
+        )
+        .route(
             "/app/{app_id}/msg/expunge-all-contents",
             post(expunge_all_contents),
         )
@@ -36,6 +40,47 @@ pub fn routes() -> Router<ApiState> {
 pub(crate) struct ReplayIn {
     since: String,
     until: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct BulkReplayIn {
+    since: String,
+    until: Option<String>,
+    event_types: Option<Vec<String>>,
+    channel: Option<String>,
+    tag: Option<String>,
+    /// The delivery's status: 0 succeeded, 1 pending, 2 failed, 3 sending.
+    status: Option<i16>,
+    /// The last attempt's status class: 0 (no answer), 100, 200, 300, 400 or 500.
+    status_code_class: Option<u16>,
+}
+
+impl BulkReplayIn {
+    fn filter(self) -> Result<ReplayFilter, ApiError> {
+        if self.status.is_some_and(|status| !(0..=3).contains(&status)) {
+            return Err(ApiError::body_field(
+                "status",
+                "must be 0 (success), 1 (pending), 2 (fail) or 3 (sending)",
+            ));
+        }
+        if self
+            .status_code_class
+            .is_some_and(|class| class % 100 != 0 || class > 500)
+        {
+            return Err(ApiError::body_field(
+                "statusCodeClass",
+                "must be 0, 100, 200, 300, 400 or 500",
+            ));
+        }
+        Ok(ReplayFilter {
+            event_types: self.event_types,
+            channel: self.channel,
+            tag: self.tag,
+            status: self.status,
+            status_code_class: self.status_code_class,
+        })
+    }
 }
 
 /// A task as it starts: `ReplayOut` and `ExpungeAllContentsOut` in Svix's API.
@@ -84,6 +129,19 @@ impl From<BackgroundTask> for BackgroundTaskOut {
                 "messagesScanned": task.scanned,
                 "messagesSent": task.done,
             }),
+            TaskWork::BulkReplay {
+                endpoint,
+                since,
+                until,
+                filter,
+            } => json!({
+                "endpointId": endpoint.as_str(),
+                "since": since.to_rfc3339(),
+                "until": until.map(Timestamp::to_rfc3339),
+                "filter": filter,
+                "messagesScanned": task.scanned,
+                "messagesSent": task.done,
+            }),
             TaskWork::ExpungeAllContents => json!({
                 "messagesScanned": task.scanned,
                 "messagesPurged": task.done,
@@ -117,6 +175,16 @@ async fn start(
     Ok((StatusCode::ACCEPTED, Json(TaskStarted::from(&task))))
 }
 
+/// `since` and `until` (when given) of a replay, checked.
+fn range(since: &str, until: Option<&str>) -> Result<(Timestamp, Option<Timestamp>), ApiError> {
+    let since = time_field("since", since)?;
+    let until = until.map(|until| time_field("until", until)).transpose()?;
+    if until.is_some_and(|until| until <= since) {
+        return Err(ApiError::body_field("until", "must be later than `since`"));
+    }
+    Ok((since, until))
+}
+
 async fn replay_missing(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
@@ -124,19 +192,29 @@ async fn replay_missing(
     JsonBody(input): JsonBody<ReplayIn>,
 ) -> Result<(StatusCode, Json<TaskStarted>), ApiError> {
     let ep = endpoint::find(&state, &principal, &app_id, &endpoint_id).await?;
-    let since = time_field("since", &input.since)?;
-    let until = input
-        .until
-        .as_deref()
-        .map(|until| time_field("until", until))
-        .transpose()?;
-    if until.is_some_and(|until| until <= since) {
-        return Err(ApiError::body_field("until", "must be later than `since`"));
-    }
+    let (since, until) = range(&input.since, input.until.as_deref())?;
     let work = TaskWork::ReplayMissing {
         endpoint: ep.id,
         since,
         until,
+    };
+    let now = state.clock().now();
+    start(&state, BackgroundTask::new(ep.app_id, work, now)).await
+}
+
+async fn bulk_replay(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    JsonBody(input): JsonBody<BulkReplayIn>,
+) -> Result<(StatusCode, Json<TaskStarted>), ApiError> {
+    let ep = endpoint::find(&state, &principal, &app_id, &endpoint_id).await?;
+    let (since, until) = range(&input.since, input.until.as_deref())?;
+    let work = TaskWork::BulkReplay {
+        endpoint: ep.id,
+        since,
+        until,
+        filter: input.filter()?,
     };
     let now = state.clock().now();
     start(&state, BackgroundTask::new(ep.app_id, work, now)).await
@@ -228,8 +306,9 @@ mod tests {
     use crate::routes::described::{assert_reads_as_described, assert_shows_as_described};
 
     #[test]
-    fn the_replay_request_reads_what_the_document_describes() {
+    fn the_replay_requests_read_what_the_document_describes() {
         assert_reads_as_described::<ReplayIn>("ReplayIn");
+        assert_reads_as_described::<BulkReplayIn>("BulkReplayIn");
     }
 
     #[test]

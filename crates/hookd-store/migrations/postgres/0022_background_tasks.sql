@@ -1,5 +1,6 @@
--- hookd schema v22 (PostgreSQL): background tasks (replaying what an endpoint missed, expunging an
--- application's payloads), run in chunks; `cursor` is the last message id a chunk finished.
+-- hookd schema v22 (PostgreSQL): background tasks (replaying what an endpoint
+-- missed or sending its messages again, expunging an application's payloads), run in chunks;
+-- `cursor` is the last message id a chunk finished, `filter` a bulk replay's (JSON).
 CREATE TABLE background_tasks (
     id          TEXT PRIMARY KEY,
     app_id      TEXT NOT NULL REFERENCES applications(id) ON DELETE CASCADE,
@@ -7,6 +8,7 @@ CREATE TABLE background_tasks (
     endpoint_id TEXT,
     since_ms    BIGINT,
     until_ms    BIGINT,
+    filter      TEXT,
     status      TEXT NOT NULL,
     scanned     BIGINT NOT NULL DEFAULT 0,
     done        BIGINT NOT NULL DEFAULT 0,

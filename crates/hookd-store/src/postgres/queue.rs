@@ -132,26 +132,9 @@ impl DeliveryQueue for PgStore {
         // is written waiting, then the oldest waiting of its key queued unless one is (it may
         // be this one), in the same transaction.
         let mut tx = self.pool.begin().await?;
-        let queued: Option<Option<String>> = sqlx::query_scalar(
-            "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
-             next_attempt_at, updated_at, manual, ordering_key)
-             VALUES ($1, $2, $3, 0, $4, $4, true,
-                     (SELECT CASE WHEN e.strict_order THEN '' ELSE m.ordering_key END
-                      FROM messages m, endpoints e WHERE m.id = $1 AND e.id = $2))
-             ON CONFLICT (message_id, endpoint_id) DO UPDATE SET status = $3,
-             next_attempt_at = CASE WHEN deliveries.ordering_key IS NULL THEN $4 END,
-             updated_at = $4, manual = true
-             WHERE deliveries.status <> $5
-             RETURNING ordering_key",
-        )
-        .bind(message.as_str())
-        .bind(endpoint.as_str())
-        .bind(i64::from(DeliveryStatus::Pending.code()))
-        .bind(now.as_millis())
-        .bind(i64::from(DeliveryStatus::Sending.code()))
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(missing("message"))?;
+        let queued = resend_one(&mut tx, message.as_str(), endpoint, now)
+            .await
+            .map_err(missing("message"))?;
         let Some(key) = queued else {
             return Ok(false);
         };
@@ -296,7 +279,37 @@ fn sql_count(n: usize) -> i64 {
 /// For each of `keys` of `endpoint`, makes its oldest waiting delivery due at `at` unless one
 /// is queued already (the function `queue_next_in_order`, under the key's lock), in the order
 /// of the keys' locks.
-async fn queue_next_in_order(
+/// Queues one manual attempt of `message` to `endpoint` (a resend), unless its delivery is in
+/// flight (`None`); a delivery with an ordering key is written waiting, and its key returned
+/// for the caller to queue the key's oldest (`Some(Some(key))`).
+pub(super) async fn resend_one(
+    conn: &mut sqlx::PgConnection,
+    message: &str,
+    endpoint: &EndpointId,
+    now: Timestamp,
+) -> Result<Option<Option<String>>, sqlx::Error> {
+    sqlx::query_scalar(
+        "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
+         next_attempt_at, updated_at, manual, ordering_key)
+         VALUES ($1, $2, $3, 0, $4, $4, true,
+                 (SELECT CASE WHEN e.strict_order THEN '' ELSE m.ordering_key END
+                  FROM messages m, endpoints e WHERE m.id = $1 AND e.id = $2))
+         ON CONFLICT (message_id, endpoint_id) DO UPDATE SET status = $3,
+         next_attempt_at = CASE WHEN deliveries.ordering_key IS NULL THEN $4 END,
+         updated_at = $4, manual = true
+         WHERE deliveries.status <> $5
+         RETURNING ordering_key",
+    )
+    .bind(message)
+    .bind(endpoint.as_str())
+    .bind(i64::from(DeliveryStatus::Pending.code()))
+    .bind(now.as_millis())
+    .bind(i64::from(DeliveryStatus::Sending.code()))
+    .fetch_optional(conn)
+    .await
+}
+
+pub(super) async fn queue_next_in_order(
     conn: &mut sqlx::PgConnection,
     endpoint: &EndpointId,
     keys: &[String],

@@ -97,32 +97,7 @@ impl DeliveryQueue for SqliteStore {
                 // A delivery in flight (`sending`) is left alone: the update's WHERE fails. One
                 // with an ordering key is written waiting, then the oldest waiting of its key
                 // queued unless one is (it may be this one).
-                let queued = conn
-                    .prepare_cached(
-                        "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
-                         next_attempt_at, updated_at, manual, ordering_key)
-                         SELECT ?1, ?2, ?3, 0, CASE WHEN k.key IS NULL THEN ?4 END, ?4, 1, k.key
-                         FROM (SELECT (SELECT CASE WHEN e.strict_order THEN '' ELSE m.ordering_key END
-                                       FROM messages m, endpoints e
-                                       WHERE m.id = ?1 AND e.id = ?2) AS key) k
-                         WHERE true
-                         ON CONFLICT (message_id, endpoint_id) DO UPDATE SET status = ?3,
-                         next_attempt_at = CASE WHEN deliveries.ordering_key IS NULL THEN ?4 END,
-                         updated_at = ?4, manual = 1
-                         WHERE deliveries.status <> ?5
-                         RETURNING ordering_key",
-                    )?
-                    .query_row(
-                        params![
-                            message.as_str(),
-                            endpoint.as_str(),
-                            DeliveryStatus::Pending.code(),
-                            now.as_millis(),
-                            DeliveryStatus::Sending.code(),
-                        ],
-                        |row| row.get::<_, Option<String>>(0),
-                    )
-                    .optional();
+                let queued = resend_one(conn, &message, &endpoint, now);
                 match queued {
                     Ok(Some(key)) => {
                         if let Some(key) = key {
@@ -314,6 +289,42 @@ static RECOVER: LazyLock<String> = LazyLock::new(|| {
 /// that key is queued already. The triggers of schema v12 do the same whenever a queued
 /// delivery leaves the queue; this is for deliveries made to wait (resend, recover) while
 /// none of their key was queued.
+/// Queues one manual attempt of `message` to `endpoint` (a resend), unless its delivery is in
+/// flight (`None`); a delivery with an ordering key is written waiting, and its key returned
+/// for the caller to queue the key's oldest (`Some(Some(key))`).
+pub(super) fn resend_one(
+    conn: &Connection,
+    message: &MessageId,
+    endpoint: &EndpointId,
+    now: Timestamp,
+) -> rusqlite::Result<Option<Option<String>>> {
+    conn.prepare_cached(
+        "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
+         next_attempt_at, updated_at, manual, ordering_key)
+         SELECT ?1, ?2, ?3, 0, CASE WHEN k.key IS NULL THEN ?4 END, ?4, 1, k.key
+         FROM (SELECT (SELECT CASE WHEN e.strict_order THEN '' ELSE m.ordering_key END
+                       FROM messages m, endpoints e
+                       WHERE m.id = ?1 AND e.id = ?2) AS key) k
+         WHERE true
+         ON CONFLICT (message_id, endpoint_id) DO UPDATE SET status = ?3,
+         next_attempt_at = CASE WHEN deliveries.ordering_key IS NULL THEN ?4 END,
+         updated_at = ?4, manual = 1
+         WHERE deliveries.status <> ?5
+         RETURNING ordering_key",
+    )?
+    .query_row(
+        params![
+            message.as_str(),
+            endpoint.as_str(),
+            DeliveryStatus::Pending.code(),
+            now.as_millis(),
+            DeliveryStatus::Sending.code(),
+        ],
+        |row| row.get::<_, Option<String>>(0),
+    )
+    .optional()
+}
+
 pub(super) fn queue_next_in_order(
     conn: &Connection,
     endpoint: &EndpointId,

@@ -9,14 +9,17 @@ use hookd_core::{AppId, EndpointId, TaskId, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use super::queue::queue_next_in_order;
+use super::queue::{queue_next_in_order, resend_one};
 use super::rows::{self, collect};
 use super::{ListQuery, SqliteStore, text};
 use crate::columns::ENDPOINT_COLUMNS;
 use crate::json::decode_opt;
-use crate::store::tasks::{Candidate, Chunk, TASK_COLUMNS, TaskRow, replay_start, task_from_row};
+use crate::store::tasks::{
+    Candidate, Chunk, SentRow, TASK_COLUMNS, TaskRow, replay_start, task_from_row,
+};
 use crate::{
-    BackgroundTask, Page, PageRequest, StoreError, TaskFilter, TaskStep, TaskStore, TaskWork,
+    BackgroundTask, Page, PageRequest, ReplayFilter, StoreError, TaskFilter, TaskStep, TaskStore,
+    TaskWork,
 };
 
 #[async_trait]
@@ -25,11 +28,11 @@ impl TaskStore for SqliteStore {
         let task = task.clone();
         self.db
             .write(move |conn| {
-                let (endpoint, since, until) = task.work.columns();
+                let (endpoint, since, until, filter) = task.work.columns();
                 conn.prepare_cached(
                     "INSERT INTO background_tasks (id, app_id, kind, endpoint_id, since_ms,
-                     until_ms, status, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+                     until_ms, filter, status, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
                 )?
                 .execute(params![
                     task.id.as_str(),
@@ -38,6 +41,7 @@ impl TaskStore for SqliteStore {
                     endpoint,
                     since,
                     until,
+                    filter,
                     task.status.as_str(),
                     task.created_at.as_millis(),
                 ])?;
@@ -103,6 +107,7 @@ fn task(row: &Row<'_>) -> rows::Decoded<BackgroundTask> {
         row.get(9)?,
         row.get(10)?,
         row.get(11)?,
+        row.get(12)?,
     );
     task_from_row(columns)
 }
@@ -115,7 +120,7 @@ fn step(conn: &Connection, chunk: usize, now: Timestamp) -> Result<Option<TaskSt
     );
     let found = conn
         .prepare_cached(&sql)?
-        .query_row([], |row| Ok((task(row), row.get::<_, Option<String>>(12)?)))
+        .query_row([], |row| Ok((task(row), row.get::<_, Option<String>>(13)?)))
         .optional()?;
     let Some((task, cursor)) = found else {
         return Ok(None);
@@ -136,6 +141,15 @@ fn step(conn: &Connection, chunk: usize, now: Timestamp) -> Result<Option<TaskSt
             chunk,
             now,
         )?,
+        TaskWork::BulkReplay {
+            endpoint,
+            since,
+            until,
+            filter,
+        } => {
+            let range = (*since, *until, cursor.as_deref());
+            bulk_replay_chunk(conn, &task.app_id, endpoint, range, filter, chunk, now)?
+        }
         TaskWork::ExpungeAllContents => {
             expunge_chunk(conn, &task.app_id, cursor.as_deref(), chunk)?
         }
@@ -241,6 +255,86 @@ fn replay_chunk(
         ])?;
         keys.extend(key);
         queued += 1;
+    }
+    for key in &keys {
+        queue_next_in_order(conn, endpoint, key, now)?;
+    }
+    Ok(Chunk {
+        scanned,
+        done: queued,
+        queued,
+        cursor,
+        failure: None,
+    })
+}
+
+/// A replay's bounds: since, until, and the last message a chunk finished.
+type Range<'a> = (Timestamp, Option<Timestamp>, Option<&'a str>);
+
+fn bulk_replay_chunk(
+    conn: &Connection,
+    app: &AppId,
+    endpoint: &EndpointId,
+    (since, until, cursor): Range<'_>,
+    filter: &ReplayFilter,
+    chunk: usize,
+    now: Timestamp,
+) -> Result<Chunk, StoreError> {
+    let sql =
+        format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1 AND e.app_id = ?2");
+    if collect(
+        conn,
+        &sql,
+        [endpoint.as_str(), app.as_str()],
+        rows::endpoint,
+    )?
+    .is_empty()
+    {
+        return Ok(Chunk::failed("endpoint: was deleted"));
+    }
+    let until = until.map(|until| hookd_core::MessageId::lowest_at(until).to_string());
+    let sent = conn
+        .prepare_cached(
+            "SELECT m.id, m.event_type, m.channels, m.tags, d.status,
+                    (SELECT a.response_status_code FROM attempts a
+                     WHERE a.message_id = m.id AND a.endpoint_id = ?3
+                     ORDER BY a.id DESC LIMIT 1)
+             FROM messages m JOIN deliveries d ON d.message_id = m.id AND d.endpoint_id = ?3
+             WHERE m.app_id = ?1 AND m.id >= ?2 AND (?4 IS NULL OR m.id < ?4)
+               AND m.payload IS NOT NULL
+             ORDER BY m.id LIMIT ?5",
+        )?
+        .query_map(
+            params![
+                app.as_str(),
+                replay_start(since, cursor),
+                endpoint.as_str(),
+                until,
+                chunk as i64
+            ],
+            |row| {
+                Ok(SentRow {
+                    id: row.get(0)?,
+                    event_type: row.get(1)?,
+                    channels: row.get(2)?,
+                    tags: row.get(3)?,
+                    status: row.get(4)?,
+                    last_code: row.get(5)?,
+                })
+            },
+        )?
+        .collect::<Result<Vec<_>, _>>()?;
+    let (scanned, cursor) = (sent.len(), sent.last().map(|row| row.id.clone()));
+    let (mut queued, mut keys) = (0, BTreeSet::new());
+    for row in sent {
+        if !row.taken_by(filter)? {
+            continue;
+        }
+        let message = hookd_core::MessageId::from_stored(row.id);
+        if let Some(key) = resend_one(conn, &message, endpoint, now)? {
+            keys.extend(key);
+            queued += 1;
+        }
     }
     for key in &keys {
         queue_next_in_order(conn, endpoint, key, now)?;

@@ -34,7 +34,9 @@ pub use notices::NoticeStore;
 pub(crate) use notices::sql as notice_sql;
 pub use outbox::{OutboxStore, RelayRules, Relayed, RowFate, Wakeups};
 pub use retention::{EXPUNGED, PurgeCursor, PurgeRequest, Purged, RetentionStore};
-pub use tasks::{BackgroundTask, TaskFilter, TaskStatus, TaskStep, TaskStore, TaskWork};
+pub use tasks::{
+    BackgroundTask, ReplayFilter, TaskFilter, TaskStatus, TaskStep, TaskStore, TaskWork,
+};
 
 use crate::DeliveryQueue;
 

@@ -23,8 +23,58 @@ pub enum TaskWork {
         since: Timestamp,
         until: Option<Timestamp>,
     },
+    /// Sends again, to `endpoint`, every message of its application created in
+    /// `[since, until)` that was sent to it before (succeeded or failed) and that `filter`
+    /// takes, as a resend does (same `webhook-id`, a manual attempt). Deliveries in flight, and
+    /// messages whose payload is gone, are left out.
+    BulkReplay {
+        endpoint: EndpointId,
+        since: Timestamp,
+        until: Option<Timestamp>,
+        filter: ReplayFilter,
+    },
     /// Drops the payload of every message of the application.
     ExpungeAllContents,
+}
+
+/// Which of an endpoint's messages a bulk replay sends again; every condition given must hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayFilter {
+    /// The message's event type is one of these.
+    pub event_types: Option<Vec<String>>,
+    /// The message is on this channel.
+    pub channel: Option<String>,
+    /// The message has this tag.
+    pub tag: Option<String>,
+    /// The delivery's status code (`DeliveryStatus::code`).
+    pub status: Option<i16>,
+    /// The last attempt's HTTP status class: 0 (no answer), 100, 200, 300, 400 or 500.
+    pub status_code_class: Option<u16>,
+}
+
+impl ReplayFilter {
+    /// Whether the filter takes a message of `event_type` on `channels` with `tags`, whose
+    /// delivery has `status` and whose last attempt answered `last_code` (0: no answer).
+    pub fn takes(
+        &self,
+        event_type: &str,
+        channels: Option<&[String]>,
+        tags: Option<&[String]>,
+        status: i16,
+        last_code: Option<i64>,
+    ) -> bool {
+        let has = |list: Option<&[String]>, item: &String| list.is_some_and(|l| l.contains(item));
+        self.event_types
+            .as_ref()
+            .is_none_or(|types| types.iter().any(|t| t == event_type))
+            && self.channel.as_ref().is_none_or(|c| has(channels, c))
+            && self.tag.as_ref().is_none_or(|t| has(tags, t))
+            && self.status.is_none_or(|s| s == status)
+            && self
+                .status_code_class
+                .is_none_or(|class| i64::from(class) == last_code.unwrap_or(0) / 100 * 100)
+    }
 }
 
 impl TaskWork {
@@ -32,6 +82,7 @@ impl TaskWork {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::ReplayMissing { .. } => "endpoint.replay",
+            Self::BulkReplay { .. } => "endpoint.bulk-replay",
             Self::ExpungeAllContents => "application.purge_content",
         }
     }
@@ -140,7 +191,7 @@ pub trait TaskStore: Send + Sync {
 
 /// The columns both stores select a task as, in this order.
 pub(crate) const TASK_COLUMNS: &str = "id, app_id, kind, endpoint_id, since_ms, until_ms, \
-     status, scanned, done, error, created_at, updated_at";
+     status, scanned, done, error, created_at, updated_at, filter";
 
 /// A task's row as selected by [`TASK_COLUMNS`].
 pub(crate) type TaskRow = (
@@ -156,18 +207,28 @@ pub(crate) type TaskRow = (
     Option<String>,
     i64,
     i64,
+    Option<String>,
 );
 
 /// Decodes a [`TaskRow`]; a kind or status this version does not know is corrupt data.
 pub(crate) fn task_from_row(row: TaskRow) -> Result<BackgroundTask, StoreError> {
-    let (id, app, kind, endpoint, since, until, status, scanned, done, error, created, updated) =
-        row;
+    let (id, app, kind, endpoint, since, until, status) =
+        (row.0, row.1, row.2, row.3, row.4, row.5, row.6);
+    let (scanned, done, error, created, updated, filter) =
+        (row.7, row.8, row.9, row.10, row.11, row.12);
     let corrupt = |what: &str| StoreError::Corrupt(format!("background task {id}: {what}"));
     let work = match (kind.as_str(), endpoint, since) {
         ("endpoint.replay", Some(endpoint), Some(since)) => TaskWork::ReplayMissing {
             endpoint: EndpointId::from_stored(endpoint),
             since: Timestamp::from_millis(since),
             until: until.map(Timestamp::from_millis),
+        },
+        ("endpoint.bulk-replay", Some(endpoint), Some(since)) => TaskWork::BulkReplay {
+            endpoint: EndpointId::from_stored(endpoint),
+            since: Timestamp::from_millis(since),
+            until: until.map(Timestamp::from_millis),
+            filter: serde_json::from_str(filter.as_deref().unwrap_or("{}"))
+                .map_err(|e| corrupt(&format!("filter: {e}")))?,
         },
         ("application.purge_content", _, _) => TaskWork::ExpungeAllContents,
         _ => return Err(corrupt(&format!("unknown task {kind:?}"))),
@@ -187,8 +248,9 @@ pub(crate) fn task_from_row(row: TaskRow) -> Result<BackgroundTask, StoreError> 
 }
 
 impl TaskWork {
-    /// The columns a task's work is kept in: endpoint, since and until (unix ms).
-    pub(crate) fn columns(&self) -> (Option<&str>, Option<i64>, Option<i64>) {
+    /// The columns a task's work is kept in: endpoint, since and until (unix ms), and a bulk
+    /// replay's filter (JSON).
+    pub(crate) fn columns(&self) -> (Option<&str>, Option<i64>, Option<i64>, Option<String>) {
         match self {
             Self::ReplayMissing {
                 endpoint,
@@ -198,8 +260,20 @@ impl TaskWork {
                 Some(endpoint.as_str()),
                 Some(since.as_millis()),
                 until.map(Timestamp::as_millis),
+                None,
             ),
-            Self::ExpungeAllContents => (None, None, None),
+            Self::BulkReplay {
+                endpoint,
+                since,
+                until,
+                filter,
+            } => (
+                Some(endpoint.as_str()),
+                Some(since.as_millis()),
+                until.map(Timestamp::as_millis),
+                Some(serde_json::to_string(filter).expect("a filter serializes")),
+            ),
+            Self::ExpungeAllContents => (None, None, None, None),
         }
     }
 }
@@ -228,6 +302,34 @@ impl Candidate {
                 &self.event_type,
                 self.channels.as_deref(),
             )
+    }
+}
+
+/// A message sent to an endpoint before, as a bulk replay chunk selects it.
+pub(crate) struct SentRow {
+    pub id: String,
+    pub event_type: String,
+    /// JSON text, as stored.
+    pub channels: Option<String>,
+    pub tags: Option<String>,
+    /// Its delivery's status code.
+    pub status: i16,
+    /// Its last attempt's HTTP status, if it had one.
+    pub last_code: Option<i64>,
+}
+
+impl SentRow {
+    /// Whether `filter` takes it.
+    pub fn taken_by(&self, filter: &ReplayFilter) -> Result<bool, StoreError> {
+        let channels: Option<Vec<String>> = crate::json::decode_opt(self.channels.clone())?;
+        let tags: Option<Vec<String>> = crate::json::decode_opt(self.tags.clone())?;
+        Ok(filter.takes(
+            &self.event_type,
+            channels.as_deref(),
+            tags.as_deref(),
+            self.status,
+            self.last_code,
+        ))
     }
 }
 
