@@ -781,6 +781,52 @@ TASK_SCHEMAS = {
 TASK_PATHS["/api/v1/app/{app_id}/endpoint/{endpoint_id}/bulk-replay"] = {'post': {'description': "Sends again the messages of the application created since `since` (and before `until`, when given) that were sent to this endpoint before, succeeded or failed, and that the filters take (event types, channel, tag, the delivery's status, the last attempt's status class), as a background task.", 'operationId': 'v1.endpoint.bulk-replay', 'summary': 'Bulk Replay Messages', 'tags': ['Endpoint'], 'parameters': [{'in': 'path', 'name': 'app_id', 'required': True, 'schema': {'type': 'string'}, 'style': 'simple'}, {'in': 'path', 'name': 'endpoint_id', 'required': True, 'schema': {'type': 'string'}, 'style': 'simple'}], 'requestBody': {'content': {'application/json': {'schema': {'$ref': '#/components/schemas/BulkReplayIn'}}}, 'required': True}, 'responses': {'202': {'content': {'application/json': {'schema': {'$ref': '#/components/schemas/ReplayOut'}}}, 'description': ''}, '401': {'description': 'Unauthorized'}, '403': {'description': 'Forbidden'}, '404': {'description': 'Not Found'}, '422': {'description': 'Validation Error'}}}}
 TASK_SCHEMAS["BulkReplayIn"] = BULK_REPLAY_IN
 
+STATS_IN = {
+    "properties": {
+        "since": {"format": "date-time", "type": "string"},
+        "until": {"format": "date-time", "type": "string"},
+        "appIds": {"description": "Application ids or uids; every application without it.",
+                   "items": {"type": "string"}, "nullable": True, "type": "array"},
+    },
+    "required": ["since", "until"],
+    "type": "object",
+}
+STATS_OUT = {
+    "properties": {
+        **TASK_SCHEMAS["ReplayOut"]["properties"],
+        "unresolvedAppIds": {"items": {"type": "string"}, "type": "array"},
+    },
+    "required": TASK_SCHEMAS["ReplayOut"]["required"] + ["unresolvedAppIds"],
+    "type": "object",
+}
+TASK_PATHS["/api/v1/stats/usage/app"] = {"post": {
+    "description": "Counts, per application, the deliveries (message destinations) of its "
+    "messages created in the period, as a background task; its data's `appStats` holds the "
+    "counts (admin only).",
+    "operationId": "v1.statistics.aggregate-app-stats", "summary": "Aggregate App Stats",
+    "tags": ["Statistics"],
+    "requestBody": {"content": {"application/json": {"schema": {
+        "$ref": "#/components/schemas/AppUsageStatsIn"}}}, "required": True},
+    "responses": {"202": {"content": {"application/json": {"schema": {
+        "$ref": "#/components/schemas/AppUsageStatsOut"}}}, "description": ""},
+        "401": {"description": "Unauthorized"}, "403": {"description": "Forbidden"},
+        "422": {"description": "Validation Error"}},
+}}
+TASK_PATHS["/api/v1/stats/usage/event-types"] = {"put": {
+    "description": "Lists, per application, the event types its endpoints subscribe to by "
+    "name and whether one takes every type, as a background task (its data's `event_types`; "
+    "admin only).",
+    "operationId": "v1.statistics.aggregate-event-types", "summary": "Aggregate Event Types",
+    "tags": ["Statistics"],
+    "responses": {"202": {"content": {"application/json": {"schema": {
+        "$ref": "#/components/schemas/AggregateEventTypesOut"}}}, "description": ""},
+        "401": {"description": "Unauthorized"}, "403": {"description": "Forbidden"}},
+}}
+TASK_SCHEMAS["AppUsageStatsIn"] = STATS_IN
+TASK_SCHEMAS["AppUsageStatsOut"] = STATS_OUT
+TASK_SCHEMAS["AggregateEventTypesOut"] = TASK_SCHEMAS["ReplayOut"]
+TASK_SCHEMAS["BackgroundTaskType"]["enum"] += ["application.stats", "event-type.aggregate"]
+
 
 def add_hookd_operations(document):
     document["paths"].update(HOOKD_PATHS)

@@ -90,6 +90,9 @@ def main(base, token, receiver_url):
         "BackgroundTaskOut": api("GET", f"/background-task/{replay['id']}"),
         "ListResponseBackgroundTaskOut": api("GET", "/background-task"),
         "ExpungeAllContentsOut": api("POST", f"/app/{app['id']}/msg/expunge-all-contents"),
+        "AppUsageStatsOut": api("POST", "/stats/usage/app",
+                                {"since": "2020-01-01T00:00:00Z", "until": "2100-01-01T00:00:00Z"}),
+        "AggregateEventTypesOut": api("PUT", "/stats/usage/event-types"),
     })
     wrong = []
     for model, body in answered.items():

@@ -14,6 +14,7 @@ import uuid
 from datetime import datetime, timezone
 
 from svix.models import (
+    AppUsageStatsIn,
     BackgroundTaskType,
     BulkReplayIn,
     MessageStatus,
@@ -144,6 +145,18 @@ def background_tasks(svix, receiver_url):
     check(str(bulk.task) == "endpoint.bulk-replay", "endpoint.bulk_replay")
     resent = wait_for("the bulk replay", lambda: _finished(svix, bulk.id))
     check(resent.data["messagesSent"] == 2, "the bulk replay sent both again")
+    now = datetime.now(timezone.utc)
+    usage = svix.statistics.aggregate_app_stats(
+        AppUsageStatsIn(since=since, until=now, app_ids=[app.id, "no-such-app"]))
+    check(usage.unresolved_app_ids == ["no-such-app"], "statistics.aggregate_app_stats")
+    counted = wait_for("the app stats", lambda: _finished(svix, usage.id))
+    check(counted.data["appStats"] == [{"appId": app.id, "appUid": None, "messageDestinations": 2}],
+          "app stats count the two deliveries")
+    aggregate = svix.statistics.aggregate_event_types()
+    listed = wait_for("the event-type aggregate", lambda: _finished(svix, aggregate.id))
+    mine = [line for line in listed.data["event_types"] if line["appId"] == app.id]
+    check(mine == [{"appId": app.id, "explicitlySubscribedEventTypes": [], "hasCatchAllEndpoint": True}],
+          "statistics.aggregate_event_types")
     purge = svix.message.expunge_all_contents(app.id)
     check(str(purge.task) == "application.purge_content", "message.expunge_all_contents")
     purged = wait_for("the expunge", lambda: _finished(svix, purge.id))

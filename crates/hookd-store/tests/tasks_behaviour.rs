@@ -45,7 +45,7 @@ async fn a_replay_queues_what_the_endpoint_missed_in_its_range_once(store: &dyn 
         since: at(150),
         until: Some(at(800)),
     };
-    let task = BackgroundTask::new(a.id.clone(), work, at(1_000));
+    let task = BackgroundTask::new(Some(a.id.clone()), work, at(1_000));
     store.create_task(&task).await.unwrap();
 
     let steps = run_tasks(store, 2).await;
@@ -105,7 +105,7 @@ async fn a_bulk_replay_sends_again_what_its_filter_takes(store: &dyn Store) {
         until: None,
         filter,
     };
-    let task = BackgroundTask::new(a.id.clone(), work, at(2_000));
+    let task = BackgroundTask::new(Some(a.id.clone()), work, at(2_000));
     store.create_task(&task).await.unwrap();
 
     let steps = run_tasks(store, 10).await;
@@ -140,7 +140,7 @@ async fn a_replay_to_a_deleted_endpoint_fails_and_says_why(store: &dyn Store) {
         since: at(0),
         until: None,
     };
-    let task = BackgroundTask::new(a.id.clone(), work, at(1_000));
+    let task = BackgroundTask::new(Some(a.id.clone()), work, at(1_000));
     store.create_task(&task).await.unwrap();
     store.delete_endpoint(&ep).await.unwrap();
 
@@ -160,7 +160,11 @@ async fn expunging_all_contents_drops_every_payload_of_the_application_only(stor
         messages.push(publish(store, message(&mine, "a.b", None, None, 100 + n)).await);
     }
     let kept = publish(store, message(&theirs, "a.b", None, None, 200)).await;
-    let task = BackgroundTask::new(mine.id.clone(), TaskWork::ExpungeAllContents, at(1_000));
+    let task = BackgroundTask::new(
+        Some(mine.id.clone()),
+        TaskWork::ExpungeAllContents,
+        at(1_000),
+    );
     store.create_task(&task).await.unwrap();
 
     run_tasks(store, 2).await;
@@ -188,8 +192,8 @@ async fn tasks_are_listed_newest_first_and_filtered(store: &dyn Store) {
     let (a, b) = (app(None, 0), app(None, 1));
     store.create_app(&a).await.unwrap();
     store.create_app(&b).await.unwrap();
-    let first = BackgroundTask::new(a.id.clone(), TaskWork::ExpungeAllContents, at(1));
-    let second = BackgroundTask::new(b.id.clone(), TaskWork::ExpungeAllContents, at(2));
+    let first = BackgroundTask::new(Some(a.id.clone()), TaskWork::ExpungeAllContents, at(1));
+    let second = BackgroundTask::new(Some(b.id.clone()), TaskWork::ExpungeAllContents, at(2));
     for task in [&first, &second] {
         store.create_task(task).await.unwrap();
     }
@@ -217,10 +221,56 @@ async fn tasks_are_listed_newest_first_and_filtered(store: &dyn Store) {
     assert_eq!(of_a.items[0].id, first.id);
 }
 
+async fn statistics_count_destinations_and_list_subscribed_event_types(store: &dyn Store) {
+    let (a, b) = (app(Some("acme"), 0), app(None, 1));
+    store.create_app(&a).await.unwrap();
+    store.create_app(&b).await.unwrap();
+    let filtered = endpoint(&a, None, Some(&["order.shipped", "invoice.paid"]), None);
+    store.create_endpoint(&filtered).await.unwrap();
+    let mut everything = endpoint(&a, None, None, None);
+    everything.id = hookd_core::EndpointId::new(at(2));
+    store.create_endpoint(&everything).await.unwrap();
+    publish(store, message(&a, "order.shipped", None, None, 100)).await;
+    publish(store, message(&a, "order.shipped", None, None, 900)).await;
+    publish(store, message(&b, "order.shipped", None, None, 100)).await;
+    let stats = TaskWork::AppStats {
+        since: at(0),
+        until: at(500),
+        apps: None,
+    };
+    let stats = BackgroundTask::new(None, stats, at(1_000));
+    let event_types = BackgroundTask::new(None, TaskWork::EventTypeAggregate, at(1_001));
+    for task in [&stats, &event_types] {
+        store.create_task(task).await.unwrap();
+    }
+
+    run_tasks(store, 10).await;
+
+    let stats = store.get_task(&stats.id).await.unwrap().unwrap();
+    assert_eq!(stats.status, TaskStatus::Finished);
+    let expected = serde_json::json!([
+        {"appId": a.id.as_str(), "appUid": "acme", "messageDestinations": 2},
+        {"appId": b.id.as_str(), "appUid": null, "messageDestinations": 0},
+    ]);
+    assert_eq!(
+        serde_json::Value::from(stats.results),
+        expected,
+        "two endpoints, one message in range"
+    );
+    let event_types = store.get_task(&event_types.id).await.unwrap().unwrap();
+    let expected = serde_json::json!([
+        {"appId": a.id.as_str(), "explicitlySubscribedEventTypes": ["invoice.paid", "order.shipped"],
+         "hasCatchAllEndpoint": true},
+        {"appId": b.id.as_str(), "explicitlySubscribedEventTypes": [], "hasCatchAllEndpoint": false},
+    ]);
+    assert_eq!(serde_json::Value::from(event_types.results), expected);
+}
+
 behaviour!(
     a_replay_queues_what_the_endpoint_missed_in_its_range_once,
     a_bulk_replay_sends_again_what_its_filter_takes,
     a_replay_to_a_deleted_endpoint_fails_and_says_why,
     expunging_all_contents_drops_every_payload_of_the_application_only,
     tasks_are_listed_newest_first_and_filtered,
+    statistics_count_destinations_and_list_subscribed_event_types,
 );

@@ -5,7 +5,7 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Extension, Json, Router};
 use hookd_core::{TaskId, Timestamp};
 use hookd_store::{BackgroundTask, ReplayFilter, TaskFilter, TaskStatus, TaskWork};
@@ -31,6 +31,8 @@ pub fn routes() -> Router<ApiState> {
             "/app/{app_id}/msg/expunge-all-contents",
             post(expunge_all_contents),
         )
+        .route("/stats/usage/app", post(app_stats))
+        .route("/stats/usage/event-types", put(aggregate_event_types))
         .route("/background-task", get(list))
         .route("/background-task/{task_id}", get(get_one))
 }
@@ -81,6 +83,23 @@ impl BulkReplayIn {
             status_code_class: self.status_code_class,
         })
     }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct AppUsageStatsIn {
+    since: String,
+    until: String,
+    app_ids: Option<Vec<String>>,
+}
+
+/// `AppUsageStatsOut`: the task, and the applications asked for that do not exist.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AppUsageStatsOut {
+    #[serde(flatten)]
+    task: TaskStarted,
+    unresolved_app_ids: Vec<String>,
 }
 
 /// A task as it starts: `ReplayOut` and `ExpungeAllContentsOut` in Svix's API.
@@ -146,8 +165,16 @@ impl From<BackgroundTask> for BackgroundTaskOut {
                 "messagesScanned": task.scanned,
                 "messagesPurged": task.done,
             }),
+            TaskWork::AppStats { since, until, .. } => json!({
+                "since": since.to_rfc3339(),
+                "until": until.to_rfc3339(),
+                "appStats": task.results,
+            }),
+            TaskWork::EventTypeAggregate => json!({ "event_types": task.results }),
         };
-        data["appId"] = json!(task.app_id.as_str());
+        if let Some(app) = &task.app_id {
+            data["appId"] = json!(app.as_str());
+        }
         if let Some(error) = &task.error {
             data["error"] = json!(error);
         }
@@ -199,7 +226,7 @@ async fn replay_missing(
         until,
     };
     let now = state.clock().now();
-    start(&state, BackgroundTask::new(ep.app_id, work, now)).await
+    start(&state, BackgroundTask::new(Some(ep.app_id), work, now)).await
 }
 
 async fn bulk_replay(
@@ -217,7 +244,7 @@ async fn bulk_replay(
         filter: input.filter()?,
     };
     let now = state.clock().now();
-    start(&state, BackgroundTask::new(ep.app_id, work, now)).await
+    start(&state, BackgroundTask::new(Some(ep.app_id), work, now)).await
 }
 
 async fn expunge_all_contents(
@@ -229,7 +256,61 @@ async fn expunge_all_contents(
     let now = state.clock().now();
     start(
         &state,
-        BackgroundTask::new(app.id, TaskWork::ExpungeAllContents, now),
+        BackgroundTask::new(Some(app.id), TaskWork::ExpungeAllContents, now),
+    )
+    .await
+}
+
+/// Counts each application's deliveries ("message destinations") of messages created in
+/// `[since, until)`: every application's, or those of `appIds` that exist (admin only).
+async fn app_stats(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    JsonBody(input): JsonBody<AppUsageStatsIn>,
+) -> Result<(StatusCode, Json<AppUsageStatsOut>), ApiError> {
+    principal.require_admin()?;
+    let since = time_field("since", &input.since)?;
+    let until = time_field("until", &input.until)?;
+    if until <= since {
+        return Err(ApiError::body_field("until", "must be later than `since`"));
+    }
+    let (mut apps, mut unresolved) = (None, Vec::new());
+    if let Some(asked) = input.app_ids {
+        let mut found = Vec::new();
+        for id_or_uid in asked {
+            match state.store().get_app(&id_or_uid).await? {
+                Some(app) => found.push(app.id),
+                None => unresolved.push(id_or_uid),
+            }
+        }
+        if found.is_empty() {
+            return Err(ApiError::body_field(
+                "appIds",
+                "none of these applications exists",
+            ));
+        }
+        apps = Some(found);
+    }
+    let work = TaskWork::AppStats { since, until, apps };
+    let (status, Json(task)) =
+        start(&state, BackgroundTask::new(None, work, state.clock().now())).await?;
+    let out = AppUsageStatsOut {
+        task,
+        unresolved_app_ids: unresolved,
+    };
+    Ok((status, Json(out)))
+}
+
+/// Lists, per application, the event types its endpoints subscribe to (admin only).
+async fn aggregate_event_types(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+) -> Result<(StatusCode, Json<TaskStarted>), ApiError> {
+    principal.require_admin()?;
+    let now = state.clock().now();
+    start(
+        &state,
+        BackgroundTask::new(None, TaskWork::EventTypeAggregate, now),
     )
     .await
 }
@@ -291,10 +372,16 @@ async fn get_one(
         .get_task(&TaskId::from_stored(task_id))
         .await?
         .ok_or(ApiError::NotFound("background task"))?;
-    // Another application's task is as good as absent.
-    principal
-        .require_app(&task.app_id)
-        .map_err(|_| ApiError::NotFound("background task"))?;
+    // Another application's task is as good as absent, and so is a task over every
+    // application to an application's token.
+    let visible = match (&principal, &task.app_id) {
+        (Principal::Admin, _) => true,
+        (Principal::App(own), Some(app)) => own == app,
+        (Principal::App(_), None) => false,
+    };
+    if !visible {
+        return Err(ApiError::NotFound("background task"));
+    }
     Ok(Json(BackgroundTaskOut::from(task)))
 }
 
@@ -309,6 +396,7 @@ mod tests {
     fn the_replay_requests_read_what_the_document_describes() {
         assert_reads_as_described::<ReplayIn>("ReplayIn");
         assert_reads_as_described::<BulkReplayIn>("BulkReplayIn");
+        assert_reads_as_described::<AppUsageStatsIn>("AppUsageStatsIn");
     }
 
     #[test]
@@ -319,10 +407,21 @@ mod tests {
             since: now,
             until: Some(now),
         };
-        let replay = BackgroundTask::new(AppId::new(now), work, now);
-        let expunge = BackgroundTask::new(AppId::new(now), TaskWork::ExpungeAllContents, now);
+        let replay = BackgroundTask::new(Some(AppId::new(now)), work, now);
+        let expunge = BackgroundTask::new(Some(AppId::new(now)), TaskWork::ExpungeAllContents, now);
+        let stats = TaskWork::AppStats {
+            since: now,
+            until: now,
+            apps: None,
+        };
+        let stats = BackgroundTask::new(None, stats, now);
         assert_shows_as_described("ReplayOut", &TaskStarted::from(&replay));
         assert_shows_as_described("ExpungeAllContentsOut", &TaskStarted::from(&expunge));
         assert_shows_as_described("BackgroundTaskOut", &BackgroundTaskOut::from(replay));
+        let stats = AppUsageStatsOut {
+            task: TaskStarted::from(&stats),
+            unresolved_app_ids: vec!["gone".into()],
+        };
+        assert_shows_as_described("AppUsageStatsOut", &stats);
     }
 }

@@ -1,9 +1,11 @@
 -- hookd schema v22 (PostgreSQL): background tasks (replaying what an endpoint
--- missed or sending its messages again, expunging an application's payloads), run in chunks;
--- `cursor` is the last message id a chunk finished, `filter` a bulk replay's (JSON).
+-- missed or sending its messages again, expunging an application's payloads, statistics), run
+-- in chunks. `cursor` is the last message (or application) id a chunk finished, `filter` a
+-- bulk replay's or a statistics task's applications (JSON), `result` a statistics task's
+-- lines (JSON); `app_id` is NULL for a task over every application.
 CREATE TABLE background_tasks (
     id          TEXT PRIMARY KEY,
-    app_id      TEXT NOT NULL REFERENCES applications(id) ON DELETE CASCADE,
+    app_id      TEXT REFERENCES applications(id) ON DELETE CASCADE,
     kind        TEXT NOT NULL,
     endpoint_id TEXT,
     since_ms    BIGINT,
@@ -14,6 +16,7 @@ CREATE TABLE background_tasks (
     done        BIGINT NOT NULL DEFAULT 0,
     cursor      TEXT,
     error       TEXT,
+    result      TEXT,
     created_at  BIGINT NOT NULL,
     updated_at  BIGINT NOT NULL
 );

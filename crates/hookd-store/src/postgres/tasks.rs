@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use async_trait::async_trait;
-use hookd_core::{AppId, EndpointId, TaskId, Timestamp};
+use hookd_core::{AppId, EndpointId, MessageId, TaskId, Timestamp};
 use sqlx::PgConnection;
 
 use super::messages::Deliveries;
@@ -14,7 +14,8 @@ use super::{ListQuery, Param, PgStore, rows, sql, text};
 use crate::columns::ENDPOINT_COLUMNS;
 use crate::json::decode_opt;
 use crate::store::tasks::{
-    Candidate, Chunk, SentRow, TASK_COLUMNS, TaskRow, replay_start, task_from_row,
+    Candidate, Chunk, SentRow, TASK_COLUMNS, TaskRow, app_of, app_stats, apps_per_chunk,
+    event_type_line, replay_start, results_json, task_from_row,
 };
 use crate::{
     BackgroundTask, Page, PageRequest, ReplayFilter, StoreError, TaskFilter, TaskStep, TaskStore,
@@ -31,7 +32,7 @@ impl TaskStore for PgStore {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
         )
         .bind(task.id.as_str())
-        .bind(task.app_id.as_str())
+        .bind(task.app_id.as_ref().map(AppId::as_str))
         .bind(task.work.kind())
         .bind(endpoint)
         .bind(since)
@@ -99,33 +100,12 @@ impl TaskStore for PgStore {
         .fetch_one(&mut *tx)
         .await?;
         let mut task = task_from_row(row)?;
-        let progress = match &task.work {
-            TaskWork::ReplayMissing {
-                endpoint,
-                since,
-                until,
-            } => {
-                let range = (*since, *until, cursor.as_deref());
-                replay_chunk(&mut tx, &task.app_id, endpoint, range, chunk, now).await?
-            }
-            TaskWork::BulkReplay {
-                endpoint,
-                since,
-                until,
-                filter,
-            } => {
-                let range = (*since, *until, cursor.as_deref());
-                bulk_replay_chunk(&mut tx, &task.app_id, endpoint, range, filter, chunk, now)
-                    .await?
-            }
-            TaskWork::ExpungeAllContents => {
-                expunge_chunk(&mut tx, &task.app_id, cursor.as_deref(), chunk).await?
-            }
-        };
-        let queued = progress.record(&mut task, chunk, now);
+        let progress = run_chunk(&mut tx, &task, cursor.as_deref(), chunk, now).await?;
+        let queued = progress.record(&mut task, now);
         sqlx::query(
             "UPDATE background_tasks SET status = $2, scanned = $3, done = $4,
-             cursor = coalesce($5, cursor), error = $6, updated_at = $7 WHERE id = $1",
+             cursor = coalesce($5, cursor), error = $6, updated_at = $7, result = $8
+             WHERE id = $1",
         )
         .bind(task.id.as_str())
         .bind(task.status.as_str())
@@ -134,10 +114,55 @@ impl TaskStore for PgStore {
         .bind(progress.cursor)
         .bind(&task.error)
         .bind(now.as_millis())
+        .bind(results_json(&task))
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
         Ok(Some(TaskStep { task, queued }))
+    }
+}
+
+/// Runs one chunk of `task`, resuming after `cursor`.
+async fn run_chunk(
+    tx: &mut PgConnection,
+    task: &BackgroundTask,
+    cursor: Option<&str>,
+    chunk: usize,
+    now: Timestamp,
+) -> Result<Chunk, StoreError> {
+    let app = app_of(task);
+    match &task.work {
+        TaskWork::AppStats { since, until, apps } => {
+            app_stats_chunk(tx, (*since, *until), apps.as_deref(), cursor, chunk).await
+        }
+        TaskWork::EventTypeAggregate => event_types_chunk(tx, cursor, chunk).await,
+        TaskWork::ReplayMissing {
+            endpoint,
+            since,
+            until,
+        } => match app {
+            Ok(app) => {
+                let range = (*since, *until, cursor);
+                replay_chunk(tx, &app, endpoint, range, chunk, now).await
+            }
+            Err(failed) => Ok(failed),
+        },
+        TaskWork::BulkReplay {
+            endpoint,
+            since,
+            until,
+            filter,
+        } => match app {
+            Ok(app) => {
+                let range = (*since, *until, cursor);
+                bulk_replay_chunk(tx, &app, endpoint, range, filter, chunk, now).await
+            }
+            Err(failed) => Ok(failed),
+        },
+        TaskWork::ExpungeAllContents => match app {
+            Ok(app) => expunge_chunk(tx, &app, cursor, chunk).await,
+            Err(failed) => Ok(failed),
+        },
     }
 }
 
@@ -207,13 +232,7 @@ async fn replay_chunk(
     lock_ordering_keys(&mut *tx, endpoint, &keys).await?;
     deliveries.insert(&mut *tx).await?;
     let queued = missing.len() as u64;
-    Ok(Chunk {
-        scanned,
-        done: queued,
-        queued,
-        cursor,
-        failure: None,
-    })
+    Ok(Chunk::progressed(scanned, chunk, queued, queued, cursor))
 }
 
 async fn bulk_replay_chunk(
@@ -280,13 +299,7 @@ async fn bulk_replay_chunk(
     }
     let waiting: Vec<String> = waiting.into_iter().collect();
     queue_next_in_order(&mut *tx, endpoint, &waiting, now).await?;
-    Ok(Chunk {
-        scanned,
-        done: queued,
-        queued,
-        cursor,
-        failure: None,
-    })
+    Ok(Chunk::progressed(scanned, chunk, queued, queued, cursor))
 }
 
 /// A message sent to the endpoint before, as a bulk replay selects it (see [`SentRow`]), with
@@ -338,11 +351,77 @@ async fn expunge_chunk(
     .bind(&ids)
     .execute(&mut *tx)
     .await?;
+    Ok(Chunk::progressed(
+        ids.len(),
+        chunk,
+        expunged.rows_affected(),
+        0,
+        ids.last().cloned(),
+    ))
+}
+
+/// Counts the deliveries of the next applications' messages created in `[since, until)`.
+async fn app_stats_chunk(
+    tx: &mut PgConnection,
+    (since, until): (Timestamp, Timestamp),
+    apps: Option<&[AppId]>,
+    cursor: Option<&str>,
+    chunk: usize,
+) -> Result<Chunk, StoreError> {
+    let limit = apps_per_chunk(chunk);
+    let apps: Option<Vec<&str>> = apps.map(|apps| apps.iter().map(AppId::as_str).collect());
+    let (lo, hi) = (MessageId::lowest_at(since), MessageId::lowest_at(until));
+    let found: Vec<(String, Option<String>, i64)> = sqlx::query_as(
+        "SELECT a.id, a.uid,
+                (SELECT count(*) FROM messages m JOIN deliveries d ON d.message_id = m.id
+                 WHERE m.app_id = a.id AND m.id >= $4 AND m.id < $5)
+         FROM applications a
+         WHERE a.id > $1 AND ($2::text[] IS NULL OR a.id = ANY($2))
+         ORDER BY a.id LIMIT $3",
+    )
+    .bind(cursor.unwrap_or(""))
+    .bind(apps)
+    .bind(limit as i64)
+    .bind(lo.as_str())
+    .bind(hi.as_str())
+    .fetch_all(&mut *tx)
+    .await?;
+    let total = found.iter().map(|(_, _, n)| n.unsigned_abs()).sum();
+    let results = found
+        .iter()
+        .map(|(id, uid, n)| app_stats(id, uid.as_deref(), *n))
+        .collect();
+    let cursor = found.last().map(|(id, _, _)| id.clone());
     Ok(Chunk {
-        scanned: ids.len(),
-        done: expunged.rows_affected(),
-        queued: 0,
-        cursor: ids.last().cloned(),
-        failure: None,
+        results,
+        ..Chunk::progressed(found.len(), limit, total, 0, cursor)
+    })
+}
+
+/// Lists the event types the next applications' endpoints subscribe to.
+async fn event_types_chunk(
+    tx: &mut PgConnection,
+    cursor: Option<&str>,
+    chunk: usize,
+) -> Result<Chunk, StoreError> {
+    let limit = apps_per_chunk(chunk);
+    let found: Vec<(String, Vec<Option<String>>)> = sqlx::query_as(
+        "SELECT a.id, coalesce(array_agg(e.event_types) FILTER (WHERE e.id IS NOT NULL), '{}')
+         FROM (SELECT id FROM applications WHERE id > $1 ORDER BY id LIMIT $2) a
+         LEFT JOIN endpoints e ON e.app_id = a.id
+         GROUP BY a.id ORDER BY a.id",
+    )
+    .bind(cursor.unwrap_or(""))
+    .bind(limit as i64)
+    .fetch_all(&mut *tx)
+    .await?;
+    let results = found
+        .iter()
+        .map(|(id, filters)| event_type_line(id, filters))
+        .collect::<Result<_, _>>()?;
+    let cursor = found.last().map(|(id, _)| id.clone());
+    Ok(Chunk {
+        results,
+        ..Chunk::progressed(found.len(), limit, 0, 0, cursor)
     })
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use async_trait::async_trait;
 use hookd_core::model::DeliveryStatus;
-use hookd_core::{AppId, EndpointId, TaskId, Timestamp};
+use hookd_core::{AppId, EndpointId, MessageId, TaskId, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -15,7 +15,8 @@ use super::{ListQuery, SqliteStore, text};
 use crate::columns::ENDPOINT_COLUMNS;
 use crate::json::decode_opt;
 use crate::store::tasks::{
-    Candidate, Chunk, SentRow, TASK_COLUMNS, TaskRow, replay_start, task_from_row,
+    Candidate, Chunk, SentRow, TASK_COLUMNS, TaskRow, app_of, app_stats, apps_per_chunk,
+    event_type_line, replay_start, results_json, task_from_row,
 };
 use crate::{
     BackgroundTask, Page, PageRequest, ReplayFilter, StoreError, TaskFilter, TaskStep, TaskStore,
@@ -36,7 +37,7 @@ impl TaskStore for SqliteStore {
                 )?
                 .execute(params![
                     task.id.as_str(),
-                    task.app_id.as_str(),
+                    task.app_id.as_ref().map(AppId::as_str),
                     task.work.kind(),
                     endpoint,
                     since,
@@ -108,6 +109,7 @@ fn task(row: &Row<'_>) -> rows::Decoded<BackgroundTask> {
         row.get(10)?,
         row.get(11)?,
         row.get(12)?,
+        row.get(13)?,
     );
     task_from_row(columns)
 }
@@ -120,44 +122,17 @@ fn step(conn: &Connection, chunk: usize, now: Timestamp) -> Result<Option<TaskSt
     );
     let found = conn
         .prepare_cached(&sql)?
-        .query_row([], |row| Ok((task(row), row.get::<_, Option<String>>(13)?)))
+        .query_row([], |row| Ok((task(row), row.get::<_, Option<String>>(14)?)))
         .optional()?;
     let Some((task, cursor)) = found else {
         return Ok(None);
     };
     let mut task = task?;
-    let progress = match &task.work {
-        TaskWork::ReplayMissing {
-            endpoint,
-            since,
-            until,
-        } => replay_chunk(
-            conn,
-            &task.app_id,
-            endpoint,
-            *since,
-            *until,
-            cursor.as_deref(),
-            chunk,
-            now,
-        )?,
-        TaskWork::BulkReplay {
-            endpoint,
-            since,
-            until,
-            filter,
-        } => {
-            let range = (*since, *until, cursor.as_deref());
-            bulk_replay_chunk(conn, &task.app_id, endpoint, range, filter, chunk, now)?
-        }
-        TaskWork::ExpungeAllContents => {
-            expunge_chunk(conn, &task.app_id, cursor.as_deref(), chunk)?
-        }
-    };
-    let queued = progress.record(&mut task, chunk, now);
+    let progress = run_chunk(conn, &task, cursor.as_deref(), chunk, now)?;
+    let queued = progress.record(&mut task, now);
     conn.prepare_cached(
         "UPDATE background_tasks SET status = ?2, scanned = ?3, done = ?4, cursor = ?5,
-         error = ?6, updated_at = ?7 WHERE id = ?1",
+         error = ?6, updated_at = ?7, result = ?8 WHERE id = ?1",
     )?
     .execute(params![
         task.id.as_str(),
@@ -167,18 +142,57 @@ fn step(conn: &Connection, chunk: usize, now: Timestamp) -> Result<Option<TaskSt
         progress.cursor.or(cursor),
         task.error,
         now.as_millis(),
+        results_json(&task),
     ])?;
     Ok(Some(TaskStep { task, queued }))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Runs one chunk of `task`, resuming after `cursor`.
+fn run_chunk(
+    conn: &Connection,
+    task: &BackgroundTask,
+    cursor: Option<&str>,
+    chunk: usize,
+    now: Timestamp,
+) -> Result<Chunk, StoreError> {
+    let app = app_of(task);
+    match &task.work {
+        TaskWork::AppStats { since, until, apps } => {
+            app_stats_chunk(conn, (*since, *until), apps.as_deref(), cursor, chunk)
+        }
+        TaskWork::EventTypeAggregate => event_types_chunk(conn, cursor, chunk),
+        TaskWork::ReplayMissing {
+            endpoint,
+            since,
+            until,
+        } => match app {
+            Ok(app) => replay_chunk(conn, &app, endpoint, (*since, *until, cursor), chunk, now),
+            Err(failed) => Ok(failed),
+        },
+        TaskWork::BulkReplay {
+            endpoint,
+            since,
+            until,
+            filter,
+        } => match app {
+            Ok(app) => {
+                let range = (*since, *until, cursor);
+                bulk_replay_chunk(conn, &app, endpoint, range, filter, chunk, now)
+            }
+            Err(failed) => Ok(failed),
+        },
+        TaskWork::ExpungeAllContents => match app {
+            Ok(app) => expunge_chunk(conn, &app, cursor, chunk),
+            Err(failed) => Ok(failed),
+        },
+    }
+}
+
 fn replay_chunk(
     conn: &Connection,
     app: &AppId,
     endpoint: &EndpointId,
-    since: Timestamp,
-    until: Option<Timestamp>,
-    cursor: Option<&str>,
+    (since, until, cursor): Range<'_>,
     chunk: usize,
     now: Timestamp,
 ) -> Result<Chunk, StoreError> {
@@ -259,13 +273,7 @@ fn replay_chunk(
     for key in &keys {
         queue_next_in_order(conn, endpoint, key, now)?;
     }
-    Ok(Chunk {
-        scanned,
-        done: queued,
-        queued,
-        cursor,
-        failure: None,
-    })
+    Ok(Chunk::progressed(scanned, chunk, queued, queued, cursor))
 }
 
 /// A replay's bounds: since, until, and the last message a chunk finished.
@@ -339,13 +347,7 @@ fn bulk_replay_chunk(
     for key in &keys {
         queue_next_in_order(conn, endpoint, key, now)?;
     }
-    Ok(Chunk {
-        scanned,
-        done: queued,
-        queued,
-        cursor,
-        failure: None,
-    })
+    Ok(Chunk::progressed(scanned, chunk, queued, queued, cursor))
 }
 
 fn expunge_chunk(
@@ -370,11 +372,83 @@ fn expunge_chunk(
     for id in &ids {
         done += expunge.execute([id])? as u64;
     }
-    Ok(Chunk {
-        scanned: ids.len(),
+    Ok(Chunk::progressed(
+        ids.len(),
+        chunk,
         done,
-        queued: 0,
-        cursor: ids.last().cloned(),
-        failure: None,
+        0,
+        ids.last().cloned(),
+    ))
+}
+
+/// Counts the deliveries of the next applications' messages created in `[since, until)`.
+fn app_stats_chunk(
+    conn: &Connection,
+    (since, until): (Timestamp, Timestamp),
+    apps: Option<&[AppId]>,
+    cursor: Option<&str>,
+    chunk: usize,
+) -> Result<Chunk, StoreError> {
+    let limit = apps_per_chunk(chunk);
+    let apps_json = apps.map(|apps| {
+        let ids: Vec<&str> = apps.iter().map(AppId::as_str).collect();
+        serde_json::to_string(&ids).expect("ids serialize")
+    });
+    let found = conn
+        .prepare_cached(
+            "SELECT id, uid FROM applications
+             WHERE id > ?1 AND (?2 IS NULL OR id IN (SELECT value FROM json_each(?2)))
+             ORDER BY id LIMIT ?3",
+        )?
+        .query_map(
+            params![cursor.unwrap_or(""), apps_json, limit as i64],
+            |row| Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?)),
+        )?
+        .collect::<Result<Vec<_>, _>>()?;
+    let (lo, hi) = (MessageId::lowest_at(since), MessageId::lowest_at(until));
+    let mut count = conn.prepare_cached(
+        "SELECT count(*) FROM messages m JOIN deliveries d ON d.message_id = m.id
+         WHERE m.app_id = ?1 AND m.id >= ?2 AND m.id < ?3",
+    )?;
+    let mut results = Vec::with_capacity(found.len());
+    let mut total = 0;
+    for (id, uid) in &found {
+        let destinations: i64 =
+            count.query_row(params![id, lo.as_str(), hi.as_str()], |row| row.get(0))?;
+        total += destinations.unsigned_abs();
+        results.push(app_stats(id, uid.as_deref(), destinations));
+    }
+    let cursor = found.last().map(|(id, _)| id.clone());
+    Ok(Chunk {
+        results,
+        ..Chunk::progressed(found.len(), limit, total, 0, cursor)
+    })
+}
+
+/// Lists the event types the next applications' endpoints subscribe to.
+fn event_types_chunk(
+    conn: &Connection,
+    cursor: Option<&str>,
+    chunk: usize,
+) -> Result<Chunk, StoreError> {
+    let limit = apps_per_chunk(chunk);
+    let found = conn
+        .prepare_cached("SELECT id FROM applications WHERE id > ?1 ORDER BY id LIMIT ?2")?
+        .query_map(params![cursor.unwrap_or(""), limit as i64], |row| {
+            row.get::<_, String>(0)
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut filters = conn.prepare_cached("SELECT event_types FROM endpoints WHERE app_id = ?1")?;
+    let mut results = Vec::with_capacity(found.len());
+    for id in &found {
+        let of_app = filters
+            .query_map([id], |row| row.get::<_, Option<String>>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        results.push(event_type_line(id, &of_app)?);
+    }
+    let cursor = found.last().cloned();
+    Ok(Chunk {
+        results,
+        ..Chunk::progressed(found.len(), limit, 0, 0, cursor)
     })
 }

@@ -35,6 +35,16 @@ pub enum TaskWork {
     },
     /// Drops the payload of every message of the application.
     ExpungeAllContents,
+    /// Counts, per application (every one, or those given), the deliveries ("message
+    /// destinations") of its messages created in `[since, until)`.
+    AppStats {
+        since: Timestamp,
+        until: Timestamp,
+        apps: Option<Vec<AppId>>,
+    },
+    /// Lists, per application, the event types its endpoints subscribe to by name, and
+    /// whether one of them takes every event type.
+    EventTypeAggregate,
 }
 
 /// Which of an endpoint's messages a bulk replay sends again; every condition given must hold.
@@ -84,6 +94,8 @@ impl TaskWork {
             Self::ReplayMissing { .. } => "endpoint.replay",
             Self::BulkReplay { .. } => "endpoint.bulk-replay",
             Self::ExpungeAllContents => "application.purge_content",
+            Self::AppStats { .. } => "application.stats",
+            Self::EventTypeAggregate => "event-type.aggregate",
         }
     }
 }
@@ -117,7 +129,8 @@ impl TaskStatus {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackgroundTask {
     pub id: TaskId,
-    pub app_id: AppId,
+    /// The application it works on; `None` for a task over every application (statistics).
+    pub app_id: Option<AppId>,
     pub work: TaskWork,
     pub status: TaskStatus,
     /// Messages looked at so far.
@@ -126,13 +139,15 @@ pub struct BackgroundTask {
     pub done: u64,
     /// Why it failed.
     pub error: Option<String>,
+    /// A statistics task's results so far, one per application.
+    pub results: Vec<serde_json::Value>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
 
 impl BackgroundTask {
-    /// A task about to start.
-    pub fn new(app_id: AppId, work: TaskWork, now: Timestamp) -> Self {
+    /// A task about to start on `app` (`None`: on every application).
+    pub fn new(app_id: Option<AppId>, work: TaskWork, now: Timestamp) -> Self {
         Self {
             id: TaskId::new(now),
             app_id,
@@ -141,6 +156,7 @@ impl BackgroundTask {
             scanned: 0,
             done: 0,
             error: None,
+            results: Vec::new(),
             created_at: now,
             updated_at: now,
         }
@@ -191,12 +207,12 @@ pub trait TaskStore: Send + Sync {
 
 /// The columns both stores select a task as, in this order.
 pub(crate) const TASK_COLUMNS: &str = "id, app_id, kind, endpoint_id, since_ms, until_ms, \
-     status, scanned, done, error, created_at, updated_at, filter";
+     status, scanned, done, error, created_at, updated_at, filter, result";
 
 /// A task's row as selected by [`TASK_COLUMNS`].
 pub(crate) type TaskRow = (
     String,
-    String,
+    Option<String>,
     String,
     Option<String>,
     Option<i64>,
@@ -207,6 +223,7 @@ pub(crate) type TaskRow = (
     Option<String>,
     i64,
     i64,
+    Option<String>,
     Option<String>,
 );
 
@@ -214,8 +231,8 @@ pub(crate) type TaskRow = (
 pub(crate) fn task_from_row(row: TaskRow) -> Result<BackgroundTask, StoreError> {
     let (id, app, kind, endpoint, since, until, status) =
         (row.0, row.1, row.2, row.3, row.4, row.5, row.6);
-    let (scanned, done, error, created, updated, filter) =
-        (row.7, row.8, row.9, row.10, row.11, row.12);
+    let (scanned, done, error, created, updated, filter, results) =
+        (row.7, row.8, row.9, row.10, row.11, row.12, row.13);
     let corrupt = |what: &str| StoreError::Corrupt(format!("background task {id}: {what}"));
     let work = match (kind.as_str(), endpoint, since) {
         ("endpoint.replay", Some(endpoint), Some(since)) => TaskWork::ReplayMissing {
@@ -231,17 +248,30 @@ pub(crate) fn task_from_row(row: TaskRow) -> Result<BackgroundTask, StoreError> 
                 .map_err(|e| corrupt(&format!("filter: {e}")))?,
         },
         ("application.purge_content", _, _) => TaskWork::ExpungeAllContents,
+        ("application.stats", _, Some(since)) => TaskWork::AppStats {
+            since: Timestamp::from_millis(since),
+            until: Timestamp::from_millis(until.unwrap_or(since)),
+            apps: filter
+                .as_deref()
+                .map(serde_json::from_str::<Vec<String>>)
+                .transpose()
+                .map_err(|e| corrupt(&format!("apps: {e}")))?
+                .map(|apps| apps.into_iter().map(AppId::from_stored).collect()),
+        },
+        ("event-type.aggregate", _, _) => TaskWork::EventTypeAggregate,
         _ => return Err(corrupt(&format!("unknown task {kind:?}"))),
     };
     let status = TaskStatus::parse(&status).ok_or_else(|| corrupt("unknown status"))?;
     Ok(BackgroundTask {
-        id: TaskId::from_stored(id),
-        app_id: AppId::from_stored(app),
+        id: TaskId::from_stored(id.clone()),
+        app_id: app.map(AppId::from_stored),
         work,
         status,
         scanned: scanned.unsigned_abs(),
         done: done.unsigned_abs(),
         error,
+        results: serde_json::from_str(results.as_deref().unwrap_or("[]"))
+            .map_err(|e| corrupt(&format!("result: {e}")))?,
         created_at: Timestamp::from_millis(created),
         updated_at: Timestamp::from_millis(updated),
     })
@@ -249,7 +279,7 @@ pub(crate) fn task_from_row(row: TaskRow) -> Result<BackgroundTask, StoreError> 
 
 impl TaskWork {
     /// The columns a task's work is kept in: endpoint, since and until (unix ms), and a bulk
-    /// replay's filter (JSON).
+    /// replay's filter or a statistics task's applications (JSON).
     pub(crate) fn columns(&self) -> (Option<&str>, Option<i64>, Option<i64>, Option<String>) {
         match self {
             Self::ReplayMissing {
@@ -273,7 +303,14 @@ impl TaskWork {
                 until.map(Timestamp::as_millis),
                 Some(serde_json::to_string(filter).expect("a filter serializes")),
             ),
-            Self::ExpungeAllContents => (None, None, None, None),
+            Self::ExpungeAllContents | Self::EventTypeAggregate => (None, None, None, None),
+            Self::AppStats { since, until, apps } => {
+                let apps: Option<Vec<&str>> = apps
+                    .as_ref()
+                    .map(|apps| apps.iter().map(AppId::as_str).collect());
+                let apps = apps.map(|apps| serde_json::to_string(&apps).expect("ids serialize"));
+                (None, Some(since.as_millis()), Some(until.as_millis()), apps)
+            }
         }
     }
 }
@@ -344,43 +381,107 @@ pub(crate) fn replay_start(since: Timestamp, cursor: Option<&str>) -> String {
 
 /// What one chunk did.
 pub(crate) struct Chunk {
-    /// Messages looked at.
+    /// Messages (or, for statistics, applications) looked at.
     pub scanned: usize,
-    /// Deliveries queued or payloads dropped.
+    /// Deliveries queued, payloads dropped, or destinations counted.
     pub done: u64,
     /// Deliveries queued (the engine's new work).
     pub queued: u64,
-    /// The last message looked at.
+    /// The last message (or application) looked at.
     pub cursor: Option<String>,
+    /// Nothing is left after this chunk.
+    pub finished: bool,
     /// Why the task cannot go on.
     pub failure: Option<String>,
+    /// A statistics chunk's results, one per application.
+    pub results: Vec<serde_json::Value>,
 }
 
 impl Chunk {
+    /// A chunk that looked at `scanned` of at most `limit` (so it was the last when fewer),
+    /// the last being `cursor`.
+    pub fn progressed(
+        scanned: usize,
+        limit: usize,
+        done: u64,
+        queued: u64,
+        cursor: Option<String>,
+    ) -> Self {
+        Self {
+            scanned,
+            done,
+            queued,
+            cursor,
+            finished: scanned < limit,
+            failure: None,
+            results: Vec::new(),
+        }
+    }
+
+    /// A chunk that found the task cannot go on.
+    pub fn failed(why: &str) -> Self {
+        Self {
+            failure: Some(why.to_owned()),
+            ..Self::progressed(0, 0, 0, 0, None)
+        }
+    }
+
     /// Adds this chunk to `task`'s progress, finishing or failing it; returns `queued`.
-    pub fn record(&self, task: &mut BackgroundTask, chunk: usize, now: Timestamp) -> u64 {
+    pub fn record(&self, task: &mut BackgroundTask, now: Timestamp) -> u64 {
         task.scanned += self.scanned as u64;
         task.done += self.done;
+        task.results.extend(self.results.iter().cloned());
         task.updated_at = now;
         if let Some(why) = &self.failure {
             task.status = TaskStatus::Failed;
             task.error = Some(why.clone());
-        } else if self.scanned < chunk {
+        } else if self.finished {
             task.status = TaskStatus::Finished;
         }
         self.queued
     }
 }
 
-impl Chunk {
-    /// A chunk that found the task cannot go on.
-    pub fn failed(why: &str) -> Self {
-        Self {
-            scanned: 0,
-            done: 0,
-            queued: 0,
-            cursor: None,
-            failure: Some(why.to_owned()),
+/// The application an application's task works on (it always names one).
+pub(crate) fn app_of(task: &BackgroundTask) -> Result<AppId, Chunk> {
+    task.app_id
+        .clone()
+        .ok_or_else(|| Chunk::failed("the task names no application"))
+}
+
+/// One application's line of `application.stats`.
+pub(crate) fn app_stats(id: &str, uid: Option<&str>, destinations: i64) -> serde_json::Value {
+    serde_json::json!({"appId": id, "appUid": uid, "messageDestinations": destinations})
+}
+
+/// One application's line of `event-type.aggregate`, from its endpoints' event-type filters
+/// (JSON lists, NULL for an endpoint that takes every type).
+pub(crate) fn event_type_line(
+    id: &str,
+    filters: &[Option<String>],
+) -> Result<serde_json::Value, StoreError> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut catch_all = false;
+    for filter in filters {
+        match crate::json::decode_opt::<Vec<String>>(filter.clone())? {
+            Some(types) => names.extend(types),
+            None => catch_all = true,
         }
     }
+    Ok(serde_json::json!({
+        "appId": id,
+        "explicitlySubscribedEventTypes": names,
+        "hasCatchAllEndpoint": catch_all,
+    }))
+}
+
+/// How many applications one statistics chunk looks at, of a chunk of `chunk` messages.
+pub(crate) fn apps_per_chunk(chunk: usize) -> usize {
+    (chunk / 10).max(1)
+}
+
+/// A task's results as kept (NULL while there are none).
+pub(crate) fn results_json(task: &BackgroundTask) -> Option<String> {
+    (!task.results.is_empty())
+        .then(|| serde_json::to_string(&task.results).expect("JSON values serialize"))
 }
