@@ -827,6 +827,59 @@ TASK_SCHEMAS["AppUsageStatsOut"] = STATS_OUT
 TASK_SCHEMAS["AggregateEventTypesOut"] = TASK_SCHEMAS["ReplayOut"]
 TASK_SCHEMAS["BackgroundTaskType"]["enum"] += ["application.stats", "event-type.aggregate"]
 
+FROM_OPENAPI = {
+    "properties": {
+        "name": {"type": "string"},
+        "description": {"type": "string"},
+        "schemas": {"nullable": True, "type": "object"},
+        "deprecated": {"type": "boolean"},
+        "groupName": {"nullable": True, "type": "string"},
+        "featureFlags": {"items": {"type": "string"}, "nullable": True, "type": "array"},
+    },
+    "required": ["name", "description", "deprecated"],
+    "type": "object",
+}
+TASK_PATHS["/api/v1/event-type/import/openapi"] = {"post": {
+    "description": "Creates or updates the event types an OpenAPI document's webhooks "
+    "(`webhooks`, or `x-webhooks`) describe, each webhook's request body schema (with its "
+    "`$ref`s resolved) becoming the event type's schema version 1. `dryRun` says what would "
+    "change; `replaceAll` also archives the event types the document does not describe "
+    "(admin only).",
+    "operationId": "v1.event-type.import-openapi", "summary": "Event Type Import From Openapi",
+    "tags": ["Event Type"],
+    "requestBody": {"content": {"application/json": {"schema": {
+        "$ref": "#/components/schemas/EventTypeImportOpenApiIn"}}}, "required": True},
+    "responses": {"200": {"content": {"application/json": {"schema": {
+        "$ref": "#/components/schemas/EventTypeImportOpenApiOut"}}}, "description": ""},
+        "401": {"description": "Unauthorized"}, "403": {"description": "Forbidden"},
+        "422": {"description": "Validation Error"}},
+}}
+TASK_SCHEMAS["EventTypeImportOpenApiIn"] = {
+    "properties": {
+        "spec": {"nullable": True, "type": "object"},
+        "specRaw": {"description": "The document as JSON or YAML text.", "nullable": True,
+                    "type": "string"},
+        "dryRun": {"default": False, "type": "boolean"},
+        "replaceAll": {"default": False, "type": "boolean"},
+    },
+    "type": "object",
+}
+TASK_SCHEMAS["EventTypeFromOpenApi"] = FROM_OPENAPI
+TASK_SCHEMAS["EventTypeImportOpenApiOutData"] = {
+    "properties": {
+        "modified": {"items": {"type": "string"}, "type": "array"},
+        "to_modify": {"items": {"$ref": "#/components/schemas/EventTypeFromOpenApi"},
+                      "nullable": True, "type": "array"},
+    },
+    "required": ["modified"],
+    "type": "object",
+}
+TASK_SCHEMAS["EventTypeImportOpenApiOut"] = {
+    "properties": {"data": {"$ref": "#/components/schemas/EventTypeImportOpenApiOutData"}},
+    "required": ["data"],
+    "type": "object",
+}
+
 
 def add_hookd_operations(document):
     document["paths"].update(HOOKD_PATHS)

@@ -93,6 +93,8 @@ def main(base, token, receiver_url):
         "AppUsageStatsOut": api("POST", "/stats/usage/app",
                                 {"since": "2020-01-01T00:00:00Z", "until": "2100-01-01T00:00:00Z"}),
         "AggregateEventTypesOut": api("PUT", "/stats/usage/event-types"),
+        "EventTypeImportOpenApiOut": api("POST", "/event-type/import/openapi", {
+            "dryRun": True, "spec": {"webhooks": {event_type: {"post": {}}}}}),
     })
     wrong = []
     for model, body in answered.items():

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 
 from svix.models import (
     AppUsageStatsIn,
+    EventTypeImportOpenApiIn,
     BackgroundTaskType,
     BulkReplayIn,
     MessageStatus,
@@ -162,6 +163,24 @@ def background_tasks(svix, receiver_url):
     purged = wait_for("the expunge", lambda: _finished(svix, purge.id))
     check(purged.data["messagesPurged"] == 2, "expunge_all_contents purged both")
     svix.application.delete(app.id)
+
+
+def event_catalog(svix):
+    """An OpenAPI document's webhooks become event types with their schemas."""
+    name = f"parcel.sent.{uuid.uuid4().hex[:8]}"
+    spec = {
+        "openapi": "3.1.0", "info": {"title": "Shop", "version": "1"},
+        "webhooks": {name: {"post": {"summary": "A parcel was sent", "requestBody": {"content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/Parcel"}}}}}}},
+        "components": {"schemas": {"Parcel": {"type": "object", "properties": {"id": {"type": "integer"}}}}},
+    }
+    dry = svix.event_type.import_openapi(EventTypeImportOpenApiIn(spec=spec, dry_run=True))
+    check([t.name for t in dry.data.to_modify] == [name] and dry.data.modified == [],
+          "event_type.import_openapi dry run")
+    done = svix.event_type.import_openapi(EventTypeImportOpenApiIn(spec=spec))
+    check(done.data.modified == [name], "event_type.import_openapi")
+    imported = svix.event_type.get(name)
+    check(imported.schemas["1"]["properties"]["id"] == {"type": "integer"}, "the imported schema")
 
 
 def _finished(svix, task_id):
@@ -331,6 +350,7 @@ def main(base_url, token, receiver_url):
         check(e.status_code == 404, "application.delete")
     operational_endpoints(svix, receiver_url)
     background_tasks(svix, receiver_url)
+    event_catalog(svix)
     svix.health.get()
     print("svix SDK check passed")
 

@@ -67,6 +67,7 @@ pub fn router(state: ApiState) -> Router {
         .merge(routes::attempt::routes())
         .merge(routes::redelivery::routes())
         .merge(routes::background_task::routes())
+        .merge(routes::openapi_import::routes())
         .merge(routes::auth::routes())
         .merge(routes::whoami::routes())
         .layer(from_fn_with_state(state.clone(), idempotency::replay))

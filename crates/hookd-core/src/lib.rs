@@ -8,6 +8,8 @@
 //! - [`time`]: [`Timestamp`] (unix milliseconds) and the injectable [`Clock`].
 //! - [`model`]: applications, endpoints, event types, messages, deliveries and attempts.
 //! - [`validate`]: the naming rules for uids, event types and channels.
+//! - [`schema`]: event types' JSON Schemas: checking a payload against one, and an example
+//!   payload made from one.
 //! - [`operations`]: the operational webhooks' event types and the messages that carry them.
 //! - [`load`]: [`EndpointLoad`], an engine's current concurrency for an endpoint, for views.
 
@@ -15,6 +17,7 @@ pub mod id;
 pub mod load;
 pub mod model;
 pub mod operations;
+pub mod schema;
 pub mod time;
 pub mod validate;
 

@@ -117,7 +117,7 @@ impl OutboxRow {
     }
 
     /// The payload text without surrounding whitespace: the bytes receivers get.
-    fn payload(&self) -> &str {
+    pub fn payload(&self) -> &str {
         self.payload.trim_matches([' ', '\t', '\n', '\r'])
     }
 
@@ -139,13 +139,24 @@ impl OutboxRow {
     }
 }
 
-/// Why a row's event type is refused in strict mode, given whether the catalog has it and
-/// whether it is archived.
-pub fn strict_event_type(archived: Option<bool>) -> Result<(), String> {
-    match archived {
-        Some(false) => Ok(()),
-        Some(true) => Err("eventType: this event type is archived".into()),
+/// Why a row is refused in strict mode, given its event type's `archived` and `schemas` (JSON
+/// text) if the catalog has it: unknown, archived, or a payload its newest schema refuses.
+pub fn strict_event_type(
+    found: Option<(bool, Option<String>)>,
+    row: &OutboxRow,
+) -> Result<(), String> {
+    match found {
         None => Err("eventType: no event type of this name exists".into()),
+        Some((true, _)) => Err("eventType: this event type is archived".into()),
+        Some((false, None)) => Ok(()),
+        Some((false, Some(schemas))) => {
+            let schemas: serde_json::Value = serde_json::from_str(&schemas)
+                .map_err(|e| format!("eventType: its schemas are not JSON: {e}"))?;
+            let payload: serde_json::Value = serde_json::from_str(row.payload())
+                .map_err(|_| "payload: is not valid JSON".to_owned())?;
+            hookd_core::schema::check_payload(&schemas, &payload)
+                .map_err(|why| format!("payload: {why}"))
+        }
     }
 }
 

@@ -105,8 +105,50 @@ async fn a_passs_messages_keep_the_rows_order(store: &dyn Store) {
     assert_eq!(payloads(store, &acme.id).await, expected);
 }
 
+async fn strict_rules_hold_a_row_to_its_event_types_schema(store: &dyn Store) {
+    let acme = app(Some("acme"), 0);
+    store.create_app(&acme).await.unwrap();
+    let now = SystemClock.now();
+    let schema = serde_json::json!({"1": {"type": "object", "required": ["n"],
+        "properties": {"n": {"type": "integer", "maximum": 5}}}});
+    let event_type = hookd_core::model::EventType {
+        name: "order.shipped".into(),
+        description: "shipped".into(),
+        schemas: Some(schema),
+        archived: false,
+        deprecated: false,
+        feature_flag: None,
+        group_name: None,
+        feature_flags: None,
+        created_at: now,
+        updated_at: now,
+    };
+    store.create_event_type(&event_type).await.unwrap();
+    let strict = RelayRules {
+        strict_event_types: true,
+        ..RULES
+    };
+
+    let fates = store
+        .relay_source_rows(
+            "t",
+            vec![row(1, "acme", 3), row(2, "acme", 9)],
+            &strict,
+            now,
+        )
+        .await
+        .unwrap();
+
+    assert_eq!(fates[0], RowFate::Published { deliveries: 0 });
+    assert!(
+        matches!(&fates[1], RowFate::Refused(why) if why.starts_with("payload: at /n: ")),
+        "{fates:?}"
+    );
+}
+
 behaviour!(
     a_row_is_published_once_under_its_table_and_id,
     a_refused_row_leaves_no_record_and_is_published_once_fixed,
     a_passs_messages_keep_the_rows_order,
+    strict_rules_hold_a_row_to_its_event_types_schema,
 );

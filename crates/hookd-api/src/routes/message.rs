@@ -179,7 +179,7 @@ impl MessageIn {
         if state.config().strict_event_types {
             let known = state.store().get_event_type(&self.event_type).await?;
             match known {
-                Some(et) if !et.archived => {}
+                Some(et) if !et.archived => self.check_schema(et.schemas.as_ref())?,
                 Some(_) => {
                     return Err(ApiError::body_field(
                         "eventType",
@@ -195,6 +195,17 @@ impl MessageIn {
             }
         }
         Ok(())
+    }
+
+    /// Holds the payload to the newest of its event type's `schemas`, if it has any.
+    fn check_schema(&self, schemas: Option<&serde_json::Value>) -> Result<(), ApiError> {
+        let Some(schemas) = schemas else {
+            return Ok(());
+        };
+        let payload: serde_json::Value =
+            serde_json::from_str(self.payload.get()).expect("the payload was parsed as JSON");
+        hookd_core::schema::check_payload(schemas, &payload)
+            .map_err(|why| ApiError::body_field("payload", why))
     }
 
     /// When the deliveries become due, if not at once.

@@ -11,5 +11,6 @@ pub mod endpoint_stats;
 pub mod event_type;
 pub mod health;
 pub mod message;
+pub mod openapi_import;
 pub mod redelivery;
 pub mod whoami;

@@ -149,7 +149,8 @@ struct EventExampleIn {
 }
 
 /// The example payload for `event_type`: the catalog's (`schemas["1"].examples[index]`) when
-/// it has one, otherwise a small placeholder naming the type; the caller's `payload` wins.
+/// it has one, otherwise one made from its newest schema, otherwise a small placeholder naming
+/// the type; the caller's `payload` wins.
 async fn example_payload(state: &ApiState, input: &EventExampleIn) -> Result<Value, ApiError> {
     match &input.payload {
         Some(payload) if payload.is_object() => return Ok(payload.clone()),
@@ -157,8 +158,9 @@ async fn example_payload(state: &ApiState, input: &EventExampleIn) -> Result<Val
         None => {}
     }
     let event_type = state.store().get_event_type(&input.event_type).await?;
-    let examples = event_type
-        .and_then(|et| et.schemas)
+    let schemas = event_type.and_then(|et| et.schemas);
+    let examples = schemas
+        .as_ref()
         .and_then(|schemas| schemas.get("1")?.get("examples")?.as_array().cloned())
         .unwrap_or_default();
     match examples.get(input.example_index) {
@@ -171,7 +173,10 @@ async fn example_payload(state: &ApiState, input: &EventExampleIn) -> Result<Val
             "exampleIndex",
             "no example at this index",
         )),
-        None => Ok(json!({ "type": input.event_type, "data": { "example": true } })),
+        None => match schemas.as_ref().and_then(hookd_core::schema::newest) {
+            Some(schema) => Ok(hookd_core::schema::example(schema)),
+            None => Ok(json!({ "type": input.event_type, "data": { "example": true } })),
+        },
     }
 }
 

@@ -273,12 +273,12 @@ async fn checked_message(
     };
     let app = app.ok_or_else(|| Refusal::Row(unknown_app(&row.app)))?;
     if rules.strict_event_types {
-        let archived: Option<bool> =
-            sqlx::query_scalar("SELECT archived FROM event_types WHERE name = $1")
+        let found: Option<(bool, Option<String>)> =
+            sqlx::query_as("SELECT archived, schemas FROM event_types WHERE name = $1")
                 .bind(&row.event_type)
                 .fetch_optional(&mut **tx)
                 .await?;
-        strict_event_type(archived).map_err(Refusal::Row)?;
+        strict_event_type(found, row).map_err(Refusal::Row)?;
     }
     Ok(row.message(id, AppId::from_stored(app), now))
 }

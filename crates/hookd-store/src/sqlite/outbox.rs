@@ -168,11 +168,11 @@ fn publish_row(
         .optional()?;
     let app = app.ok_or_else(|| Refusal::Row(unknown_app(&row.app)))?;
     if rules.strict_event_types {
-        let archived: Option<bool> = conn
-            .prepare_cached("SELECT archived FROM event_types WHERE name = ?1")?
-            .query_row([&row.event_type], |r| r.get(0))
+        let found: Option<(bool, Option<String>)> = conn
+            .prepare_cached("SELECT archived, schemas FROM event_types WHERE name = ?1")?
+            .query_row([&row.event_type], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
-        strict_event_type(archived).map_err(Refusal::Row)?;
+        strict_event_type(found, row).map_err(Refusal::Row)?;
     }
     let message = row.message(id, AppId::from_stored(app), now);
     let deliveries = insert_message(conn, &message, &Route::Subscribers, None)?
