@@ -121,6 +121,16 @@ RETENTION = {
 # hookd's additions to Svix's schemas: (properties, names added to `required`). A property
 # Svix's schema has too is replaced whole.
 ADDITIONS = {
+    "EventTypeOut": (
+        {
+            "example": {
+                "description": "hookd addition, with the content: an example payload of the "
+                "newest schema (its own example, or one made from it).",
+                "nullable": True, "type": "object",
+            }
+        },
+        [],
+    ),
     "MessageIn": (RETENTION, []),
     "EndpointSecretOut": ({"publicKey": PUBLIC_KEY}, []),
     "EndpointSecretRotateIn": (

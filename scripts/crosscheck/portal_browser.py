@@ -7,6 +7,7 @@ Run by crates/hookd/tests/portal_browser.rs against a real `hookd serve` whose a
 APP_ID has one failed message (FAILED_MSG_ID, published as the exact bytes PAYLOAD) to a
 receiver that now answers 200. With HOOKD_PORTAL_SCREENSHOTS=<dir>, saves the pages as PNGs.
 """
+import json
 import os
 import sys
 
@@ -139,6 +140,15 @@ try:
     button("Rotate secret").click()
     driver.switch_to.alert.accept()
     wait.until(lambda d: "New secret" in body_text() or "cannot rotate secrets" in body_text())
+
+    # The event-type catalog: the list, then one event type's schema and example payload.
+    driver.find_element(By.ID, "nav-event-types").click()
+    heading("Event types")
+    driver.find_element(By.LINK_TEXT, "order.shipped").click()
+    heading("order.shipped")
+    wait.until(lambda d: "Example payload" in body_text())
+    shown = [json.loads(pre.text) for pre in driver.find_elements(By.CSS_SELECTOR, "main pre")]
+    check(shown[1] == {"orderId": 1001}, f"the example follows the schema: {shown}")
 
     # An app-portal link opens one application, and the token leaves the address bar.
     driver.find_element(By.ID, "sign-out").click()

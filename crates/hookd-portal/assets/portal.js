@@ -245,6 +245,10 @@ async function route() {
     } else if (parts.length === 0) {
       if (session.scope === 'app') location.replace(`#/app/${enc(session.appId)}`);
       else await renderApps(params);
+    } else if (parts[0] === 'event-types' && parts.length === 1) {
+      await renderEventTypes(params);
+    } else if (parts[0] === 'event-types' && parts.length === 2) {
+      await renderEventType(parts[1]);
     } else if (parts[0] === 'app' && parts.length === 2) {
       await renderApp(parts[1], params);
     } else if (parts[0] === 'app' && parts[2] === 'endpoint' && parts.length === 4) {
@@ -302,6 +306,37 @@ async function renderApps(params) {
   page('Applications', null,
     table('Applications, oldest first', ['Name', 'UID', 'Id', 'Created'], rows, 'No applications yet.'),
     pager(list, params, (iterator) => `#/${query({ iterator })}`));
+}
+
+/** The event-type catalog: what can be published, and what each event type is for. */
+async function renderEventTypes(params) {
+  const list = await get(`/event-type${query({ limit: PAGE_SIZE, iterator: params.get('iterator'), include_archived: 'true' })}`);
+  const state = (et) => (et.archived ? 'Archived' : et.deprecated ? 'Deprecated' : 'Active');
+  const rows = list.data.map((et) => h('tr', {},
+    h('td', {}, h('a', { href: `#/event-types/${enc(et.name)}` }, et.name)),
+    h('td', {}, et.description),
+    h('td', {}, et.groupName || '—'),
+    h('td', {}, state(et))));
+  page('Event types', null,
+    table('Event types, by name', ['Name', 'Description', 'Group', 'State'], rows, 'The catalog is empty.'),
+    pager(list, params, (iterator) => `#/event-types${query({ iterator })}`));
+}
+
+/** One event type: its newest schema and an example payload of it. */
+async function renderEventType(name) {
+  const et = await get(`/event-type/${enc(name)}`);
+  const versions = Object.keys(et.schemas || {}).filter((v) => /^\d+$/.test(v)).sort((a, b) => a - b);
+  const newest = versions[versions.length - 1];
+  const json = (value) => h('pre', { class: 'payload' }, JSON.stringify(value, null, 2));
+  page(et.name, [h('a', { href: '#/event-types' }, 'Event types')],
+    h('p', {}, et.description),
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'Group'), h('dd', {}, et.groupName || '—'),
+      h('dt', {}, 'State'), h('dd', {}, et.archived ? 'Archived' : et.deprecated ? 'Deprecated' : 'Active')),
+    newest
+      ? [h('h2', {}, `Schema (version ${newest})`), json(et.schemas[newest]),
+        h('h2', {}, 'Example payload'), json(et.example)]
+      : h('p', {}, 'This event type has no schema: any JSON object may be published as it.'));
 }
 
 /** Older/newer links for a list envelope; `href(iterator)` makes the link. */

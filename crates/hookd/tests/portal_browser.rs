@@ -123,6 +123,18 @@ async fn a_failed_message_is_found_and_resent_from_the_portal() {
     assert_eq!(status, 201);
     let (status, other) = api.post("/app", json!({"name": "Globex"})).await.unwrap();
     assert_eq!(status, 201);
+    // The catalog's page shows this event type's schema and an example made from it.
+    let order_schema = json!({"1": {"type": "object", "required": ["orderId"],
+        "properties": {"orderId": {"type": "integer", "minimum": 1001}}}});
+    let (status, et) = api
+        .post(
+            "/event-type",
+            json!({"name": "order.shipped", "description": "An order left the warehouse",
+                   "schemas": order_schema}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{et}");
 
     let failed = publish(&hookd, &app_id, "order.created", PAYLOAD).await;
     receiver.wait_for(1).await;

@@ -76,6 +76,10 @@ struct EventTypeOut {
     archived: bool,
     deprecated: bool,
     schemas: Option<serde_json::Value>,
+    /// hookd addition, with the content: an example payload of the newest schema (its own
+    /// example, or one made from it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    example: Option<serde_json::Value>,
     feature_flag: Option<String>,
     group_name: Option<String>,
     feature_flags: Option<Vec<String>>,
@@ -85,12 +89,17 @@ struct EventTypeOut {
 
 impl EventTypeOut {
     fn new(et: EventType, with_content: bool) -> Self {
+        let example = with_content
+            .then(|| et.schemas.as_ref().and_then(hookd_core::schema::newest))
+            .flatten()
+            .map(hookd_core::schema::example);
         Self {
             name: et.name,
             description: et.description,
             archived: et.archived,
             deprecated: et.deprecated,
             schemas: if with_content { et.schemas } else { None },
+            example,
             feature_flag: et.feature_flag,
             group_name: et.group_name,
             feature_flags: et.feature_flags,
