@@ -7,8 +7,9 @@
 //!
 //! # Layout
 //! - [`routes`]: one module per resource (application, endpoint, endpoint_stats, event_type,
-//!   message, attempt, redelivery, auth (tokens, portal access), health) and `whoami` (what the
-//!   calling token may see).
+//!   openapi_import (the catalog from an OpenAPI document), message, attempt, redelivery,
+//!   background_task (replays, expunging, statistics), auth (tokens, portal access), health)
+//!   and `whoami` (what the calling token may see).
 //! - [`auth`]: bearer tokens → [`Principal`] (admin or one application), read-only scope,
 //!   expiry, the per-token rate limit and the `hookd::audit` line of every request.
 //! - `rate_limit`: the per-token request buckets.

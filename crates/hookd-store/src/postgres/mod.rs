@@ -13,7 +13,7 @@
 //! `migrations/postgres-functions/`.
 //!
 //! One file per resource trait (`applications`, `endpoints`, `event_types`, `messages`,
-//! `auth`, `queue`, `outbox`, `gauges`, `retention`), `record` for recording attempts in
+//! `auth`, `queue`, `outbox`, `gauges`, `retention`, `tasks`), `record` for recording attempts in
 //! batches (the queue's hot write), `publish` for writing concurrent publishes in one
 //! transaction (the API's hot write); this one keeps what they share: connecting and
 //! migrating, constraint-error mapping and list queries. `rows` holds the row decoders, and

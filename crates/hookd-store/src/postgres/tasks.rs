@@ -14,7 +14,7 @@ use super::{ListQuery, Param, PgStore, rows, sql, text};
 use crate::columns::ENDPOINT_COLUMNS;
 use crate::json::decode_opt;
 use crate::store::tasks::{
-    Candidate, Chunk, SentRow, TASK_COLUMNS, TaskRow, app_of, app_stats, apps_per_chunk,
+    Candidate, Chunk, Range, SentRow, TASK_COLUMNS, TaskRow, app_of, app_stats, apps_per_chunk,
     event_type_line, replay_start, results_json, task_from_row,
 };
 use crate::{
@@ -165,9 +165,6 @@ async fn run_chunk(
         },
     }
 }
-
-/// A replay's bounds: since, until, and the last message a chunk finished.
-type Range<'a> = (Timestamp, Option<Timestamp>, Option<&'a str>);
 
 /// A message as a replay chunk selects it (see [`Candidate`]).
 type CandidateRow = (String, String, Option<String>, Option<String>, bool, bool);

@@ -5,7 +5,7 @@
 //! [`crate::postgres`]; the behavioural tests hold both to one contract.
 //!
 //! One file per resource trait (`applications`, `endpoints`, `event_types`, `messages`,
-//! `auth`, `queue`, `outbox`, `gauges`, `retention`); this one keeps what they share: the store, constraint-error mapping and
+//! `auth`, `queue`, `outbox`, `gauges`, `retention`, `tasks`); this one keeps what they share: the store, constraint-error mapping and
 //! list queries. `db` is the connection discipline, `rows` the row decoders.
 
 mod applications;

@@ -15,7 +15,7 @@ use super::{ListQuery, SqliteStore, text};
 use crate::columns::ENDPOINT_COLUMNS;
 use crate::json::decode_opt;
 use crate::store::tasks::{
-    Candidate, Chunk, SentRow, TASK_COLUMNS, TaskRow, app_of, app_stats, apps_per_chunk,
+    Candidate, Chunk, Range, SentRow, TASK_COLUMNS, TaskRow, app_of, app_stats, apps_per_chunk,
     event_type_line, replay_start, results_json, task_from_row,
 };
 use crate::{
@@ -275,9 +275,6 @@ fn replay_chunk(
     }
     Ok(Chunk::progressed(scanned, chunk, queued, queued, cursor))
 }
-
-/// A replay's bounds: since, until, and the last message a chunk finished.
-type Range<'a> = (Timestamp, Option<Timestamp>, Option<&'a str>);
 
 fn bulk_replay_chunk(
     conn: &Connection,

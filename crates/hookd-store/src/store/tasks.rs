@@ -315,6 +315,9 @@ impl TaskWork {
     }
 }
 
+/// A replay's bounds: since, until, and the last message a chunk finished.
+pub(crate) type Range<'a> = (Timestamp, Option<Timestamp>, Option<&'a str>);
+
 /// A message as a replay chunk looks at it.
 pub(crate) struct Candidate {
     pub id: String,
