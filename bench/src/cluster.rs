@@ -30,7 +30,7 @@ use crate::deliver::drain;
 use crate::hookd::{Backend, Database, Hookd, PostgresServer, Setting, Tuning};
 use crate::load::{self, Outcome, Requests};
 use crate::machine::{self, Machine, MachineCpu};
-use crate::receiver::ReceiverProcess;
+use crate::receiver::{Receipts, ReceiverProcess};
 use crate::report;
 
 /// The docs section this benchmark owns.
@@ -118,20 +118,46 @@ struct ScaleRun {
     writes: EngineWrites,
 }
 
-/// The outbox latency run.
-struct OutboxRun {
-    committed: u64,
-    delivered: u64,
+/// An outbox latency run: commits, and how long each took to reach the receiver.
+pub(crate) struct OutboxRun {
+    pub(crate) committed: u64,
+    pub(crate) delivered: u64,
     latency_us: Histogram<u64>,
 }
 
 impl OutboxRun {
-    fn missing(&self) -> u64 {
+    /// Matches hookd's messages (`(id, event_id)`) with the commits (each one's return by
+    /// event id, as [`commit_paced`] stamps them) and the receiver's first receipts.
+    pub(crate) fn tally(
+        committed: &HashMap<String, u64>,
+        messages: Vec<(String, Option<String>)>,
+        receipts: &Receipts,
+    ) -> Self {
+        let mut latency_us =
+            Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds");
+        for (message, event_id) in messages {
+            let commit = event_id.and_then(|e| committed.get(&e).copied());
+            if let (Some(commit), Some(&received)) = (commit, receipts.first_seen.get(&message)) {
+                latency_us.saturating_record(received.saturating_sub(commit) / 1_000);
+            }
+        }
+        Self {
+            committed: committed.len() as u64,
+            delivered: latency_us.len(),
+            latency_us,
+        }
+    }
+
+    pub(crate) fn missing(&self) -> u64 {
         self.committed - self.delivered
     }
 
-    fn latency(&self, quantile: f64) -> Duration {
+    pub(crate) fn latency(&self, quantile: f64) -> Duration {
         Duration::from_micros(self.latency_us.value_at_quantile(quantile))
+    }
+
+    pub(crate) fn max(&self) -> Duration {
+        Duration::from_micros(self.latency_us.max())
     }
 }
 
@@ -211,7 +237,10 @@ async fn start_processes(
 
 /// A verifying receiver with an application and one endpoint aimed at it, set up through
 /// `api`; returns the application's id.
-async fn receiver_for(api: &Api, name: &str) -> anyhow::Result<(String, ReceiverProcess)> {
+pub(crate) async fn receiver_for(
+    api: &Api,
+    name: &str,
+) -> anyhow::Result<(String, ReceiverProcess)> {
     let app = api.create_app("bench").await?;
     let endpoint = api
         .create_endpoint(&app, "http://127.0.0.1:9/unset")
@@ -327,16 +356,11 @@ async fn outbox_latency(database: &Database, args: &Args) -> anyhow::Result<Outb
         .connect(database.url())
         .await
         .context("cannot connect the outbox producer")?;
-    let committed: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
-    let count = (args.outbox_rate * args.outbox_seconds as f64)
-        .round()
-        .max(1.0) as u64;
-    let commit: Requests = {
-        let (producer, app, committed) = (producer.clone(), app.clone(), committed.clone());
-        Arc::new(move |i| {
-            let (producer, app, committed) = (producer.clone(), app.clone(), committed.clone());
-            Box::pin(async move {
-                let event_id = format!("bench-{i}");
+    let commit = {
+        let (producer, app) = (producer.clone(), app.clone());
+        move |i, event_id| {
+            let (producer, app) = (producer.clone(), app.clone());
+            async move {
                 let mut tx = producer.begin().await.map_err(|e| e.to_string())?;
                 sqlx::query(
                     "INSERT INTO hookd.outbox (app, event_type, payload, event_id)
@@ -348,15 +372,11 @@ async fn outbox_latency(database: &Database, args: &Args) -> anyhow::Result<Outb
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| e.to_string())?;
-                tx.commit().await.map_err(|e| e.to_string())?;
-                let at = unix_nanos();
-                committed.lock().expect("commits").insert(event_id, at);
-                Ok(())
-            })
-        })
+                tx.commit().await.map_err(|e| e.to_string())
+            }
+        }
     };
-    let outcome = load::run_paced(args.outbox_rate, 16, 0..count, commit).await;
-    let committed = std::mem::take(&mut *committed.lock().expect("commits"));
+    let committed = commit_paced(args.outbox_rate, args.outbox_seconds, commit).await;
     drain(&receiver, committed.len() as u64).await?;
     let receipts = receiver.results().await?;
     let ids: Vec<(String, Option<String>)> =
@@ -365,22 +385,40 @@ async fn outbox_latency(database: &Database, args: &Args) -> anyhow::Result<Outb
             .await?;
     producer.close().await;
     hookd.stop();
-    if outcome.error_count() > 0 {
-        eprintln!("warning: {} outbox commits failed", outcome.error_count());
-    }
-    let mut latency_us =
-        Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds");
-    for (message, event_id) in ids {
-        let commit = event_id.and_then(|e| committed.get(&e).copied());
-        if let (Some(commit), Some(&received)) = (commit, receipts.first_seen.get(&message)) {
-            latency_us.saturating_record(received.saturating_sub(commit) / 1_000);
+    Ok(OutboxRun::tally(&committed, ids, &receipts))
+}
+
+/// Single-row outbox transactions, open loop at `rate` per second for `seconds`:
+/// `commit(i, event_id)` commits one transaction inserting row `i` with that event id (at most
+/// 16 at once, as a connection pool allows). Returns when each commit returned, in unix
+/// nanoseconds (the receiver's clock), by event id; failed commits are left out.
+pub(crate) async fn commit_paced<F, Fut>(rate: f64, seconds: u64, commit: F) -> HashMap<String, u64>
+where
+    F: Fn(u64, String) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    let committed: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    let count = (rate * seconds as f64).round().max(1.0) as u64;
+    let stamps = committed.clone();
+    let stamped = Arc::new(move |i| {
+        let event_id = format!("bench-{i}");
+        let (done, stamps) = (commit(i, event_id.clone()), stamps.clone());
+        async move {
+            done.await?;
+            let at = unix_nanos();
+            stamps.lock().expect("commits").insert(event_id, at);
+            Ok(())
         }
+    });
+    let outcome = load::run_paced(rate, 16, 0..count, stamped).await;
+    if outcome.error_count() > 0 {
+        eprintln!(
+            "warning: {} outbox commits failed: {:?}",
+            outcome.error_count(),
+            outcome.errors
+        );
     }
-    Ok(OutboxRun {
-        committed: committed.len() as u64,
-        delivered: latency_us.len(),
-        latency_us,
-    })
+    std::mem::take(&mut *committed.lock().expect("commits"))
 }
 
 fn scale_header() -> String {
@@ -545,7 +583,7 @@ fn outbox_row(args: &Args, run: &OutboxRun) -> String {
         report::millis(run.latency(0.50)),
         report::millis(run.latency(0.90)),
         report::millis(run.latency(0.99)),
-        report::millis(Duration::from_micros(run.latency_us.max())),
+        report::millis(run.max()),
     ])
 }
 

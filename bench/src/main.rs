@@ -10,9 +10,9 @@
 //! closed-loop load generator with latency histograms), [`machine`] (what it ran on) and
 //! [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
 //! own on top of them: [`publish`], [`ceiling`], [`deliver`], [`fanout`], [`isolation`],
-//! [`memory`], [`retention`], [`cluster`], [`instructions`], [`search`] and [`ordered`];
-//! [`suite`] runs them all with one command. Those that drive hookd for throughput run it at
-//! its defaults first, then with `--tuned` flags ([`hookd::Tuning`]).
+//! [`memory`], [`retention`], [`cluster`], [`instructions`], [`search`], [`ordered`] and
+//! [`sources`]; [`suite`] runs them all with one command. Those that drive hookd for
+//! throughput run it at its defaults first, then with `--tuned` flags ([`hookd::Tuning`]).
 
 mod api;
 mod ceiling;
@@ -31,6 +31,7 @@ mod receiver;
 mod report;
 mod retention;
 mod search;
+mod sources;
 mod suite;
 
 use std::process::ExitCode;
@@ -72,6 +73,9 @@ enum Command {
     /// Ordered delivery: deliveries/s with 1, 100 and 10,000 ordering keys beside the
     /// unordered rate, and the unordered rate beside ordered traffic.
     Ordered(ordered::Args),
+    /// Outbox sources (PostgreSQL, MySQL/MariaDB, SQLite): commit-to-receipt latency and the
+    /// relay's rate through a backlog, at hookd's defaults.
+    Sources(sources::Args),
     /// Internal: the receiver process the ceiling and deliver benchmarks start.
     #[command(hide = true)]
     Receive {
@@ -101,6 +105,7 @@ fn main() -> ExitCode {
             Command::Search(args) => search::run(args).await,
             Command::Ordered(args) => ordered::run(args).await,
             Command::Cluster(args) => cluster::run(args).await,
+            Command::Sources(args) => sources::run(args).await,
             Command::Fanout(args) => fanout::run(args).await,
             Command::Isolation(args) => isolation::run(args).await,
             Command::Memory(args) => memory::run(args).await,

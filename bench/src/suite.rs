@@ -57,7 +57,18 @@ impl Args {
             &ceiling_quick,
         ]
         .concat();
-        let plan: [(&str, &[&str], &[&str]); 10] = [
+        let with_postgres = self.backend.list().contains(&Backend::Postgres);
+        // hookd runs on SQLite there whatever `--backend` says; the producers' databases
+        // include PostgreSQL when it is among them.
+        let source_kinds = [
+            "--kinds",
+            if with_postgres {
+                "postgres,mysql,sqlite"
+            } else {
+                "mysql,sqlite"
+            },
+        ];
+        let plan: [(&str, &[&str], &[&str]); 11] = [
             (
                 "publish",
                 &backend,
@@ -119,8 +130,13 @@ impl Args {
                     "3",
                 ],
             ),
+            // Outbox sources in a PostgreSQL, MySQL/MariaDB and SQLite producer database.
+            (
+                "sources",
+                &source_kinds,
+                &["--seconds", "3", "--backlog", "2000"],
+            ),
         ];
-        let with_postgres = self.backend.list().contains(&Backend::Postgres);
         plan.into_iter()
             .filter(|(name, _, _)| *name != "cluster" || with_postgres)
             .map(|(name, common, quick)| {
