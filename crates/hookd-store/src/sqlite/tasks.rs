@@ -90,6 +90,17 @@ impl TaskStore for SqliteStore {
         chunk: usize,
         now: Timestamp,
     ) -> Result<Option<TaskStep>, StoreError> {
+        // A read first: the runner looks every second, and most looks find no task.
+        let running: bool = self
+            .db
+            .read(|conn| {
+                let sql = "SELECT EXISTS (SELECT 1 FROM background_tasks WHERE status = 'running')";
+                Ok(conn.query_row(sql, [], |row| row.get(0))?)
+            })
+            .await?;
+        if !running {
+            return Ok(None);
+        }
         self.db.write(move |conn| step(conn, chunk, now)).await
     }
 }
