@@ -205,6 +205,25 @@ impl Api {
         }))
     }
 
+    /// Starts `replay-missing` for endpoint `endpoint` of `app`: a background task queueing it
+    /// every message of `app` created since `since` (RFC 3339) that it never had; returns the
+    /// task's id.
+    pub async fn replay_missing(
+        &self,
+        app: &str,
+        endpoint: &str,
+        since: &str,
+    ) -> anyhow::Result<String> {
+        let path = format!("/app/{app}/endpoint/{endpoint}/replay-missing");
+        let task = self.post(&path, json!({ "since": since })).await?;
+        id_of(&task)
+    }
+
+    /// Background task `id`, as `GET /background-task/{id}` shows it.
+    pub async fn background_task(&self, id: &str) -> anyhow::Result<Value> {
+        self.get(&format!("/background-task/{id}")).await
+    }
+
     /// How many endpoints message `msg` of `app` was routed to (its delivery rows).
     pub async fn destinations(&self, app: &str, msg: &str) -> anyhow::Result<usize> {
         let list = self.get(&format!("/app/{app}/msg/{msg}/endpoint")).await?;

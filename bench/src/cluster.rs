@@ -242,14 +242,23 @@ pub(crate) async fn receiver_for(
     name: &str,
 ) -> anyhow::Result<(String, ReceiverProcess)> {
     let app = api.create_app("bench").await?;
-    let endpoint = api
-        .create_endpoint(&app, "http://127.0.0.1:9/unset")
-        .await?;
-    let secret = api.endpoint_secret(&app, &endpoint).await?;
-    let receiver = ReceiverProcess::start(&[secret])?;
-    api.set_endpoint_url(&app, &endpoint, &receiver.url(name))
-        .await?;
+    let (_, receiver) = verified_endpoint(api, &app, name).await?;
     Ok((app, receiver))
+}
+
+/// A new endpoint of `app` aimed at a new verifying receiver process (`/hooks/{name}`);
+/// returns the endpoint's id and the receiver.
+pub(crate) async fn verified_endpoint(
+    api: &Api,
+    app: &str,
+    name: &str,
+) -> anyhow::Result<(String, ReceiverProcess)> {
+    let endpoint = api.create_endpoint(app, "http://127.0.0.1:9/unset").await?;
+    let secret = api.endpoint_secret(app, &endpoint).await?;
+    let receiver = ReceiverProcess::start(&[secret])?;
+    api.set_endpoint_url(app, &endpoint, &receiver.url(name))
+        .await?;
+    Ok((endpoint, receiver))
 }
 
 /// Publishes to the processes in turn: message `i` through process `i % n`.

@@ -1,6 +1,6 @@
 //! The load generator: a closed loop keeping exactly N requests in flight ([`run`]), or an
-//! open loop sending at a fixed rate whatever the answers do ([`run_paced`]), timing each
-//! request.
+//! open loop sending at a fixed rate whatever the answers do ([`run_paced`], or
+//! [`run_paced_while`] for as long as something else lasts), timing each request.
 //!
 //! In the closed loop N tokio tasks share one counter of requests still to send; each takes
 //! the next number, sends, waits for the answer, records its latency in its own HDR
@@ -139,12 +139,32 @@ where
     F: Fn(u64) -> Fut + Send + Sync + ?Sized + 'static,
     Fut: Future<Output = Result<(), String>> + Send + 'static,
 {
+    run_paced_while(per_second, connections, numbers, request, || true).await
+}
+
+/// [`run_paced`] for as long as `go_on()` holds: once it answers `false` when a request is
+/// due, no more are sent, and those already sent are waited for. For a load that lasts as
+/// long as something else does (pass a range too long to run out).
+pub async fn run_paced_while<F, Fut>(
+    per_second: f64,
+    connections: usize,
+    numbers: Range<u64>,
+    request: Arc<F>,
+    go_on: impl Fn() -> bool,
+) -> Outcome
+where
+    F: Fn(u64) -> Fut + Send + Sync + ?Sized + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
     // On tokio's clock: the same as the system's, and a paused test clock can check the pacing.
     let started = tokio::time::Instant::now();
     let turns = Arc::new(Semaphore::new(connections.max(1)));
     let mut requests = Vec::new();
     for (k, i) in numbers.enumerate() {
         tokio::time::sleep_until(started + Duration::from_secs_f64(k as f64 / per_second)).await;
+        if !go_on() {
+            break;
+        }
         let due = Instant::now();
         // Made when due: a request that notes its send time notes this one.
         let request = request(i);
@@ -188,6 +208,21 @@ mod tests {
             "{:?}",
             outcome.elapsed
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_load_stops_when_told() {
+        let sent = Arc::new(AtomicU64::new(0));
+        let counter = sent.clone();
+        let request = Arc::new(move |_| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            async { Ok(()) }
+        });
+        let outcome = run_paced_while(1_000.0, 4, 0..u64::MAX, request, || {
+            sent.load(Ordering::Relaxed) < 50
+        })
+        .await;
+        assert_eq!(outcome.completed, 50);
     }
 
     #[tokio::test]

@@ -10,9 +10,9 @@
 //! closed-loop load generator with latency histograms), [`machine`] (what it ran on) and
 //! [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
 //! own on top of them: [`publish`], [`ceiling`], [`deliver`], [`fanout`], [`isolation`],
-//! [`memory`], [`retention`], [`cluster`], [`instructions`], [`search`], [`ordered`] and
-//! [`sources`]; [`suite`] runs them all with one command. Those that drive hookd for
-//! throughput run it at its defaults first, then with `--tuned` flags ([`hookd::Tuning`]).
+//! [`memory`], [`retention`], [`cluster`], [`instructions`], [`search`], [`ordered`],
+//! [`sources`] and [`replay`]; [`suite`] runs them all with one command. Those that drive hookd
+//! for throughput run it at its defaults first, then with `--tuned` flags ([`hookd::Tuning`]).
 
 mod api;
 mod ceiling;
@@ -28,6 +28,7 @@ mod memory;
 mod ordered;
 mod publish;
 mod receiver;
+mod replay;
 mod report;
 mod retention;
 mod search;
@@ -76,6 +77,9 @@ enum Command {
     /// Outbox sources (PostgreSQL, MySQL/MariaDB, SQLite): commit-to-receipt latency and the
     /// relay's rate through a backlog, at hookd's defaults.
     Sources(sources::Args),
+    /// `replay-missing` of 100,000 messages an endpoint missed: the task's time, and publish
+    /// latency beside it.
+    Replay(replay::Args),
     /// Internal: the receiver process the ceiling and deliver benchmarks start.
     #[command(hide = true)]
     Receive {
@@ -106,6 +110,7 @@ fn main() -> ExitCode {
             Command::Ordered(args) => ordered::run(args).await,
             Command::Cluster(args) => cluster::run(args).await,
             Command::Sources(args) => sources::run(args).await,
+            Command::Replay(args) => replay::run(args).await,
             Command::Fanout(args) => fanout::run(args).await,
             Command::Isolation(args) => isolation::run(args).await,
             Command::Memory(args) => memory::run(args).await,

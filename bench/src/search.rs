@@ -416,7 +416,8 @@ async fn finish(
     Ok(())
 }
 
-fn now() -> Timestamp {
+/// Now, as hookd stamps its records (unix milliseconds).
+pub(crate) fn now() -> Timestamp {
     Timestamp::from_millis((crate::api::unix_nanos() / 1_000_000) as i64)
 }
 

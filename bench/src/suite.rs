@@ -68,7 +68,7 @@ impl Args {
                 "mysql,sqlite"
             },
         ];
-        let plan: [(&str, &[&str], &[&str]); 11] = [
+        let plan: [(&str, &[&str], &[&str]); 12] = [
             (
                 "publish",
                 &backend,
@@ -102,6 +102,11 @@ impl Args {
                 "retention",
                 &backend,
                 &["--backlog", "2000", "--rate", "200", "--seconds", "3"],
+            ),
+            (
+                "replay",
+                &backend,
+                &["--messages", "2000", "--baseline-seconds", "2"],
             ),
             (
                 "ordered",
