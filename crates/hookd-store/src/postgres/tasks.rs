@@ -166,6 +166,22 @@ async fn run_chunk(
     }
 }
 
+/// The endpoint a replay sends to, unless it was deleted.
+async fn replayed_endpoint(
+    tx: &mut PgConnection,
+    app: &AppId,
+    endpoint: &EndpointId,
+) -> Result<Option<hookd_core::model::Endpoint>, StoreError> {
+    let found = sql(format!(
+        "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = $1 AND e.app_id = $2"
+    ))
+    .bind(endpoint.as_str())
+    .bind(app.as_str())
+    .fetch_optional(tx)
+    .await?;
+    found.as_ref().map(rows::endpoint).transpose()
+}
+
 /// A message as a replay chunk selects it (see [`Candidate`]).
 type CandidateRow = (String, String, Option<String>, Option<String>, bool, bool);
 
@@ -177,14 +193,7 @@ async fn replay_chunk(
     chunk: usize,
     now: Timestamp,
 ) -> Result<Chunk, StoreError> {
-    let target = sql(format!(
-        "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = $1 AND e.app_id = $2"
-    ))
-    .bind(endpoint.as_str())
-    .bind(app.as_str())
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(target) = target.as_ref().map(rows::endpoint).transpose()? else {
+    let Some(target) = replayed_endpoint(tx, app, endpoint).await? else {
         return Ok(Chunk::failed("endpoint: was deleted"));
     };
     let until = until.map(|until| hookd_core::MessageId::lowest_at(until).to_string());
@@ -241,14 +250,7 @@ async fn bulk_replay_chunk(
     chunk: usize,
     now: Timestamp,
 ) -> Result<Chunk, StoreError> {
-    let target = sql(format!(
-        "SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = $1 AND e.app_id = $2"
-    ))
-    .bind(endpoint.as_str())
-    .bind(app.as_str())
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(target) = target.as_ref().map(rows::endpoint).transpose()? else {
+    let Some(target) = replayed_endpoint(tx, app, endpoint).await? else {
         return Ok(Chunk::failed("endpoint: was deleted"));
     };
     let until = until.map(|until| hookd_core::MessageId::lowest_at(until).to_string());

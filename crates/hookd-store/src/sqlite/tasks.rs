@@ -199,6 +199,23 @@ fn run_chunk(
     }
 }
 
+/// The endpoint a replay sends to, unless it was deleted.
+fn replayed_endpoint(
+    conn: &Connection,
+    app: &AppId,
+    endpoint: &EndpointId,
+) -> Result<Option<hookd_core::model::Endpoint>, StoreError> {
+    let sql =
+        format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1 AND e.app_id = ?2");
+    Ok(collect(
+        conn,
+        &sql,
+        [endpoint.as_str(), app.as_str()],
+        rows::endpoint,
+    )?
+    .pop())
+}
+
 fn replay_chunk(
     conn: &Connection,
     app: &AppId,
@@ -207,15 +224,7 @@ fn replay_chunk(
     chunk: usize,
     now: Timestamp,
 ) -> Result<Chunk, StoreError> {
-    let sql =
-        format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1 AND e.app_id = ?2");
-    let Some(target) = collect(
-        conn,
-        &sql,
-        [endpoint.as_str(), app.as_str()],
-        rows::endpoint,
-    )?
-    .pop() else {
+    let Some(target) = replayed_endpoint(conn, app, endpoint)? else {
         return Ok(Chunk::failed("endpoint: was deleted"));
     };
     let until = until.map(|until| hookd_core::MessageId::lowest_at(until).to_string());
@@ -296,16 +305,7 @@ fn bulk_replay_chunk(
     chunk: usize,
     now: Timestamp,
 ) -> Result<Chunk, StoreError> {
-    let sql =
-        format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1 AND e.app_id = ?2");
-    if collect(
-        conn,
-        &sql,
-        [endpoint.as_str(), app.as_str()],
-        rows::endpoint,
-    )?
-    .is_empty()
-    {
+    if replayed_endpoint(conn, app, endpoint)?.is_none() {
         return Ok(Chunk::failed("endpoint: was deleted"));
     }
     let until = until.map(|until| hookd_core::MessageId::lowest_at(until).to_string());
