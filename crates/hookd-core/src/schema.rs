@@ -5,6 +5,10 @@
 //! An event type keeps its schemas by version (`{"1": {…}, "2": {…}}`, as Svix does); the
 //! newest version is the one payloads are held to.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use jsonschema::Validator;
 use serde_json::{Map, Value, json};
 
 /// How deep an example follows nested schemas (a recursive schema would never end).
@@ -33,8 +37,7 @@ pub fn check_payload(schemas: &Value, payload: &Value) -> Result<(), String> {
     let Some(schema) = newest(schemas) else {
         return Ok(());
     };
-    let validator = jsonschema::validator_for(schema)
-        .map_err(|e| format!("the event type's schema is not a valid JSON Schema: {e}"))?;
+    let validator = compiled(schema)?;
     validator.validate(payload).map_err(|error| {
         let path = error.instance_path().to_string();
         let path = if path.is_empty() {
@@ -44,6 +47,30 @@ pub fn check_payload(schemas: &Value, payload: &Value) -> Result<(), String> {
         };
         format!("at {path}: {error}")
     })
+}
+
+/// Compiled schemas, by their JSON text: strict mode checks every publish, and compiling a
+/// schema costs far more than checking a payload against it. Emptied when full, so a catalog
+/// whose schemas keep changing never holds more than [`COMPILED_MAX`].
+static COMPILED: Mutex<Option<HashMap<String, Arc<Validator>>>> = Mutex::new(None);
+const COMPILED_MAX: usize = 1024;
+
+/// `schema` compiled, once per distinct schema.
+fn compiled(schema: &Value) -> Result<Arc<Validator>, String> {
+    let key = schema.to_string();
+    let mut cache = COMPILED.lock().unwrap_or_else(PoisonError::into_inner);
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some(validator) = cache.get(&key) {
+        return Ok(validator.clone());
+    }
+    let validator = jsonschema::validator_for(schema)
+        .map_err(|e| format!("the event type's schema is not a valid JSON Schema: {e}"))?;
+    if cache.len() >= COMPILED_MAX {
+        cache.clear();
+    }
+    let validator = Arc::new(validator);
+    cache.insert(key, validator.clone());
+    Ok(validator)
 }
 
 /// An example payload for `schema`: its own example where it gives one (`examples`,
