@@ -404,490 +404,171 @@ DESCRIPTIONS = {
 }
 
 
-# Background tasks (not in Svix's open-source document): Svix's cloud API's shapes.
-BULK_REPLAY_IN = {
-    "properties": {
-        "since": {"format": "date-time", "type": "string"},
-        "until": {"format": "date-time", "nullable": True, "type": "string"},
-        "eventTypes": {"items": {"type": "string"}, "nullable": True, "type": "array"},
+# Background tasks, statistics and the OpenAPI import (not in Svix's open-source document):
+# Svix's cloud API's shapes.
+TEXT = {"type": "string"}
+TIME = {"format": "date-time", "type": "string"}
+TEXTS = {"items": TEXT, "nullable": True, "type": "array"}
+
+
+def ref(name):
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def path_param(name):
+    return {"in": "path", "name": name, "required": True, "schema": TEXT, "style": "simple"}
+
+
+def query_param(name, schema):
+    return {"in": "query", "name": name, "schema": schema}
+
+
+def answer(code, schema, errors):
+    described = {"401": "Unauthorized", "403": "Forbidden", "404": "Not Found",
+                 "422": "Validation Error"}
+    return {code: {"content": {"application/json": {"schema": ref(schema)}}, "description": ""},
+            **{error: {"description": described[error]} for error in errors}}
+
+
+def operation(description, operation_id, summary, tag, responses, parameters=(), body=None):
+    op = {"description": description, "operationId": operation_id, "summary": summary,
+          "tags": [tag]}
+    if parameters:
+        op["parameters"] = list(parameters)
+    if body:
+        op["requestBody"] = {"content": {"application/json": {"schema": ref(body)}},
+                             "required": True}
+    op["responses"] = responses
+    return op
+
+
+ALL_ERRORS = ("401", "403", "404", "422")
+ENDPOINT_PARAMS = (path_param("app_id"), path_param("endpoint_id"))
+TASK_PATHS = {
+    "/api/v1/app/{app_id}/endpoint/{endpoint_id}/replay-missing": {"post": operation(
+        "Replays the messages of the application created since `since` (and before `until`, "
+        "when given) that this endpoint's filters take and that were never sent to it, for "
+        "example while it was disabled, as a background task.",
+        "v1.endpoint.replay-missing", "Replay Missing Webhooks", "Endpoint",
+        answer("202", "ReplayOut", ALL_ERRORS), ENDPOINT_PARAMS, "ReplayIn")},
+    "/api/v1/app/{app_id}/endpoint/{endpoint_id}/bulk-replay": {"post": operation(
+        "Sends again the messages of the application created since `since` (and before "
+        "`until`, when given) that were sent to this endpoint before, succeeded or failed, and "
+        "that the filters take (event types, channel, tag, the delivery's status, the last "
+        "attempt's status class), as a background task.",
+        "v1.endpoint.bulk-replay", "Bulk Replay Messages", "Endpoint",
+        answer("202", "ReplayOut", ALL_ERRORS), ENDPOINT_PARAMS, "BulkReplayIn")},
+    "/api/v1/app/{app_id}/msg/expunge-all-contents": {"post": operation(
+        "Deletes the payload of every message of the application, as a background task.",
+        "v1.message.expunge-all-contents", "Expunge All Contents", "Message",
+        answer("202", "ExpungeAllContentsOut", ALL_ERRORS), [path_param("app_id")])},
+    "/api/v1/background-task": {"get": operation(
+        "Background tasks, newest first (an application's token sees its application's).",
+        "v1.background-task.list", "List Background Tasks", "Background Tasks",
+        answer("200", "ListResponse_BackgroundTaskOut_", ALL_ERRORS),
+        [query_param("status", ref("BackgroundTaskStatus")),
+         query_param("task", ref("BackgroundTaskType")), query_param("order", ref("Ordering")),
+         query_param("limit", {"type": "integer"}), query_param("iterator", TEXT)])},
+    "/api/v1/background-task/{task_id}": {"get": operation(
+        "A background task and its progress.",
+        "v1.background-task.get", "Get Background Task", "Background Tasks",
+        answer("200", "BackgroundTaskOut", ALL_ERRORS), [path_param("task_id")])},
+    "/api/v1/stats/usage/app": {"post": operation(
+        "Counts, per application, the deliveries (message destinations) of its messages "
+        "created in the period, as a background task; its data's `appStats` holds the counts "
+        "(admin only).",
+        "v1.statistics.aggregate-app-stats", "Aggregate App Stats", "Statistics",
+        answer("202", "AppUsageStatsOut", ("401", "403", "422")), body="AppUsageStatsIn")},
+    "/api/v1/stats/usage/event-types": {"put": operation(
+        "Lists, per application, the event types its endpoints subscribe to by name and "
+        "whether one takes every type, as a background task (its data's `event_types`; admin "
+        "only).",
+        "v1.statistics.aggregate-event-types", "Aggregate Event Types", "Statistics",
+        answer("202", "AggregateEventTypesOut", ("401", "403")))},
+    "/api/v1/event-type/import/openapi": {"post": operation(
+        "Creates or updates the event types an OpenAPI document's webhooks (`webhooks`, or "
+        "`x-webhooks`) describe, each webhook's request body schema (with its `$ref`s "
+        "resolved) becoming the event type's schema version 1. `dryRun` says what would "
+        "change; `replaceAll` also archives the event types the document does not describe "
+        "(admin only).",
+        "v1.event-type.import-openapi", "Event Type Import From Openapi", "Event Type",
+        answer("200", "EventTypeImportOpenApiOut", ("401", "403", "422")),
+        body="EventTypeImportOpenApiIn")},
+}
+
+
+def shape(properties, required=()):
+    out = {"properties": properties}
+    if required:
+        out["required"] = list(required)
+    out["type"] = "object"
+    return out
+
+
+STARTED = {"id": TEXT, "status": ref("BackgroundTaskStatus"), "task": ref("BackgroundTaskType"),
+           "updatedAt": TIME}
+STARTED_REQUIRED = ("id", "status", "task", "updatedAt")
+TASK_SCHEMAS = {
+    "BackgroundTaskStatus": {"enum": ["running", "finished", "failed"], "type": "string"},
+    "BackgroundTaskType": {"enum": ["endpoint.recover", "endpoint.replay", "endpoint.bulk-replay",
+                                    "application.purge_content", "application.stats",
+                                    "event-type.aggregate"], "type": "string"},
+    "ReplayIn": shape({"since": TIME, "until": {**TIME, "nullable": True}}, ["since"]),
+    "BulkReplayIn": shape({
+        "since": TIME,
+        "until": {**TIME, "nullable": True},
+        "eventTypes": TEXTS,
         "channel": {"nullable": True, "type": "string"},
         "tag": {"nullable": True, "type": "string"},
         "status": {"description": "The delivery's status: 0 success, 1 pending, 2 fail, "
                    "3 sending.", "nullable": True, "type": "integer"},
         "statusCodeClass": {"description": "The last attempt's status class: 0 (no answer), "
                             "100, 200, 300, 400 or 500.", "nullable": True, "type": "integer"},
-    },
-    "required": ["since"],
-    "type": "object",
-}
-TASK_PATHS = {
-    "/api/v1/app/{app_id}/endpoint/{endpoint_id}/replay-missing": {
-        "post": {
-            "description": "Replays the messages of the application created since `since` (and before `until`, when given) that this endpoint's filters take and that were never sent to it, for example while it was disabled, as a background task.",
-            "operationId": "v1.endpoint.replay-missing",
-            "summary": "Replay Missing Webhooks",
-            "tags": [
-                "Endpoint"
-            ],
-            "parameters": [
-                {
-                    "in": "path",
-                    "name": "app_id",
-                    "required": True,
-                    "schema": {
-                        "type": "string"
-                    },
-                    "style": "simple"
-                },
-                {
-                    "in": "path",
-                    "name": "endpoint_id",
-                    "required": True,
-                    "schema": {
-                        "type": "string"
-                    },
-                    "style": "simple"
-                }
-            ],
-            "requestBody": {
-                "content": {
-                    "application/json": {
-                        "schema": {
-                            "$ref": "#/components/schemas/ReplayIn"
-                        }
-                    }
-                },
-                "required": True
-            },
-            "responses": {
-                "202": {
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "$ref": "#/components/schemas/ReplayOut"
-                            }
-                        }
-                    },
-                    "description": ""
-                },
-                "401": {
-                    "description": "Unauthorized"
-                },
-                "403": {
-                    "description": "Forbidden"
-                },
-                "404": {
-                    "description": "Not Found"
-                },
-                "422": {
-                    "description": "Validation Error"
-                }
-            }
-        }
-    },
-    "/api/v1/app/{app_id}/msg/expunge-all-contents": {
-        "post": {
-            "description": "Deletes the payload of every message of the application, as a background task.",
-            "operationId": "v1.message.expunge-all-contents",
-            "summary": "Expunge All Contents",
-            "tags": [
-                "Message"
-            ],
-            "parameters": [
-                {
-                    "in": "path",
-                    "name": "app_id",
-                    "required": True,
-                    "schema": {
-                        "type": "string"
-                    },
-                    "style": "simple"
-                }
-            ],
-            "responses": {
-                "202": {
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "$ref": "#/components/schemas/ExpungeAllContentsOut"
-                            }
-                        }
-                    },
-                    "description": ""
-                },
-                "401": {
-                    "description": "Unauthorized"
-                },
-                "403": {
-                    "description": "Forbidden"
-                },
-                "404": {
-                    "description": "Not Found"
-                },
-                "422": {
-                    "description": "Validation Error"
-                }
-            }
-        }
-    },
-    "/api/v1/background-task": {
-        "get": {
-            "description": "Background tasks, newest first (an application's token sees its application's).",
-            "operationId": "v1.background-task.list",
-            "summary": "List Background Tasks",
-            "tags": [
-                "Background Tasks"
-            ],
-            "parameters": [
-                {
-                    "in": "query",
-                    "name": "status",
-                    "schema": {
-                        "$ref": "#/components/schemas/BackgroundTaskStatus"
-                    }
-                },
-                {
-                    "in": "query",
-                    "name": "task",
-                    "schema": {
-                        "$ref": "#/components/schemas/BackgroundTaskType"
-                    }
-                },
-                {
-                    "in": "query",
-                    "name": "order",
-                    "schema": {
-                        "$ref": "#/components/schemas/Ordering"
-                    }
-                },
-                {
-                    "in": "query",
-                    "name": "limit",
-                    "schema": {
-                        "type": "integer"
-                    }
-                },
-                {
-                    "in": "query",
-                    "name": "iterator",
-                    "schema": {
-                        "type": "string"
-                    }
-                }
-            ],
-            "responses": {
-                "200": {
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "$ref": "#/components/schemas/ListResponse_BackgroundTaskOut_"
-                            }
-                        }
-                    },
-                    "description": ""
-                },
-                "401": {
-                    "description": "Unauthorized"
-                },
-                "403": {
-                    "description": "Forbidden"
-                },
-                "404": {
-                    "description": "Not Found"
-                },
-                "422": {
-                    "description": "Validation Error"
-                }
-            }
-        }
-    },
-    "/api/v1/background-task/{task_id}": {
-        "get": {
-            "description": "A background task and its progress.",
-            "operationId": "v1.background-task.get",
-            "summary": "Get Background Task",
-            "tags": [
-                "Background Tasks"
-            ],
-            "parameters": [
-                {
-                    "in": "path",
-                    "name": "task_id",
-                    "required": True,
-                    "schema": {
-                        "type": "string"
-                    },
-                    "style": "simple"
-                }
-            ],
-            "responses": {
-                "200": {
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "$ref": "#/components/schemas/BackgroundTaskOut"
-                            }
-                        }
-                    },
-                    "description": ""
-                },
-                "401": {
-                    "description": "Unauthorized"
-                },
-                "403": {
-                    "description": "Forbidden"
-                },
-                "404": {
-                    "description": "Not Found"
-                },
-                "422": {
-                    "description": "Validation Error"
-                }
-            }
-        }
-    }
-}
-TASK_SCHEMAS = {
-    "BackgroundTaskStatus": {
-        "enum": [
-            "running",
-            "finished",
-            "failed"
-        ],
-        "type": "string"
-    },
-    "BackgroundTaskType": {
-        "enum": [
-            "endpoint.recover",
-            "endpoint.replay",
-            "endpoint.bulk-replay",
-            "application.purge_content"
-        ],
-        "type": "string"
-    },
-    "ReplayIn": {
-        "properties": {
-            "since": {
-                "format": "date-time",
-                "type": "string"
-            },
-            "until": {
-                "format": "date-time",
-                "Noneable": True,
-                "type": "string"
-            }
-        },
-        "required": [
-            "since"
-        ],
-        "type": "object"
-    },
-    "ReplayOut": {
-        "properties": {
-            "id": {
-                "type": "string"
-            },
-            "status": {
-                "$ref": "#/components/schemas/BackgroundTaskStatus"
-            },
-            "task": {
-                "$ref": "#/components/schemas/BackgroundTaskType"
-            },
-            "updatedAt": {
-                "format": "date-time",
-                "type": "string"
-            }
-        },
-        "required": [
-            "id",
-            "status",
-            "task",
-            "updatedAt"
-        ],
-        "type": "object"
-    },
-    "ExpungeAllContentsOut": {
-        "properties": {
-            "id": {
-                "type": "string"
-            },
-            "status": {
-                "$ref": "#/components/schemas/BackgroundTaskStatus"
-            },
-            "task": {
-                "$ref": "#/components/schemas/BackgroundTaskType"
-            },
-            "updatedAt": {
-                "format": "date-time",
-                "type": "string"
-            }
-        },
-        "required": [
-            "id",
-            "status",
-            "task",
-            "updatedAt"
-        ],
-        "type": "object"
-    },
-    "BackgroundTaskOut": {
-        "properties": {
-            "id": {
-                "type": "string"
-            },
-            "status": {
-                "$ref": "#/components/schemas/BackgroundTaskStatus"
-            },
-            "task": {
-                "$ref": "#/components/schemas/BackgroundTaskType"
-            },
-            "data": {
-                "description": "What the task works on and how far it got: `messagesSent` (a replay) or `messagesPurged` (an expunge), and hookd's additions `appId`, `messagesScanned`, a replay's `endpointId`, `since` and `until`, and `error` when it failed.",
-                "type": "object"
-            },
-            "updatedAt": {
-                "format": "date-time",
-                "type": "string"
-            }
-        },
-        "required": [
-            "id",
-            "status",
-            "task",
-            "data",
-            "updatedAt"
-        ],
-        "type": "object"
-    },
-    "ListResponse_BackgroundTaskOut_": {
-        "properties": {
-            "data": {
-                "items": {
-                    "$ref": "#/components/schemas/BackgroundTaskOut"
-                },
-                "type": "array"
-            },
-            "done": {
-                "type": "boolean"
-            },
-            "iterator": {
-                "Noneable": True,
-                "type": "string"
-            },
-            "prevIterator": {
-                "Noneable": True,
-                "type": "string"
-            }
-        },
-        "required": [
-            "data",
-            "done"
-        ],
-        "type": "object"
-    }
-}
-
-
-TASK_PATHS["/api/v1/app/{app_id}/endpoint/{endpoint_id}/bulk-replay"] = {'post': {'description': "Sends again the messages of the application created since `since` (and before `until`, when given) that were sent to this endpoint before, succeeded or failed, and that the filters take (event types, channel, tag, the delivery's status, the last attempt's status class), as a background task.", 'operationId': 'v1.endpoint.bulk-replay', 'summary': 'Bulk Replay Messages', 'tags': ['Endpoint'], 'parameters': [{'in': 'path', 'name': 'app_id', 'required': True, 'schema': {'type': 'string'}, 'style': 'simple'}, {'in': 'path', 'name': 'endpoint_id', 'required': True, 'schema': {'type': 'string'}, 'style': 'simple'}], 'requestBody': {'content': {'application/json': {'schema': {'$ref': '#/components/schemas/BulkReplayIn'}}}, 'required': True}, 'responses': {'202': {'content': {'application/json': {'schema': {'$ref': '#/components/schemas/ReplayOut'}}}, 'description': ''}, '401': {'description': 'Unauthorized'}, '403': {'description': 'Forbidden'}, '404': {'description': 'Not Found'}, '422': {'description': 'Validation Error'}}}}
-TASK_SCHEMAS["BulkReplayIn"] = BULK_REPLAY_IN
-
-STATS_IN = {
-    "properties": {
-        "since": {"format": "date-time", "type": "string"},
-        "until": {"format": "date-time", "type": "string"},
-        "appIds": {"description": "Application ids or uids; every application without it.",
-                   "items": {"type": "string"}, "nullable": True, "type": "array"},
-    },
-    "required": ["since", "until"],
-    "type": "object",
-}
-STATS_OUT = {
-    "properties": {
-        **TASK_SCHEMAS["ReplayOut"]["properties"],
-        "unresolvedAppIds": {"items": {"type": "string"}, "type": "array"},
-    },
-    "required": TASK_SCHEMAS["ReplayOut"]["required"] + ["unresolvedAppIds"],
-    "type": "object",
-}
-TASK_PATHS["/api/v1/stats/usage/app"] = {"post": {
-    "description": "Counts, per application, the deliveries (message destinations) of its "
-    "messages created in the period, as a background task; its data's `appStats` holds the "
-    "counts (admin only).",
-    "operationId": "v1.statistics.aggregate-app-stats", "summary": "Aggregate App Stats",
-    "tags": ["Statistics"],
-    "requestBody": {"content": {"application/json": {"schema": {
-        "$ref": "#/components/schemas/AppUsageStatsIn"}}}, "required": True},
-    "responses": {"202": {"content": {"application/json": {"schema": {
-        "$ref": "#/components/schemas/AppUsageStatsOut"}}}, "description": ""},
-        "401": {"description": "Unauthorized"}, "403": {"description": "Forbidden"},
-        "422": {"description": "Validation Error"}},
-}}
-TASK_PATHS["/api/v1/stats/usage/event-types"] = {"put": {
-    "description": "Lists, per application, the event types its endpoints subscribe to by "
-    "name and whether one takes every type, as a background task (its data's `event_types`; "
-    "admin only).",
-    "operationId": "v1.statistics.aggregate-event-types", "summary": "Aggregate Event Types",
-    "tags": ["Statistics"],
-    "responses": {"202": {"content": {"application/json": {"schema": {
-        "$ref": "#/components/schemas/AggregateEventTypesOut"}}}, "description": ""},
-        "401": {"description": "Unauthorized"}, "403": {"description": "Forbidden"}},
-}}
-TASK_SCHEMAS["AppUsageStatsIn"] = STATS_IN
-TASK_SCHEMAS["AppUsageStatsOut"] = STATS_OUT
-TASK_SCHEMAS["AggregateEventTypesOut"] = TASK_SCHEMAS["ReplayOut"]
-TASK_SCHEMAS["BackgroundTaskType"]["enum"] += ["application.stats", "event-type.aggregate"]
-
-FROM_OPENAPI = {
-    "properties": {
-        "name": {"type": "string"},
-        "description": {"type": "string"},
-        "schemas": {"nullable": True, "type": "object"},
-        "deprecated": {"type": "boolean"},
-        "groupName": {"nullable": True, "type": "string"},
-        "featureFlags": {"items": {"type": "string"}, "nullable": True, "type": "array"},
-    },
-    "required": ["name", "description", "deprecated"],
-    "type": "object",
-}
-TASK_PATHS["/api/v1/event-type/import/openapi"] = {"post": {
-    "description": "Creates or updates the event types an OpenAPI document's webhooks "
-    "(`webhooks`, or `x-webhooks`) describe, each webhook's request body schema (with its "
-    "`$ref`s resolved) becoming the event type's schema version 1. `dryRun` says what would "
-    "change; `replaceAll` also archives the event types the document does not describe "
-    "(admin only).",
-    "operationId": "v1.event-type.import-openapi", "summary": "Event Type Import From Openapi",
-    "tags": ["Event Type"],
-    "requestBody": {"content": {"application/json": {"schema": {
-        "$ref": "#/components/schemas/EventTypeImportOpenApiIn"}}}, "required": True},
-    "responses": {"200": {"content": {"application/json": {"schema": {
-        "$ref": "#/components/schemas/EventTypeImportOpenApiOut"}}}, "description": ""},
-        "401": {"description": "Unauthorized"}, "403": {"description": "Forbidden"},
-        "422": {"description": "Validation Error"}},
-}}
-TASK_SCHEMAS["EventTypeImportOpenApiIn"] = {
-    "properties": {
+    }, ["since"]),
+    "ReplayOut": shape(STARTED, STARTED_REQUIRED),
+    "ExpungeAllContentsOut": shape(STARTED, STARTED_REQUIRED),
+    "AggregateEventTypesOut": shape(STARTED, STARTED_REQUIRED),
+    "AppUsageStatsIn": shape({
+        "since": TIME,
+        "until": TIME,
+        "appIds": {**TEXTS, "description": "Application ids or uids; every application "
+                   "without it."},
+    }, ["since", "until"]),
+    "AppUsageStatsOut": shape({**STARTED, "unresolvedAppIds": {"items": TEXT, "type": "array"}},
+                              [*STARTED_REQUIRED, "unresolvedAppIds"]),
+    "BackgroundTaskOut": shape({
+        **STARTED,
+        "data": {"description": "What the task works on and how far it got: `messagesSent` (a "
+                 "replay) or `messagesPurged` (an expunge), and hookd's additions `appId`, "
+                 "`messagesScanned`, a replay's `endpointId`, `since` and `until`, and "
+                 "`error` when it failed.", "type": "object"},
+    }, ["id", "status", "task", "data", "updatedAt"]),
+    "ListResponse_BackgroundTaskOut_": shape({
+        "data": {"items": ref("BackgroundTaskOut"), "type": "array"},
+        "done": {"type": "boolean"},
+        "iterator": {"nullable": True, "type": "string"},
+        "prevIterator": {"nullable": True, "type": "string"},
+    }, ["data", "done"]),
+    "EventTypeImportOpenApiIn": shape({
         "spec": {"nullable": True, "type": "object"},
         "specRaw": {"description": "The document as JSON or YAML text.", "nullable": True,
                     "type": "string"},
         "dryRun": {"default": False, "type": "boolean"},
         "replaceAll": {"default": False, "type": "boolean"},
-    },
-    "type": "object",
-}
-TASK_SCHEMAS["EventTypeFromOpenApi"] = FROM_OPENAPI
-TASK_SCHEMAS["EventTypeImportOpenApiOutData"] = {
-    "properties": {
-        "modified": {"items": {"type": "string"}, "type": "array"},
-        "to_modify": {"items": {"$ref": "#/components/schemas/EventTypeFromOpenApi"},
-                      "nullable": True, "type": "array"},
-    },
-    "required": ["modified"],
-    "type": "object",
-}
-TASK_SCHEMAS["EventTypeImportOpenApiOut"] = {
-    "properties": {"data": {"$ref": "#/components/schemas/EventTypeImportOpenApiOutData"}},
-    "required": ["data"],
-    "type": "object",
+    }),
+    "EventTypeFromOpenApi": shape({
+        "name": TEXT,
+        "description": TEXT,
+        "schemas": {"nullable": True, "type": "object"},
+        "deprecated": {"type": "boolean"},
+        "groupName": {"nullable": True, "type": "string"},
+        "featureFlags": TEXTS,
+    }, ["name", "description", "deprecated"]),
+    "EventTypeImportOpenApiOutData": shape({
+        "modified": {"items": TEXT, "type": "array"},
+        "to_modify": {"items": ref("EventTypeFromOpenApi"), "nullable": True, "type": "array"},
+    }, ["modified"]),
+    "EventTypeImportOpenApiOut": shape({"data": ref("EventTypeImportOpenApiOutData")}, ["data"]),
 }
 
 
