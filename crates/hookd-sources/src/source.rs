@@ -129,7 +129,8 @@ impl fmt::Debug for SourceSpec {
     }
 }
 
-/// `url` with the password in its authority, if any, replaced by `***`.
+/// `url` with the password in its authority, if any, replaced by `********`; any text before
+/// the scheme (`NAME=` of a source) is kept.
 pub fn redacted(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
@@ -138,7 +139,10 @@ pub fn redacted(url: &str) -> String {
     match rest[..authority_end].rsplit_once('@') {
         Some((userinfo, host)) => match userinfo.split_once(':') {
             Some((user, _password)) => {
-                format!("{scheme}://{user}:***@{host}{}", &rest[authority_end..])
+                format!(
+                    "{scheme}://{user}:********@{host}{}",
+                    &rest[authority_end..]
+                )
             }
             None => url.to_owned(),
         },
@@ -195,7 +199,7 @@ mod tests {
     fn a_password_is_redacted_and_the_rest_kept() {
         assert_eq!(
             redacted("mysql://root:pw@127.0.0.1:3306/shop?ssl-mode=disabled"),
-            "mysql://root:***@127.0.0.1:3306/shop?ssl-mode=disabled"
+            "mysql://root:********@127.0.0.1:3306/shop?ssl-mode=disabled"
         );
         assert_eq!(redacted("postgres://app@db/shop"), "postgres://app@db/shop");
         assert_eq!(redacted("sqlite:///var/app.db"), "sqlite:///var/app.db");

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};
+use hookd_sources::source::redacted;
 
 /// The options of `serve` (and of `config show`, which takes the same ones).
 const CONFIG: &str = "config";
@@ -299,7 +300,7 @@ fn toml_value(arg: &Arg, matches: &ArgMatches) -> Option<String> {
         if matches!(arg.get_action(), ArgAction::SetTrue) || text.parse::<i64>().is_ok() {
             return text.clone();
         }
-        toml::Value::String(without_password(text)).to_string()
+        toml::Value::String(redacted(text)).to_string()
     };
     match arg.get_action() {
         ArgAction::Append => Some(format!(
@@ -310,23 +311,9 @@ fn toml_value(arg: &Arg, matches: &ArgMatches) -> Option<String> {
     }
 }
 
-/// A URL with its password replaced by `********` (`postgres://user:pw@host` and the like).
-fn without_password(text: &str) -> String {
-    match (text.find("://"), text.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let user_info = &text[scheme + 3..at];
-            match user_info.split_once(':') {
-                Some((user, _)) => format!("{}{user}:********{}", &text[..scheme + 3], &text[at..]),
-                None => text.to_owned(),
-            }
-        }
-        _ => text.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::without_password;
+    use super::redacted as without_password;
 
     #[test]
     fn passwords_in_urls_are_masked_and_the_rest_kept() {
