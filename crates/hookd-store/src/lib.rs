@@ -14,17 +14,23 @@
 //! - [`queue`]: [`DeliveryQueue`], the deliveries as the delivery engine's work queue.
 //! - [`prelude`]: every store trait, for calling their methods on a concrete store.
 //! - [`error`]: [`StoreError`], the one error every storage call returns.
+//! - `sql`: the SQL both implementations share, written once: statements with their
+//!   arguments (placeholders rendered per database at compile time), list queries, and the
+//!   row decoders over both databases' row types. One file per resource trait.
 //! - [`sqlite`]: the SQLite implementation: a single writer thread that group-commits many
-//!   callers' writes in one transaction, and a pool of reader connections. One file per
-//!   resource trait.
+//!   callers' writes in one transaction, and a pool of reader connections; it runs the shared
+//!   statements and keeps what only SQLite does (the writer, claims). One file per resource
+//!   trait.
 //! - [`postgres`]: the PostgreSQL implementation on `sqlx`, in a `hookd` schema, for several
-//!   hookd processes sharing one database. One file per resource trait.
+//!   hookd processes sharing one database; it runs the shared statements and keeps what only
+//!   PostgreSQL does (publish, record, notifications, row locks). One file per resource trait.
 //! - `operations`: [`ensure_operations_app`], the application operational webhooks are
 //!   published in.
 //! - `outbox`: the outbox row's checks and the message it becomes, shared by both relays.
-//! - `columns`, `keyset`, `json`, `search`, `purge`: what both implementations share (the
-//!   column lists their row decoders read, keyset pagination, the JSON text columns' encoding,
-//!   the SQL of message search, endpoint statistics and the purge's walks).
+//! - `columns`, `keyset`, `json`, `search`, `purge`: what both implementations share besides
+//!   statements (the column lists the row decoders read, keyset pagination, the JSON text
+//!   columns' encoding, the conditions of message search and endpoint statistics, the
+//!   purge's walks).
 //! - `testing` (cargo feature `testing`): throwaway SQLite files and PostgreSQL databases for
 //!   tests, here and in the crates above.
 //! - `migrations/{sqlite,postgres}/`: versioned schema files, applied at start.
@@ -39,6 +45,7 @@ pub mod postgres;
 mod purge;
 pub mod queue;
 mod search;
+mod sql;
 pub mod sqlite;
 pub mod store;
 #[cfg(feature = "testing")]

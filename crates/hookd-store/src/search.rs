@@ -51,25 +51,6 @@ pub fn delivery_status_condition(status: DeliveryStatus) -> String {
     )
 }
 
-/// Deliveries of one endpoint by status for messages in an id range: binds endpoint id, lowest
-/// message id, bound message id (in that order, as the dialect's placeholders `p`).
-pub fn delivery_counts_sql(p: [&str; 3]) -> String {
-    format!(
-        "SELECT status, COUNT(*) FROM deliveries WHERE endpoint_id = {} AND message_id >= {} \
-         AND message_id < {} GROUP BY status",
-        p[0], p[1], p[2]
-    )
-}
-
-/// Attempts to one endpoint by status in an id range; binds as [`delivery_counts_sql`].
-pub fn attempt_counts_sql(p: [&str; 3]) -> String {
-    format!(
-        "SELECT status, COUNT(*) FROM attempts WHERE endpoint_id = {} AND id >= {} \
-         AND id < {} GROUP BY status",
-        p[0], p[1], p[2]
-    )
-}
-
 /// The id ranges of `since..until` for messages and for attempts.
 pub fn stats_ranges(since: Timestamp, until: Timestamp) -> [(String, String); 2] {
     [

@@ -4,72 +4,38 @@ use async_trait::async_trait;
 use hookd_core::AppId;
 use hookd_core::model::Application;
 
-use super::rows;
-use super::{ListQuery, PgStore, conflict, fetch_one_of, sql};
-use crate::columns::APP_COLUMNS;
+use super::rows::{self, fetch_one, page, run};
+use super::{PgStore, conflict};
 use crate::error::{taken, touched};
-use crate::json::encode;
+use crate::sql::{Dialect, applications as sql};
 use crate::{ApplicationStore, Page, PageRequest, StoreError};
 
 #[async_trait]
 impl ApplicationStore for PgStore {
     async fn create_app(&self, app: &Application) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO applications (id, uid, name, metadata, throttle_rate, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(app.id.as_str())
-        .bind(app.uid.as_deref())
-        .bind(&app.name)
-        .bind(encode(&app.metadata))
-        .bind(app.throttle_rate.map(i64::from))
-        .bind(app.created_at.as_millis())
-        .bind(app.updated_at.as_millis())
-        .execute(&self.pool)
-        .await
-        .map_err(conflict(taken::app_uid(app.uid.as_deref())))?;
+        run(&self.pool, sql::insert(app))
+            .await
+            .map_err(conflict(taken::app_uid(app.uid.as_deref())))?;
         Ok(())
     }
 
     async fn get_app(&self, id_or_uid: &str) -> Result<Option<Application>, StoreError> {
-        // Should one application's uid equal another's id, the id wins.
-        let query = sql(format!(
-            "SELECT {APP_COLUMNS} FROM applications WHERE id = $1 OR uid = $1
-             ORDER BY id = $1 DESC LIMIT 1"
-        ))
-        .bind(id_or_uid);
-        fetch_one_of(query, &self.pool, rows::app).await
+        fetch_one(&self.pool, sql::get(id_or_uid), rows::app).await
     }
 
-    async fn list_apps(&self, page: &PageRequest) -> Result<Page<Application>, StoreError> {
-        let select = format!("SELECT {APP_COLUMNS} FROM applications WHERE TRUE");
-        ListQuery::new(&select, vec![])
-            .page(&self.pool, "id", false, page, rows::app)
-            .await
+    async fn list_apps(&self, page_of: &PageRequest) -> Result<Page<Application>, StoreError> {
+        let query = sql::list(Dialect::Postgres).page("id", false, page_of);
+        page(&self.pool, query, rows::app).await
     }
 
     async fn update_app(&self, app: &Application) -> Result<(), StoreError> {
-        let done = sqlx::query(
-            "UPDATE applications SET uid = $2, name = $3, metadata = $4, throttle_rate = $5,
-             updated_at = $6 WHERE id = $1",
-        )
-        .bind(app.id.as_str())
-        .bind(app.uid.as_deref())
-        .bind(&app.name)
-        .bind(encode(&app.metadata))
-        .bind(app.throttle_rate.map(i64::from))
-        .bind(app.updated_at.as_millis())
-        .execute(&self.pool)
-        .await
-        .map_err(conflict(taken::app_uid(app.uid.as_deref())))?;
-        touched(done.rows_affected(), "application")
+        let rows = run(&self.pool, sql::update(app))
+            .await
+            .map_err(conflict(taken::app_uid(app.uid.as_deref())))?;
+        touched(rows, "application")
     }
 
     async fn delete_app(&self, id: &AppId) -> Result<(), StoreError> {
-        let done = sqlx::query("DELETE FROM applications WHERE id = $1")
-            .bind(id.as_str())
-            .execute(&self.pool)
-            .await?;
-        touched(done.rows_affected(), "application")
+        touched(run(&self.pool, sql::delete(id)).await?, "application")
     }
 }

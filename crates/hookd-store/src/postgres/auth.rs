@@ -1,68 +1,39 @@
 //! [`AuthStore`] on PostgreSQL: API tokens and `Idempotency-Key` replays.
 
 use async_trait::async_trait;
-use hookd_core::{AppId, Timestamp};
+use hookd_core::Timestamp;
 
-use super::rows;
-use super::{ListQuery, PgStore, fetch_one_of, refused, sql};
-use crate::columns::TOKEN_COLUMNS;
+use super::rows::{self, fetch_one, page, run};
+use super::{PgStore, refused};
 use crate::error::{taken, touched};
+use crate::sql::{Dialect, auth as sql};
 use crate::{ApiToken, AuthStore, Page, PageRequest, StoreError, StoredResponse};
 
 #[async_trait]
 impl AuthStore for PgStore {
     async fn create_token(&self, token: &ApiToken) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO api_tokens (id, token_hash, app_id, created_at, expires_at, name,
-             revoked_at, rate_limit, read_only) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(&token.id)
-        .bind(&token.token_hash)
-        .bind(token.app_id.as_ref().map(AppId::as_str))
-        .bind(token.created_at.as_millis())
-        .bind(token.expires_at.map(Timestamp::as_millis))
-        .bind(&token.name)
-        .bind(token.revoked_at.map(Timestamp::as_millis))
-        .bind(token.rate_limit.map(i64::from))
-        .bind(token.read_only)
-        .execute(&self.pool)
-        .await
-        .map_err(refused(taken::token(), "application"))?;
+        run(&self.pool, sql::insert_token(token))
+            .await
+            .map_err(refused(taken::token(), "application"))?;
         Ok(())
     }
 
     async fn find_token(&self, token_hash: &str) -> Result<Option<ApiToken>, StoreError> {
-        let query = sql(format!(
-            "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE token_hash = $1"
-        ))
-        .bind(token_hash);
-        fetch_one_of(query, &self.pool, rows::token).await
+        fetch_one(&self.pool, sql::find_token(token_hash), rows::token).await
     }
 
     async fn has_admin_token(&self) -> Result<bool, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM api_tokens WHERE app_id IS NULL AND revoked_at IS NULL)",
-        )
-        .fetch_one(&self.pool)
-        .await?)
+        let found = fetch_one(&self.pool, sql::has_admin_token(), |row| row.bool(0)).await?;
+        Ok(found.unwrap_or(false))
     }
 
-    async fn list_tokens(&self, page: &PageRequest) -> Result<Page<ApiToken>, StoreError> {
-        let select = format!("SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE TRUE");
-        ListQuery::new(&select, vec![])
-            .page(&self.pool, "id", false, page, rows::token)
-            .await
+    async fn list_tokens(&self, page_of: &PageRequest) -> Result<Page<ApiToken>, StoreError> {
+        let query = sql::list_tokens(Dialect::Postgres).page("id", false, page_of);
+        page(&self.pool, query, rows::token).await
     }
 
     async fn revoke_token(&self, id: &str, at: Timestamp) -> Result<(), StoreError> {
-        let done = sqlx::query(
-            "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1",
-        )
-        .bind(id)
-        .bind(at.as_millis())
-        .execute(&self.pool)
-        .await?;
-        touched(done.rows_affected(), "token")
+        touched(run(&self.pool, sql::revoke_token(id, at)).await?, "token")
     }
 
     async fn get_idempotent_response(
@@ -70,12 +41,8 @@ impl AuthStore for PgStore {
         key: &str,
         now: Timestamp,
     ) -> Result<Option<StoredResponse>, StoreError> {
-        let query = sqlx::query(
-            "SELECT status, body FROM idempotent_responses WHERE key = $1 AND expires_at > $2",
-        )
-        .bind(key)
-        .bind(now.as_millis());
-        fetch_one_of(query, &self.pool, rows::stored_response).await
+        let statement = sql::get_response(key, now);
+        fetch_one(&self.pool, statement, rows::stored_response).await
     }
 
     async fn put_idempotent_response(
@@ -85,18 +52,10 @@ impl AuthStore for PgStore {
         now: Timestamp,
         expires_at: Timestamp,
     ) -> Result<(), StoreError> {
-        // An expired entry under the same key gives way; a live one wins.
-        sqlx::query(
-            "INSERT INTO idempotent_responses (key, status, body, expires_at) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (key) DO UPDATE SET status = excluded.status, body = excluded.body,
-             expires_at = excluded.expires_at WHERE idempotent_responses.expires_at <= $5",
+        run(
+            &self.pool,
+            sql::put_response(key, response, now, expires_at),
         )
-        .bind(key)
-        .bind(i64::from(response.status))
-        .bind(&response.body)
-        .bind(expires_at.as_millis())
-        .bind(now.as_millis())
-        .execute(&self.pool)
         .await?;
         Ok(())
     }

@@ -3,23 +3,19 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use hookd_core::model::filters_take;
-use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message, Ordering};
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
 use hookd_core::{AppId, MessageId, Timestamp};
-use sqlx::AssertSqlSafe;
 use sqlx::Postgres;
-use sqlx::postgres::{PgArguments, PgConnection, PgPool};
+use sqlx::postgres::{PgArguments, PgConnection};
 use sqlx::query::Query;
 
-use super::rows;
-use super::{ListQuery, Param, PgStore, fetch_one_of, missing, refused, sql, text};
-use crate::columns::{
-    ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, ENDPOINT_WIDTH, MESSAGE_COLUMNS,
-    MESSAGE_WIDTH,
-};
+use super::rows::{self, ENDPOINT_WIDTH, MESSAGE_WIDTH, fetch, fetch_one, page, run};
+use super::{PgStore, missing, refused};
 use crate::error::taken;
-use crate::json::{decode_opt, encode_opt};
 use crate::search;
+use crate::sql::Dialect;
+use crate::sql::messages as sql;
+pub(super) use crate::sql::messages::Subscriber;
 use crate::store::tally;
 use crate::{
     AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore, Page,
@@ -51,11 +47,7 @@ impl MessageStore for PgStore {
         if let Some(at) = payload_expires_at {
             set_expiry(&mut tx, &message.id, at).await?;
         }
-        sqlx::query("UPDATE deliveries SET next_attempt_at = $2 WHERE message_id = $1")
-            .bind(message.id.as_str())
-            .bind(deliver_at.as_millis())
-            .execute(&mut *tx)
-            .await?;
+        run(&mut *tx, sql::schedule(&message.id, deliver_at)).await?;
         tx.commit().await?;
         Ok(created)
     }
@@ -65,72 +57,25 @@ impl MessageStore for PgStore {
         app: &AppId,
         id_or_event_id: &str,
     ) -> Result<Option<Message>, StoreError> {
-        let query = sql(format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.app_id = $1 AND (m.id = $2 OR m.event_id = $2)
-             ORDER BY m.id = $2 DESC LIMIT 1"
-        ))
-        .bind(app.as_str())
-        .bind(id_or_event_id);
-        fetch_one_of(query, &self.pool, rows::message).await
+        fetch_one(&self.pool, sql::get(app, id_or_event_id), rows::message).await
     }
 
     async fn list_messages(
         &self,
         app: &AppId,
         filter: &MessageFilter,
-        page: &PageRequest,
+        page_of: &PageRequest,
     ) -> Result<Page<Message>, StoreError> {
-        let select = format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.app_id = $1");
-        let mut query = ListQuery::new(&select, vec![text(app.as_str())]);
-        if let Some(types) = &filter.event_types {
-            query.and("m.event_type = ANY(?)", Param::Texts(types.clone()));
-        }
-        // Both are JSON text (a list of strings) or NULL, which matches nothing.
-        for (column, wanted) in [("channels", &filter.channel), ("tags", &filter.tag)] {
-            if let Some(wanted) = wanted {
-                let has = format!("? = ANY(SELECT json_array_elements_text(m.{column}::json))");
-                query.and(&has, text(wanted));
-            }
-        }
-        let (below, from) = search::message_id_bounds(filter.before, filter.after);
-        if let Some(below) = below {
-            query.and("m.id < ?", Param::Text(below));
-        }
-        if let Some(from) = from {
-            query.and("m.id >= ?", Param::Text(from));
-        }
-        query.and_time("m.created_at < ?", filter.before);
-        query.and_time("m.created_at > ?", filter.after);
-        if let Some(status) = filter.status {
-            query.and(
-                &search::delivery_status_condition(status),
-                text(app.as_str()),
-            );
-        }
-        query
-            .page(&self.pool, "m.id", true, page, rows::message)
-            .await
+        let query = sql::list(Dialect::Postgres, app, filter).page("m.id", true, page_of);
+        page(&self.pool, query, rows::message).await
     }
 
     async fn delivery_tallies(
         &self,
         messages: &[MessageId],
     ) -> Result<HashMap<MessageId, DeliveryTally>, StoreError> {
-        let ids: Vec<&str> = messages.iter().map(MessageId::as_str).collect();
-        let rows: Vec<(String, i64, i64)> = sqlx::query_as(
-            "SELECT message_id, status, COUNT(*) FROM deliveries
-             WHERE message_id = ANY($1) GROUP BY message_id, status",
-        )
-        .bind(ids)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(tally(rows.into_iter().map(|(id, status, count)| {
-            (
-                MessageId::from_stored(id),
-                DeliveryStatus::from_code(status),
-                u32::try_from(count).unwrap_or(u32::MAX),
-            )
-        })))
+        let statement = sql::delivery_tallies(Dialect::Postgres, messages);
+        Ok(tally(fetch(&self.pool, statement, sql::tally_row).await?))
     }
 
     async fn list_message_deliveries(
@@ -138,46 +83,28 @@ impl MessageStore for PgStore {
         app: &AppId,
         message: &Message,
     ) -> Result<Vec<(Endpoint, Delivery)>, StoreError> {
-        let rows = sql(format!(
-            "SELECT {ENDPOINT_COLUMNS}, {DELIVERY_COLUMNS} FROM deliveries d
-             JOIN endpoints e ON e.id = d.endpoint_id
-             WHERE d.message_id = $1 AND e.app_id = $2 ORDER BY e.id"
-        ))
-        .bind(message.id.as_str())
-        .bind(app.as_str())
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|row| {
-                Ok((
-                    rows::endpoint(row)?,
-                    rows::delivery_at(row, ENDPOINT_WIDTH)?,
-                ))
-            })
-            .collect()
+        fetch(&self.pool, sql::deliveries_of(app, &message.id), |row| {
+            Ok((
+                rows::endpoint(row)?,
+                rows::delivery_at(row, ENDPOINT_WIDTH)?,
+            ))
+        })
+        .await
     }
 
     async fn list_endpoint_deliveries(
         &self,
         endpoint: &Endpoint,
         filter: &AttemptFilter,
-        page: &PageRequest,
+        page_of: &PageRequest,
     ) -> Result<Page<(Message, Delivery)>, StoreError> {
-        let select = format!(
-            "SELECT {MESSAGE_COLUMNS}, {DELIVERY_COLUMNS} FROM deliveries d
-             JOIN messages m ON m.id = d.message_id WHERE d.endpoint_id = $1"
-        );
-        let mut query = ListQuery::new(&select, vec![text(endpoint.id.as_str())]);
-        if let Some(status) = filter.status {
-            query.and("d.status = ?", Param::Int(status.code().into()));
-        }
-        query.and_time("m.created_at < ?", filter.before);
-        query.and_time("m.created_at > ?", filter.after);
-        query
-            .page(&self.pool, "d.message_id", true, page, |row| {
-                Ok((rows::message(row)?, rows::delivery_at(row, MESSAGE_WIDTH)?))
-            })
-            .await
+        let query = sql::endpoint_deliveries(Dialect::Postgres, &endpoint.id, filter);
+        page(
+            &self.pool,
+            query.page("d.message_id", true, page_of),
+            |row| Ok((rows::message(row)?, rows::delivery_at(row, MESSAGE_WIDTH)?)),
+        )
+        .await
     }
 
     async fn list_attempts_by_message(
@@ -185,25 +112,20 @@ impl MessageStore for PgStore {
         app: &AppId,
         message: &Message,
         filter: &AttemptFilter,
-        page: &PageRequest,
+        page_of: &PageRequest,
     ) -> Result<Page<Attempt>, StoreError> {
-        let select = format!(
-            "SELECT {ATTEMPT_COLUMNS} FROM attempts a JOIN messages m ON m.id = a.message_id
-             WHERE a.message_id = $1 AND m.app_id = $2"
-        );
-        let query = ListQuery::new(&select, vec![text(message.id.as_str()), text(app.as_str())]);
-        attempt_page(&self.pool, query, filter, page).await
+        let query = sql::message_attempts(Dialect::Postgres, app, &message.id, filter);
+        page(&self.pool, query.page("a.id", true, page_of), rows::attempt).await
     }
 
     async fn list_attempts_by_endpoint(
         &self,
         endpoint: &Endpoint,
         filter: &AttemptFilter,
-        page: &PageRequest,
+        page_of: &PageRequest,
     ) -> Result<Page<Attempt>, StoreError> {
-        let select = format!("SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.endpoint_id = $1");
-        let query = ListQuery::new(&select, vec![text(endpoint.id.as_str())]);
-        attempt_page(&self.pool, query, filter, page).await
+        let query = sql::endpoint_attempts(Dialect::Postgres, &endpoint.id, filter);
+        page(&self.pool, query.page("a.id", true, page_of), rows::attempt).await
     }
 
     async fn endpoint_stats(
@@ -213,16 +135,10 @@ impl MessageStore for PgStore {
         until: Timestamp,
     ) -> Result<EndpointStats, StoreError> {
         let [messages, attempts] = search::stats_ranges(since, until);
-        let placeholders = ["$1", "$2", "$3"];
-        let count = |sql: String, (from, below): (String, String)| {
-            sqlx::query_as::<_, (i64, i64)>(AssertSqlSafe(sql))
-                .bind(endpoint.id.as_str())
-                .bind(from)
-                .bind(below)
-                .fetch_all(&self.pool)
-        };
-        let deliveries = count(search::delivery_counts_sql(placeholders), messages).await?;
-        let attempts = count(search::attempt_counts_sql(placeholders), attempts).await?;
+        let deliveries = sql::delivery_counts(&endpoint.id, &messages);
+        let deliveries = fetch(&self.pool, deliveries, sql::count_row).await?;
+        let attempts = sql::attempt_counts(&endpoint.id, &attempts);
+        let attempts = fetch(&self.pool, attempts, sql::count_row).await?;
         Ok(search::stats_from(&deliveries, &attempts))
     }
 
@@ -231,28 +147,9 @@ impl MessageStore for PgStore {
         message: &Message,
         attempt_id: &str,
     ) -> Result<Option<Attempt>, StoreError> {
-        let query = sql(format!(
-            "SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.message_id = $1 AND a.id = $2"
-        ))
-        .bind(message.id.as_str())
-        .bind(attempt_id);
-        fetch_one_of(query, &self.pool, rows::attempt).await
+        let statement = sql::get_attempt(&message.id, attempt_id);
+        fetch_one(&self.pool, statement, rows::attempt).await
     }
-}
-
-/// Adds the attempt filters to `query` and runs it newest first.
-async fn attempt_page(
-    pool: &PgPool,
-    mut query: ListQuery,
-    filter: &AttemptFilter,
-    page: &PageRequest,
-) -> Result<Page<Attempt>, StoreError> {
-    if let Some(status) = filter.status {
-        query.and("a.status = ?", Param::Int(status.code().into()));
-    }
-    query.and_time("a.created_at < ?", filter.before);
-    query.and_time("a.created_at > ?", filter.after);
-    query.page(pool, "a.id", true, page, rows::attempt).await
 }
 
 /// Keeps the message's content until `at` instead of the server's window.
@@ -261,11 +158,7 @@ pub(super) async fn set_expiry(
     message: &MessageId,
     at: Timestamp,
 ) -> Result<(), StoreError> {
-    sqlx::query("UPDATE messages SET payload_expires_at = $2 WHERE id = $1")
-        .bind(message.as_str())
-        .bind(at.as_millis())
-        .execute(conn)
-        .await?;
+    run(conn, sql::set_expiry(message, at)).await?;
     Ok(())
 }
 
@@ -276,26 +169,12 @@ pub(super) async fn insert_message(
     message: &Message,
     route: &Route,
 ) -> Result<CreatedMessage, StoreError> {
-    sqlx::query(
-        "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at,
-         ordering_key, tags, deliver_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-    )
-    .bind(message.id.as_str())
-    .bind(message.app_id.as_str())
-    .bind(&message.event_type)
-    .bind(message.event_id.as_deref())
-    .bind(encode_opt(message.channels.as_ref()))
-    .bind(message.payload.as_deref())
-    .bind(message.created_at.as_millis())
-    .bind(message.ordering_key.as_deref())
-    .bind(encode_opt(message.tags.as_ref()))
-    .bind(message.deliver_at.map(Timestamp::as_millis))
-    .execute(&mut *conn)
-    .await
-    .map_err(refused(
-        taken::event_id(message.event_id.as_deref()),
-        "application",
-    ))?;
+    run(&mut *conn, sql::insert(message))
+        .await
+        .map_err(refused(
+            taken::event_id(message.event_id.as_deref()),
+            "application",
+        ))?;
     let subscribers = match route {
         Route::Subscribers => subscribers(conn, &message.app_id).await?,
         Route::Only(_) => Vec::new(),
@@ -312,62 +191,10 @@ pub(super) async fn insert_message(
     })
 }
 
-/// An enabled endpoint as routing sees it: its id, filters and ordering, the only columns
-/// read, since routing runs for every publish.
-pub(super) struct Subscriber {
-    id: String,
-    event_types: Option<Vec<String>>,
-    channels: Option<Vec<String>>,
-    ordering: Ordering,
-}
-
-impl Subscriber {
-    /// The routing of a whole endpoint row.
-    pub(super) fn of(endpoint: &Endpoint) -> Self {
-        Self {
-            id: endpoint.id.to_string(),
-            event_types: endpoint.event_types.clone(),
-            channels: endpoint.channels.clone(),
-            ordering: endpoint.ordering,
-        }
-    }
-
-    /// Decodes the stored filters (JSON text, NULL for none) and ordering.
-    pub(super) fn decode(
-        (id, event_types, channels, strict_order): SubscriberRow,
-    ) -> Result<Self, StoreError> {
-        Ok(Self {
-            id,
-            event_types: decode_opt(event_types)?,
-            channels: decode_opt(channels)?,
-            ordering: crate::columns::ordering(strict_order),
-        })
-    }
-
-    fn takes(&self, message: &Message) -> bool {
-        filters_take(
-            self.event_types.as_deref(),
-            self.channels.as_deref(),
-            &message.event_type,
-            message.channels.as_deref(),
-        )
-    }
-}
-
 /// The enabled endpoints of `app`.
 async fn subscribers(conn: &mut PgConnection, app: &AppId) -> Result<Vec<Subscriber>, StoreError> {
-    let rows = sqlx::query_as::<_, SubscriberRow>(
-        "SELECT id, event_types, channels, strict_order FROM endpoints
-         WHERE app_id = $1 AND NOT disabled",
-    )
-    .bind(app.as_str())
-    .fetch_all(&mut *conn)
-    .await?;
-    rows.into_iter().map(Subscriber::decode).collect()
+    fetch(conn, sql::subscribers(app), Subscriber::from_row).await
 }
-
-/// A subscriber's stored columns: id, event-type and channel filters, strict order.
-pub(super) type SubscriberRow = (String, Option<String>, Option<String>, bool);
 
 /// One delivery routing decided: its endpoint, and the key it is ordered under, if any.
 pub(super) struct Routed<'a> {

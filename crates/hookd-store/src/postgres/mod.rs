@@ -2,9 +2,9 @@
 //!
 //! SQLite (the default) keeps hookd to one process and one file; PostgreSQL lets any number of
 //! API and delivery processes work on the same state, with the database arbitrating between
-//! them. The contract is the same, held by the same behavioural tests; only the SQL dialect
-//! differs, so the SQL is written here for PostgreSQL and in [`crate::sqlite`] for SQLite,
-//! while column lists, keyset pagination, JSON encoding and conflict texts are shared.
+//! them. The contract is the same, held by the same behavioural tests; the statements both
+//! databases share are written once in `crate::sql`, and the SQL here is PostgreSQL's own
+//! (row locks, arrays, the hot writes' single statements).
 //!
 //! Everything lives in the PostgreSQL schema `hookd` (every pooled connection has
 //! `search_path=hookd`), so hookd can share a database with other software. The schema and its
@@ -16,7 +16,7 @@
 //! `auth`, `queue`, `outbox`, `gauges`, `retention`, `tasks`), `record` for recording attempts in
 //! batches (the queue's hot write), `publish` for writing concurrent publishes in one
 //! transaction (the API's hot write); this one keeps what they share: connecting and
-//! migrating, constraint-error mapping and list queries. `rows` holds the row decoders, and
+//! migrating, and constraint-error mapping. `rows` is how a shared statement runs, and
 //! `plans` (tests only) checks that the hot writes' prepared statements read by key.
 //!
 //! Queries are prepared at run time (`sqlx::query`), never checked against a database at build
@@ -45,16 +45,11 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookd_core::Timestamp;
 use sqlx::migrate::MigrateError;
-use sqlx::postgres::{PgArguments, PgConnectOptions, PgPool, PgPoolOptions, PgRow};
-use sqlx::query::Query;
-use sqlx::{AssertSqlSafe, Postgres};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
-use crate::keyset::Keyset;
-use crate::{Page, PageRequest, StoreError};
+use crate::StoreError;
 use publish::Publisher;
-use rows::Decoded;
 
 /// The PostgreSQL schema that holds hookd's tables.
 pub const SCHEMA: &str = "hookd";
@@ -147,12 +142,6 @@ impl PgStore {
     }
 }
 
-/// SQL assembled at run time from constant pieces (column lists, filters); values are always
-/// bound parameters, never spliced in.
-fn sql(text: String) -> Query<'static, Postgres, PgArguments> {
-    sqlx::query(AssertSqlSafe(text))
-}
-
 /// Maps a unique-key violation (SQLSTATE 23505) to a conflict described by `what`, and a
 /// foreign-key violation (23503: the parent row does not exist) to `parent` not found; any
 /// other failure is the database's.
@@ -192,94 +181,4 @@ fn fk_parent(constraint: &str) -> &'static str {
     } else {
         "referenced record"
     }
-}
-
-/// One bound value of a [`ListQuery`].
-enum Param {
-    Text(String),
-    Texts(Vec<String>),
-    Int(i64),
-    Bool(bool),
-}
-
-/// A list query: `select … where <fixed conditions>` plus optional filters and a keyset page.
-struct ListQuery {
-    sql: String,
-    params: Vec<Param>,
-}
-
-impl ListQuery {
-    /// `select` refers to `params` as `$1`, `$2`, ….
-    fn new(select: &str, params: Vec<Param>) -> Self {
-        Self {
-            sql: select.to_owned(),
-            params,
-        }
-    }
-
-    /// Adds ` AND <condition>` with `?` standing for `value`.
-    fn and(&mut self, condition: &str, value: Param) {
-        self.params.push(value);
-        let placeholder = format!("${}", self.params.len());
-        self.sql.push_str(" AND ");
-        self.sql.push_str(&condition.replace('?', &placeholder));
-    }
-
-    fn and_time(&mut self, condition: &str, at: Option<Timestamp>) {
-        if let Some(at) = at {
-            self.and(condition, Param::Int(at.as_millis()));
-        }
-    }
-
-    /// Finishes the query with a page on `column` and runs it.
-    async fn page<T>(
-        mut self,
-        pool: &PgPool,
-        column: &str,
-        descending: bool,
-        page: &PageRequest,
-        decode: impl Fn(&PgRow) -> Decoded<T>,
-    ) -> Result<Page<T>, StoreError> {
-        let keyset = Keyset::new(
-            column,
-            descending,
-            page,
-            &format!("${}", self.params.len() + 1),
-        );
-        if let Some(key) = &keyset.key {
-            self.params.push(Param::Text(key.clone()));
-        }
-        self.sql.push_str(&keyset.condition);
-        self.sql.push_str(&keyset.order_limit);
-        let query = self
-            .params
-            .into_iter()
-            .fold(sql(self.sql), |query, param| match param {
-                Param::Text(value) => query.bind(value),
-                Param::Texts(values) => query.bind(values),
-                Param::Int(value) => query.bind(value),
-                Param::Bool(value) => query.bind(value),
-            });
-        let rows = query.fetch_all(pool).await?;
-        let items = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
-        Ok(keyset.page(items))
-    }
-}
-
-fn text(value: &str) -> Param {
-    Param::Text(value.to_owned())
-}
-
-/// Runs a query expected to match at most one row and decodes it.
-async fn fetch_one_of<T>(
-    query: Query<'static, Postgres, PgArguments>,
-    pool: &PgPool,
-    decode: impl Fn(&PgRow) -> Decoded<T>,
-) -> Result<Option<T>, StoreError> {
-    query
-        .fetch_optional(pool)
-        .await?
-        .as_ref()
-        .map(decode)
-        .transpose()
 }

@@ -3,11 +3,11 @@
 
 use async_trait::async_trait;
 use hookd_core::model::Message;
-use hookd_core::operations::APP_UID;
 use hookd_core::{MessageId, Timestamp};
 
-use super::{PgStore, rows, sql as query};
-use crate::store::notice_sql as sql;
+use super::PgStore;
+use super::rows::{self, fetch, fetch_one, run, text};
+use crate::sql::notices as sql;
 use crate::{NoticeStore, StoreError};
 
 #[async_trait]
@@ -19,24 +19,13 @@ impl NoticeStore for PgStore {
         until: Timestamp,
         start: &MessageId,
     ) -> Result<Option<MessageId>, StoreError> {
-        let turn = sql::take_turn(["$1", "$2", "$3", "$4"]);
-        let done: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(turn))
-            .bind(owner)
-            .bind(until.as_millis())
-            .bind(now.as_millis())
-            .bind(start.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
+        let turn = sql::take_turn(owner, now, until, start);
+        let done = fetch_one(&self.pool, turn, |row| text(row, 0)).await?;
         Ok(done.map(MessageId::from_stored))
     }
 
     async fn notices_done(&self, owner: &str, done: &MessageId) -> Result<bool, StoreError> {
-        let updated = query(sql::done(["$1", "$2"]))
-            .bind(owner)
-            .bind(done.as_str())
-            .execute(&self.pool)
-            .await?;
-        Ok(updated.rows_affected() == 1)
+        Ok(run(&self.pool, sql::done(owner, done)).await? == 1)
     }
 
     async fn operational_events(
@@ -44,12 +33,6 @@ impl NoticeStore for PgStore {
         after: &MessageId,
         limit: usize,
     ) -> Result<Vec<Message>, StoreError> {
-        let rows = query(sql::events(["$1", "$2", "$3"]))
-            .bind(APP_UID)
-            .bind(after.as_str())
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(rows::message).collect()
+        fetch(&self.pool, sql::events(after, limit), rows::message).await
     }
 }

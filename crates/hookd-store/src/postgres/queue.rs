@@ -76,7 +76,7 @@ impl DeliveryQueue for PgStore {
             .bind(self.cluster_limits)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter().map(rows::claimed).collect()
+        rows.iter().map(|row| rows::claimed(row)).collect()
     }
 
     fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> Handover {

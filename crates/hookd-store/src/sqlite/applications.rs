@@ -3,12 +3,11 @@
 use async_trait::async_trait;
 use hookd_core::AppId;
 use hookd_core::model::Application;
-use rusqlite::params;
 
-use super::rows::{self, APP_COLUMNS, collect};
-use super::{ListQuery, SqliteStore, conflict};
+use super::rows::{self, fetch_one, page, run};
+use super::{SqliteStore, conflict};
 use crate::error::{taken, touched};
-use crate::json::encode;
+use crate::sql::{Dialect, applications as sql};
 use crate::{ApplicationStore, Page, PageRequest, StoreError};
 
 #[async_trait]
@@ -17,20 +16,8 @@ impl ApplicationStore for SqliteStore {
         let app = app.clone();
         self.db
             .write(move |conn| {
-                conn.prepare_cached(
-                    "INSERT INTO applications (id, uid, name, metadata, throttle_rate, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )?
-                .execute(params![
-                    app.id.as_str(),
-                    app.uid,
-                    app.name,
-                    encode(&app.metadata),
-                    app.throttle_rate,
-                    app.created_at.as_millis(),
-                    app.updated_at.as_millis(),
-                ])
-                .map_err(conflict(taken::app_uid(app.uid.as_deref())))?;
+                run(conn, &sql::insert(&app))
+                    .map_err(conflict(taken::app_uid(app.uid.as_deref())))?;
                 Ok(())
             })
             .await
@@ -39,23 +26,16 @@ impl ApplicationStore for SqliteStore {
     async fn get_app(&self, id_or_uid: &str) -> Result<Option<Application>, StoreError> {
         let key = id_or_uid.to_owned();
         self.db
-            .read(move |conn| {
-                // A uid may equal another application's id: the id wins, as on PostgreSQL.
-                let sql = format!(
-                    "SELECT {APP_COLUMNS} FROM applications WHERE id = ?1 OR uid = ?1
-                     ORDER BY id = ?1 DESC LIMIT 1"
-                );
-                Ok(collect(conn, &sql, [key], rows::app)?.pop())
-            })
+            .read(move |conn| fetch_one(conn, &sql::get(&key), rows::app))
             .await
     }
 
-    async fn list_apps(&self, page: &PageRequest) -> Result<Page<Application>, StoreError> {
-        let page = page.clone();
+    async fn list_apps(&self, page_of: &PageRequest) -> Result<Page<Application>, StoreError> {
+        let page_of = page_of.clone();
         self.db
             .read(move |conn| {
-                let select = format!("SELECT {APP_COLUMNS} FROM applications WHERE 1 = 1");
-                ListQuery::new(&select, vec![]).page(conn, "id", false, &page, rows::app)
+                let query = sql::list(Dialect::Sqlite).page("id", false, &page_of);
+                page(conn, query, rows::app)
             })
             .await
     }
@@ -64,19 +44,7 @@ impl ApplicationStore for SqliteStore {
         let app = app.clone();
         self.db
             .write(move |conn| {
-                let rows = conn
-                    .prepare_cached(
-                        "UPDATE applications SET uid = ?2, name = ?3, metadata = ?4, throttle_rate = ?5,
-                         updated_at = ?6 WHERE id = ?1",
-                    )?
-                    .execute(params![
-                        app.id.as_str(),
-                        app.uid,
-                        app.name,
-                        encode(&app.metadata),
-                        app.throttle_rate,
-                        app.updated_at.as_millis(),
-                    ])
+                let rows = run(conn, &sql::update(&app))
                     .map_err(conflict(taken::app_uid(app.uid.as_deref())))?;
                 touched(rows as u64, "application")
             })
@@ -86,10 +54,7 @@ impl ApplicationStore for SqliteStore {
     async fn delete_app(&self, id: &AppId) -> Result<(), StoreError> {
         let id = id.clone();
         self.db
-            .write(move |conn| {
-                let rows = conn.execute("DELETE FROM applications WHERE id = ?1", [id.as_str()])?;
-                touched(rows as u64, "application")
-            })
+            .write(move |conn| touched(run(conn, &sql::delete(&id))? as u64, "application"))
             .await
     }
 }

@@ -1,23 +1,20 @@
 //! [`MessageStore`] on SQLite: messages and the delivery log.
 
 use std::collections::HashMap;
-use std::sync::LazyLock;
 
 use async_trait::async_trait;
-use hookd_core::model::filters_take;
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message, Ordering};
 use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
-use rusqlite::types::Value;
 use rusqlite::{Connection, params};
 
 use super::rows::{
-    self, ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, ENDPOINT_WIDTH, MESSAGE_COLUMNS,
-    MESSAGE_WIDTH, collect,
+    self, ENDPOINT_COLUMNS, ENDPOINT_WIDTH, MESSAGE_WIDTH, fetch, fetch_one, page, run,
 };
-use super::{ListQuery, SqliteStore, missing, refused, text};
+use super::{SqliteStore, missing, refused};
 use crate::error::taken;
-use crate::json::{decode_opt, encode, encode_opt};
 use crate::search;
+use crate::sql::messages::{self as sql, Subscriber};
+use crate::sql::{Dialect, Sql, Statement, args, sql};
 use crate::store::tally;
 use crate::{
     AttemptFilter, ClaimedDelivery, CreatedMessage, DeliveryTally, EndpointStats, Handoff,
@@ -51,10 +48,7 @@ impl MessageStore for SqliteStore {
             if let Some(at) = payload_expires_at {
                 set_expiry(conn, &message.id, at)?;
             }
-            conn.prepare_cached(
-                "UPDATE deliveries SET next_attempt_at = ?2 WHERE message_id = ?1",
-            )?
-            .execute(params![message.id.as_str(), deliver_at.as_millis()])?;
+            run(conn, &sql::schedule(&message.id, deliver_at))?;
             Ok(written)
         })
         .await
@@ -67,13 +61,7 @@ impl MessageStore for SqliteStore {
     ) -> Result<Option<Message>, StoreError> {
         let (app, key) = (app.clone(), id_or_event_id.to_owned());
         self.db
-            .read(move |conn| {
-                let sql = format!(
-                    "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.app_id = ?1 AND (m.id = ?2 OR m.event_id = ?2)
-                     ORDER BY m.id = ?2 DESC LIMIT 1"
-                );
-                Ok(collect(conn, &sql, [app.as_str(), &key], rows::message)?.pop())
-            })
+            .read(move |conn| fetch_one(conn, &sql::get(&app, &key), rows::message))
             .await
     }
 
@@ -81,45 +69,13 @@ impl MessageStore for SqliteStore {
         &self,
         app: &AppId,
         filter: &MessageFilter,
-        page: &PageRequest,
+        page_of: &PageRequest,
     ) -> Result<Page<Message>, StoreError> {
-        let (app, filter, page) = (app.clone(), filter.clone(), page.clone());
+        let (app, filter, page_of) = (app.clone(), filter.clone(), page_of.clone());
         self.db
             .read(move |conn| {
-                let select =
-                    format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.app_id = ?1");
-                let mut query = ListQuery::new(&select, vec![text(app.as_str())]);
-                if let Some(types) = &filter.event_types {
-                    query.and(
-                        "m.event_type IN (SELECT value FROM json_each(?))",
-                        text(&encode(types)),
-                    );
-                }
-                // Both are JSON lists of strings, or NULL (which matches nothing).
-                let lists = [("channels", &filter.channel), ("tags", &filter.tag)];
-                for (column, wanted) in lists {
-                    if let Some(wanted) = wanted {
-                        let has =
-                            format!("EXISTS (SELECT 1 FROM json_each(m.{column}) WHERE value = ?)");
-                        query.and(&has, text(wanted));
-                    }
-                }
-                let (below, from) = search::message_id_bounds(filter.before, filter.after);
-                if let Some(below) = below {
-                    query.and("m.id < ?", Value::Text(below));
-                }
-                if let Some(from) = from {
-                    query.and("m.id >= ?", Value::Text(from));
-                }
-                query.and_time("m.created_at < ?", filter.before);
-                query.and_time("m.created_at > ?", filter.after);
-                if let Some(status) = filter.status {
-                    query.and(
-                        &search::delivery_status_condition(status),
-                        text(app.as_str()),
-                    );
-                }
-                query.page(conn, "m.id", true, &page, rows::message)
+                let query = sql::list(Dialect::Sqlite, &app, &filter).page("m.id", true, &page_of);
+                page(conn, query, rows::message)
             })
             .await
     }
@@ -128,23 +84,9 @@ impl MessageStore for SqliteStore {
         &self,
         messages: &[MessageId],
     ) -> Result<HashMap<MessageId, DeliveryTally>, StoreError> {
-        let ids: Vec<Value> = messages.iter().map(|id| text(id.as_str())).collect();
+        let statement = sql::delivery_tallies(Dialect::Sqlite, messages);
         self.db
-            .read(move |conn| {
-                let marks = vec!["?"; ids.len()].join(",");
-                let sql = format!(
-                    "SELECT message_id, status, COUNT(*) FROM deliveries
-                     WHERE message_id IN ({marks}) GROUP BY message_id, status"
-                );
-                let counts = collect(conn, &sql, rusqlite::params_from_iter(ids), |row| {
-                    Ok((
-                        MessageId::from_stored(row.get(0)?),
-                        DeliveryStatus::from_code(row.get(1)?),
-                        row.get::<_, u32>(2)?,
-                    ))
-                })?;
-                Ok(tally(counts))
-            })
+            .read(move |conn| Ok(tally(fetch(conn, &statement, sql::tally_row)?)))
             .await
     }
 
@@ -156,12 +98,7 @@ impl MessageStore for SqliteStore {
         let (app, message_id) = (app.clone(), message.id.clone());
         self.db
             .read(move |conn| {
-                let sql = format!(
-                    "SELECT {ENDPOINT_COLUMNS}, {DELIVERY_COLUMNS} FROM deliveries d
-                     JOIN endpoints e ON e.id = d.endpoint_id
-                     WHERE d.message_id = ?1 AND e.app_id = ?2 ORDER BY e.id"
-                );
-                collect(conn, &sql, [message_id.as_str(), app.as_str()], |row| {
+                fetch(conn, &sql::deliveries_of(&app, &message_id), |row| {
                     Ok((
                         rows::endpoint(row)?,
                         rows::delivery_at(row, ENDPOINT_WIDTH)?,
@@ -175,22 +112,13 @@ impl MessageStore for SqliteStore {
         &self,
         endpoint: &Endpoint,
         filter: &AttemptFilter,
-        page: &PageRequest,
+        page_of: &PageRequest,
     ) -> Result<Page<(Message, Delivery)>, StoreError> {
-        let (endpoint_id, filter, page) = (endpoint.id.clone(), filter.clone(), page.clone());
+        let (endpoint_id, filter, page_of) = (endpoint.id.clone(), filter.clone(), page_of.clone());
         self.db
             .read(move |conn| {
-                let select = format!(
-                    "SELECT {MESSAGE_COLUMNS}, {DELIVERY_COLUMNS} FROM deliveries d
-                     JOIN messages m ON m.id = d.message_id WHERE d.endpoint_id = ?1"
-                );
-                let mut query = ListQuery::new(&select, vec![text(endpoint_id.as_str())]);
-                if let Some(status) = filter.status {
-                    query.and("d.status = ?", Value::Integer(status.code().into()));
-                }
-                query.and_time("m.created_at < ?", filter.before);
-                query.and_time("m.created_at > ?", filter.after);
-                query.page(conn, "d.message_id", true, &page, |row| {
+                let query = sql::endpoint_deliveries(Dialect::Sqlite, &endpoint_id, &filter);
+                page(conn, query.page("d.message_id", true, &page_of), |row| {
                     Ok((rows::message(row)?, rows::delivery_at(row, MESSAGE_WIDTH)?))
                 })
             })
@@ -202,19 +130,14 @@ impl MessageStore for SqliteStore {
         app: &AppId,
         message: &Message,
         filter: &AttemptFilter,
-        page: &PageRequest,
+        page_of: &PageRequest,
     ) -> Result<Page<Attempt>, StoreError> {
         let (app, message_id) = (app.clone(), message.id.clone());
-        let (filter, page) = (filter.clone(), page.clone());
+        let (filter, page_of) = (filter.clone(), page_of.clone());
         self.db
             .read(move |conn| {
-                let select = format!(
-                    "SELECT {ATTEMPT_COLUMNS} FROM attempts a JOIN messages m ON m.id = a.message_id
-                     WHERE a.message_id = ?1 AND m.app_id = ?2"
-                );
-                let query =
-                    ListQuery::new(&select, vec![text(message_id.as_str()), text(app.as_str())]);
-                attempt_page(conn, query, &filter, &page)
+                let query = sql::message_attempts(Dialect::Sqlite, &app, &message_id, &filter);
+                page(conn, query.page("a.id", true, &page_of), rows::attempt)
             })
             .await
     }
@@ -223,15 +146,13 @@ impl MessageStore for SqliteStore {
         &self,
         endpoint: &Endpoint,
         filter: &AttemptFilter,
-        page: &PageRequest,
+        page_of: &PageRequest,
     ) -> Result<Page<Attempt>, StoreError> {
-        let (endpoint_id, filter, page) = (endpoint.id.clone(), filter.clone(), page.clone());
+        let (endpoint_id, filter, page_of) = (endpoint.id.clone(), filter.clone(), page_of.clone());
         self.db
             .read(move |conn| {
-                let select =
-                    format!("SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.endpoint_id = ?1");
-                let query = ListQuery::new(&select, vec![text(endpoint_id.as_str())]);
-                attempt_page(conn, query, &filter, &page)
+                let query = sql::endpoint_attempts(Dialect::Sqlite, &endpoint_id, &filter);
+                page(conn, query.page("a.id", true, &page_of), rows::attempt)
             })
             .await
     }
@@ -246,16 +167,10 @@ impl MessageStore for SqliteStore {
         self.db
             .read(move |conn| {
                 let [messages, attempts] = search::stats_ranges(since, until);
-                let count = |sql: &str, (from, below): &(String, String)| {
-                    let mut stmt = conn.prepare_cached(sql)?;
-                    let rows = stmt.query_map([endpoint_id.as_str(), from, below], |row| {
-                        Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
-                    })?;
-                    rows.collect::<Result<Vec<_>, _>>()
-                };
-                let placeholders = ["?1", "?2", "?3"];
-                let deliveries = count(&search::delivery_counts_sql(placeholders), &messages)?;
-                let attempts = count(&search::attempt_counts_sql(placeholders), &attempts)?;
+                let deliveries = sql::delivery_counts(&endpoint_id, &messages);
+                let deliveries = fetch(conn, &deliveries, sql::count_row)?;
+                let attempts = sql::attempt_counts(&endpoint_id, &attempts);
+                let attempts = fetch(conn, &attempts, sql::count_row)?;
                 Ok(search::stats_from(&deliveries, &attempts))
             })
             .await
@@ -269,16 +184,11 @@ impl MessageStore for SqliteStore {
         let (message_id, attempt_id) = (message.id.clone(), attempt_id.to_owned());
         self.db
             .read(move |conn| {
-                let sql = format!(
-                    "SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.message_id = ?1 AND a.id = ?2"
-                );
-                Ok(collect(
+                fetch_one(
                     conn,
-                    &sql,
-                    [message_id.as_str(), &attempt_id],
+                    &sql::get_attempt(&message_id, &attempt_id),
                     rows::attempt,
-                )?
-                .pop())
+                )
             })
             .await
     }
@@ -330,23 +240,7 @@ pub(super) fn insert_message(
     route: &Route,
     handoff: Option<&dyn Handoff>,
 ) -> Result<Written, StoreError> {
-    let inserted = conn
-        .prepare_cached(
-            "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at,
-             ordering_key, tags, deliver_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        )?
-        .execute(params![
-            message.id.as_str(),
-            message.app_id.as_str(),
-            message.event_type,
-            message.event_id,
-            encode_opt(message.channels.as_ref()),
-            message.payload,
-            message.created_at.as_millis(),
-            message.ordering_key,
-            encode_opt(message.tags.as_ref()),
-            message.deliver_at.map(Timestamp::as_millis),
-        ]);
+    let inserted = run(conn, &sql::insert(message));
     inserted.map_err(refused(
         taken::event_id(message.event_id.as_deref()),
         "application",
@@ -437,8 +331,7 @@ pub(super) fn set_expiry(
     message: &MessageId,
     at: Timestamp,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached("UPDATE messages SET payload_expires_at = ?2 WHERE id = ?1")?
-        .execute(params![message.as_str(), at.as_millis()])?;
+    run(conn, &sql::set_expiry(message, at))?;
     Ok(())
 }
 
@@ -452,11 +345,16 @@ fn taken(
     let Some(reserved) = handoff.reserve(endpoint) else {
         return Ok(None);
     };
-    // Built once: this runs for every delivery handed over.
-    static ENABLED_ENDPOINT: LazyLock<String> = LazyLock::new(|| {
-        format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1 AND NOT e.disabled")
-    });
-    let enabled = collect(conn, &ENABLED_ENDPOINT, [endpoint.as_str()], rows::endpoint)?.pop();
+    const ENABLED_ENDPOINT: Sql = sql!(
+        "SELECT ",
+        ENDPOINT_COLUMNS,
+        " FROM endpoints e WHERE e.id = ?1 AND NOT e.disabled"
+    );
+    let enabled = fetch_one(
+        conn,
+        &Statement::new(ENABLED_ENDPOINT, args![endpoint.as_str()]),
+        rows::endpoint,
+    )?;
     Ok(enabled.map(|endpoint| (endpoint, reserved)))
 }
 
@@ -485,45 +383,19 @@ fn key_is_busy(conn: &Connection, endpoint: &EndpointId, key: &str) -> Result<bo
 }
 
 /// The enabled endpoints of the message's application whose filters take it, with their
-/// ordering. Reads only the routing columns: this runs for every publish.
+/// ordering.
 fn subscribers(
     conn: &Connection,
     message: &Message,
 ) -> Result<Vec<(EndpointId, Ordering)>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, event_types, channels, strict_order FROM endpoints
-         WHERE app_id = ?1 AND disabled = 0",
+    let subscribers = fetch(
+        conn,
+        &sql::subscribers(&message.app_id),
+        Subscriber::from_row,
     )?;
-    let mut rows = stmt.query([message.app_id.as_str()])?;
-    let mut routed = Vec::new();
-    while let Some(row) = rows.next()? {
-        let event_types: Option<Vec<String>> = decode_opt(row.get(1)?)?;
-        let channels: Option<Vec<String>> = decode_opt(row.get(2)?)?;
-        let channels_of_message = message.channels.as_deref();
-        if filters_take(
-            event_types.as_deref(),
-            channels.as_deref(),
-            &message.event_type,
-            channels_of_message,
-        ) {
-            let ordering = crate::columns::ordering(row.get(3)?);
-            routed.push((EndpointId::from_stored(row.get(0)?), ordering));
-        }
-    }
-    Ok(routed)
-}
-
-/// Adds the attempt filters to `query` and runs it newest first.
-fn attempt_page(
-    conn: &Connection,
-    mut query: ListQuery,
-    filter: &AttemptFilter,
-    page: &PageRequest,
-) -> Result<Page<Attempt>, StoreError> {
-    if let Some(status) = filter.status {
-        query.and("a.status = ?", Value::Integer(status.code().into()));
-    }
-    query.and_time("a.created_at < ?", filter.before);
-    query.and_time("a.created_at > ?", filter.after);
-    query.page(conn, "a.id", true, page, rows::attempt)
+    Ok(subscribers
+        .into_iter()
+        .filter(|s| s.takes(message))
+        .map(|s| (EndpointId::from_stored(s.id), s.ordering))
+        .collect())
 }

@@ -1,12 +1,13 @@
 //! The embedded SQLite [`Store`](crate::Store): hookd's zero-setup default.
 //!
 //! Writes go through `db::Db::write` (one writer thread, group commit); reads through
-//! `db::Db::read` (a reader pool). SQL is written for SQLite here and for PostgreSQL in
-//! [`crate::postgres`]; the behavioural tests hold both to one contract.
+//! `db::Db::read` (a reader pool). The statements both databases share are written once in
+//! `crate::sql`; the SQL here is SQLite's own (claims, the writer's per-row writes).
 //!
 //! One file per resource trait (`applications`, `endpoints`, `event_types`, `messages`,
-//! `auth`, `queue`, `outbox`, `gauges`, `retention`, `tasks`); this one keeps what they share: the store, constraint-error mapping and
-//! list queries. `db` is the connection discipline, `rows` the row decoders.
+//! `auth`, `queue`, `outbox`, `gauges`, `retention`, `tasks`); this one keeps what they share:
+//! the store and constraint-error mapping. `db` is the connection discipline, `rows` how a
+//! shared statement runs on a connection.
 
 mod applications;
 mod auth;
@@ -27,14 +28,10 @@ pub use outbox::outbox_row;
 use std::path::Path;
 use std::sync::{Arc, RwLock, Weak};
 
-use hookd_core::Timestamp;
-use rusqlite::types::Value;
-use rusqlite::{Connection, ffi, params_from_iter};
+use rusqlite::ffi;
 
-use crate::keyset::Keyset;
-use crate::{Handoff, Page, PageRequest, StoreError};
+use crate::{Handoff, StoreError};
 use db::Db;
-use rows::collect;
 
 /// hookd's state in one SQLite file.
 #[derive(Clone)]
@@ -104,61 +101,4 @@ fn missing(parent: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
         Some(Violation::MissingParent) => StoreError::NotFound(parent),
         _ => error.into(),
     }
-}
-
-/// A list query: `select … where <fixed conditions>` plus optional filters and a keyset page.
-struct ListQuery {
-    sql: String,
-    params: Vec<Value>,
-}
-
-impl ListQuery {
-    fn new(select: &str, params: Vec<Value>) -> Self {
-        Self {
-            sql: select.to_owned(),
-            params,
-        }
-    }
-
-    /// Adds ` AND <condition>` with `?` standing for `value`.
-    fn and(&mut self, condition: &str, value: Value) {
-        self.params.push(value);
-        let placeholder = format!("?{}", self.params.len());
-        self.sql.push_str(" AND ");
-        self.sql.push_str(&condition.replace('?', &placeholder));
-    }
-
-    fn and_time(&mut self, condition: &str, at: Option<Timestamp>) {
-        if let Some(at) = at {
-            self.and(condition, Value::Integer(at.as_millis()));
-        }
-    }
-
-    /// Finishes the query with a page on `column` and runs it.
-    fn page<T>(
-        mut self,
-        conn: &Connection,
-        column: &str,
-        descending: bool,
-        page: &PageRequest,
-        decode: impl Fn(&rusqlite::Row<'_>) -> rows::Decoded<T>,
-    ) -> Result<Page<T>, StoreError> {
-        let keyset = Keyset::new(
-            column,
-            descending,
-            page,
-            &format!("?{}", self.params.len() + 1),
-        );
-        if let Some(key) = &keyset.key {
-            self.params.push(Value::Text(key.clone()));
-        }
-        self.sql.push_str(&keyset.condition);
-        self.sql.push_str(&keyset.order_limit);
-        let rows = collect(conn, &self.sql, params_from_iter(self.params), decode)?;
-        Ok(keyset.page(rows))
-    }
-}
-
-fn text(value: &str) -> Value {
-    Value::Text(value.to_owned())
 }

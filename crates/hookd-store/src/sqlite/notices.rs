@@ -3,13 +3,11 @@
 
 use async_trait::async_trait;
 use hookd_core::model::Message;
-use hookd_core::operations::APP_UID;
 use hookd_core::{MessageId, Timestamp};
-use rusqlite::{OptionalExtension, params};
 
 use super::SqliteStore;
-use super::rows::{self, collect};
-use crate::store::notice_sql as sql;
+use super::rows::{self, fetch, fetch_one, run, text};
+use crate::sql::notices as sql;
 use crate::{NoticeStore, StoreError};
 
 #[async_trait]
@@ -21,28 +19,20 @@ impl NoticeStore for SqliteStore {
         until: Timestamp,
         start: &MessageId,
     ) -> Result<Option<MessageId>, StoreError> {
-        let (owner, start) = (owner.to_owned(), start.to_string());
+        let (owner, start) = (owner.to_owned(), start.clone());
         self.db
             .write(move |conn| {
-                let turn = params![owner, until.as_millis(), now.as_millis(), start];
-                let done: Option<String> = conn
-                    .prepare_cached(&sql::take_turn(["?1", "?2", "?3", "?4"]))?
-                    .query_row(turn, |row| row.get(0))
-                    .optional()?;
+                let turn = sql::take_turn(&owner, now, until, &start);
+                let done = fetch_one(conn, &turn, |row| text(row, 0))?;
                 Ok(done.map(MessageId::from_stored))
             })
             .await
     }
 
     async fn notices_done(&self, owner: &str, done: &MessageId) -> Result<bool, StoreError> {
-        let (owner, done) = (owner.to_owned(), done.to_string());
+        let (owner, done) = (owner.to_owned(), done.clone());
         self.db
-            .write(move |conn| {
-                let rows = conn
-                    .prepare_cached(&sql::done(["?1", "?2"]))?
-                    .execute([&owner, &done])?;
-                Ok(rows == 1)
-            })
+            .write(move |conn| Ok(run(conn, &sql::done(&owner, &done))? == 1))
             .await
     }
 
@@ -51,17 +41,9 @@ impl NoticeStore for SqliteStore {
         after: &MessageId,
         limit: usize,
     ) -> Result<Vec<Message>, StoreError> {
-        let after = after.to_string();
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let after = after.clone();
         self.db
-            .read(move |conn| {
-                collect(
-                    conn,
-                    &sql::events(["?1", "?2", "?3"]),
-                    params![APP_UID, after, limit],
-                    rows::message,
-                )
-            })
+            .read(move |conn| fetch(conn, &sql::events(&after, limit), rows::message))
             .await
     }
 }

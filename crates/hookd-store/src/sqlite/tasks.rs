@@ -5,19 +5,15 @@ use std::collections::BTreeSet;
 
 use async_trait::async_trait;
 use hookd_core::model::DeliveryStatus;
-use hookd_core::{AppId, EndpointId, MessageId, TaskId, Timestamp};
-use rusqlite::types::Value;
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use hookd_core::{AppId, EndpointId, TaskId, Timestamp};
+use rusqlite::{Connection, params};
 
+use super::SqliteStore;
 use super::queue::{queue_next_in_order, resend_one};
-use super::rows::{self, collect};
-use super::{ListQuery, SqliteStore, text};
-use crate::columns::ENDPOINT_COLUMNS;
-use crate::json::decode_opt;
-use crate::store::tasks::{
-    Candidate, Chunk, Range, SentRow, TASK_COLUMNS, TaskRow, app_of, app_stats, apps_per_chunk,
-    event_type_line, replay_start, results_json, task_from_row,
-};
+use super::rows::{self, fetch, fetch_one, page, run, text};
+use crate::sql::tasks as sql;
+use crate::sql::{Dialect, Sql, Statement, args, endpoints, sql};
+use crate::store::tasks::{self, Chunk, Range, TASK_COLUMNS, app_of, apps_per_chunk, stats_chunk};
 use crate::{
     BackgroundTask, Page, PageRequest, ReplayFilter, StoreError, TaskFilter, TaskStep, TaskStore,
     TaskWork,
@@ -29,23 +25,7 @@ impl TaskStore for SqliteStore {
         let task = task.clone();
         self.db
             .write(move |conn| {
-                let (endpoint, since, until, filter) = task.work.columns();
-                conn.prepare_cached(
-                    "INSERT INTO background_tasks (id, app_id, kind, endpoint_id, since_ms,
-                     until_ms, filter, status, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
-                )?
-                .execute(params![
-                    task.id.as_str(),
-                    task.app_id.as_ref().map(AppId::as_str),
-                    task.work.kind(),
-                    endpoint,
-                    since,
-                    until,
-                    filter,
-                    task.status.as_str(),
-                    task.created_at.as_millis(),
-                ])?;
+                run(conn, &sql::insert(&task))?;
                 Ok(())
             })
             .await
@@ -54,33 +34,24 @@ impl TaskStore for SqliteStore {
     async fn get_task(&self, id: &TaskId) -> Result<Option<BackgroundTask>, StoreError> {
         let id = id.clone();
         self.db
-            .read(move |conn| {
-                let sql = format!("SELECT {TASK_COLUMNS} FROM background_tasks WHERE id = ?1");
-                Ok(collect(conn, &sql, [id.as_str()], task)?.pop())
-            })
+            .read(move |conn| fetch_one(conn, &sql::get(&id), sql::task))
             .await
     }
 
     async fn list_tasks(
         &self,
         filter: &TaskFilter,
-        page: &PageRequest,
+        page_of: &PageRequest,
     ) -> Result<Page<BackgroundTask>, StoreError> {
-        let (filter, page) = (filter.clone(), page.clone());
+        let (filter, page_of) = (filter.clone(), page_of.clone());
         self.db
             .read(move |conn| {
-                let select = format!("SELECT {TASK_COLUMNS} FROM background_tasks WHERE 1 = 1");
-                let mut query = ListQuery::new(&select, vec![]);
-                if let Some(status) = filter.status {
-                    query.and("status = ?", text(status.as_str()));
-                }
-                if let Some(kind) = &filter.kind {
-                    query.and("kind = ?", text(kind));
-                }
-                if let Some(app) = &filter.app {
-                    query.and("app_id = ?", Value::Text(app.to_string()));
-                }
-                query.page(conn, "id", !filter.oldest_first, &page, task)
+                let query = sql::list(Dialect::Sqlite, &filter);
+                page(
+                    conn,
+                    query.page("id", !filter.oldest_first, &page_of),
+                    sql::task,
+                )
             })
             .await
     }
@@ -105,56 +76,26 @@ impl TaskStore for SqliteStore {
     }
 }
 
-fn task(row: &Row<'_>) -> rows::Decoded<BackgroundTask> {
-    let columns: TaskRow = (
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        row.get(3)?,
-        row.get(4)?,
-        row.get(5)?,
-        row.get(6)?,
-        row.get(7)?,
-        row.get(8)?,
-        row.get(9)?,
-        row.get(10)?,
-        row.get(11)?,
-        row.get(12)?,
-        row.get(13)?,
-    );
-    task_from_row(columns)
-}
-
 /// Runs one chunk of the oldest running task, and records how far it got.
 fn step(conn: &Connection, chunk: usize, now: Timestamp) -> Result<Option<TaskStep>, StoreError> {
-    let sql = format!(
-        "SELECT {TASK_COLUMNS}, cursor FROM background_tasks WHERE status = 'running'
-         ORDER BY id LIMIT 1"
+    const OLDEST_RUNNING: Sql = sql!(
+        "SELECT ",
+        TASK_COLUMNS,
+        ", cursor FROM background_tasks WHERE status = 'running' ORDER BY id LIMIT 1"
     );
-    let found = conn
-        .prepare_cached(&sql)?
-        .query_row([], |row| Ok((task(row), row.get::<_, Option<String>>(14)?)))
-        .optional()?;
-    let Some((task, cursor)) = found else {
+    let oldest = Statement::new(OLDEST_RUNNING, args![]);
+    let found = fetch_one(conn, &oldest, |row| {
+        Ok((sql::task(row)?, row.opt_text(14)?))
+    })?;
+    let Some((mut task, cursor)) = found else {
         return Ok(None);
     };
-    let mut task = task?;
     let progress = run_chunk(conn, &task, cursor.as_deref(), chunk, now)?;
     let queued = progress.record(&mut task, now);
-    conn.prepare_cached(
-        "UPDATE background_tasks SET status = ?2, scanned = ?3, done = ?4, cursor = ?5,
-         error = ?6, updated_at = ?7, result = ?8 WHERE id = ?1",
-    )?
-    .execute(params![
-        task.id.as_str(),
-        task.status.as_str(),
-        task.scanned as i64,
-        task.done as i64,
-        progress.cursor.or(cursor),
-        task.error,
-        now.as_millis(),
-        results_json(&task),
-    ])?;
+    run(
+        conn,
+        &sql::record_step(&task, progress.cursor.as_deref(), now),
+    )?;
     Ok(Some(TaskStep { task, queued }))
 }
 
@@ -205,74 +146,33 @@ fn replayed_endpoint(
     app: &AppId,
     endpoint: &EndpointId,
 ) -> Result<Option<hookd_core::model::Endpoint>, StoreError> {
-    let sql =
-        format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1 AND e.app_id = ?2");
-    Ok(collect(
-        conn,
-        &sql,
-        [endpoint.as_str(), app.as_str()],
-        rows::endpoint,
-    )?
-    .pop())
+    fetch_one(conn, &endpoints::get_by_id(app, endpoint), rows::endpoint)
 }
 
 fn replay_chunk(
     conn: &Connection,
     app: &AppId,
     endpoint: &EndpointId,
-    (since, until, cursor): Range<'_>,
+    range: Range<'_>,
     chunk: usize,
     now: Timestamp,
 ) -> Result<Chunk, StoreError> {
     let Some(target) = replayed_endpoint(conn, app, endpoint)? else {
         return Ok(Chunk::failed("endpoint: was deleted"));
     };
-    let until = until.map(|until| hookd_core::MessageId::lowest_at(until).to_string());
-    let candidates = conn
-        .prepare_cached(
-            "SELECT m.id, m.event_type, m.channels, m.ordering_key, m.payload IS NULL,
-                    EXISTS (SELECT 1 FROM deliveries d
-                            WHERE d.message_id = m.id AND d.endpoint_id = ?3)
-             FROM messages m
-             WHERE m.app_id = ?1 AND m.id >= ?2 AND (?4 IS NULL OR m.id < ?4)
-             ORDER BY m.id LIMIT ?5",
-        )?
-        .query_map(
-            params![
-                app.as_str(),
-                replay_start(since, cursor),
-                endpoint.as_str(),
-                until,
-                chunk as i64
-            ],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, Option<String>>(2)?,
-                    row.get::<_, Option<String>>(3)?,
-                    row.get::<_, bool>(4)?,
-                    row.get::<_, bool>(5)?,
-                ))
-            },
-        )?
-        .collect::<Result<Vec<_>, _>>()?;
+    let candidates = fetch(
+        conn,
+        &sql::candidates(app, endpoint.as_str(), range, chunk),
+        sql::candidate,
+    )?;
     let mut insert = conn.prepare_cached(
         "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at,
          updated_at, ordering_key) VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
     )?;
     let (mut queued, mut keys) = (0, BTreeSet::new());
-    let cursor = candidates.last().map(|c| c.0.clone());
+    let cursor = candidates.last().map(|c| c.id.clone());
     let scanned = candidates.len();
-    for (id, event_type, channels, ordering_key, expunged, delivered) in candidates {
-        let candidate = Candidate {
-            id,
-            event_type,
-            channels: decode_opt(channels)?,
-            ordering_key,
-            expunged,
-            delivered,
-        };
+    for candidate in candidates {
         if !candidate.missing_at(&target) {
             continue;
         }
@@ -300,7 +200,7 @@ fn bulk_replay_chunk(
     conn: &Connection,
     app: &AppId,
     endpoint: &EndpointId,
-    (since, until, cursor): Range<'_>,
+    range: Range<'_>,
     filter: &ReplayFilter,
     chunk: usize,
     now: Timestamp,
@@ -308,38 +208,11 @@ fn bulk_replay_chunk(
     if replayed_endpoint(conn, app, endpoint)?.is_none() {
         return Ok(Chunk::failed("endpoint: was deleted"));
     }
-    let until = until.map(|until| hookd_core::MessageId::lowest_at(until).to_string());
-    let sent = conn
-        .prepare_cached(
-            "SELECT m.id, m.event_type, m.channels, m.tags, d.status,
-                    (SELECT a.response_status_code FROM attempts a
-                     WHERE a.message_id = m.id AND a.endpoint_id = ?3
-                     ORDER BY a.id DESC LIMIT 1)
-             FROM messages m JOIN deliveries d ON d.message_id = m.id AND d.endpoint_id = ?3
-             WHERE m.app_id = ?1 AND m.id >= ?2 AND (?4 IS NULL OR m.id < ?4)
-               AND m.payload IS NOT NULL
-             ORDER BY m.id LIMIT ?5",
-        )?
-        .query_map(
-            params![
-                app.as_str(),
-                replay_start(since, cursor),
-                endpoint.as_str(),
-                until,
-                chunk as i64
-            ],
-            |row| {
-                Ok(SentRow {
-                    id: row.get(0)?,
-                    event_type: row.get(1)?,
-                    channels: row.get(2)?,
-                    tags: row.get(3)?,
-                    status: row.get(4)?,
-                    last_code: row.get(5)?,
-                })
-            },
-        )?
-        .collect::<Result<Vec<_>, _>>()?;
+    let sent = fetch(
+        conn,
+        &sql::sent_messages(app, endpoint.as_str(), range, chunk),
+        sql::sent,
+    )?;
     let (scanned, cursor) = (sent.len(), sent.last().map(|row| row.id.clone()));
     let (mut queued, mut keys) = (0, BTreeSet::new());
     for row in sent {
@@ -364,22 +237,10 @@ fn expunge_chunk(
     cursor: Option<&str>,
     chunk: usize,
 ) -> Result<Chunk, StoreError> {
-    let ids = conn
-        .prepare_cached(
-            "SELECT id FROM messages WHERE app_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
-        )?
-        .query_map(
-            params![app.as_str(), cursor.unwrap_or(""), chunk as i64],
-            |row| row.get::<_, String>(0),
-        )?
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut expunge = conn.prepare_cached(
-        "UPDATE messages SET payload = NULL WHERE id = ?1 AND payload IS NOT NULL",
-    )?;
-    let mut done = 0;
-    for id in &ids {
-        done += expunge.execute([id])? as u64;
-    }
+    let ids = fetch(conn, &sql::message_ids(app, cursor, chunk), |row| {
+        text(row, 0)
+    })?;
+    let done = run(conn, &sql::expunge(Dialect::Sqlite, &ids))? as u64;
     Ok(Chunk::progressed(
         ids.len(),
         chunk,
@@ -392,45 +253,15 @@ fn expunge_chunk(
 /// Counts the deliveries of the next applications' messages created in `[since, until)`.
 fn app_stats_chunk(
     conn: &Connection,
-    (since, until): (Timestamp, Timestamp),
+    range: (Timestamp, Timestamp),
     apps: Option<&[AppId]>,
     cursor: Option<&str>,
     chunk: usize,
 ) -> Result<Chunk, StoreError> {
     let limit = apps_per_chunk(chunk);
-    let apps_json = apps.map(|apps| {
-        let ids: Vec<&str> = apps.iter().map(AppId::as_str).collect();
-        serde_json::to_string(&ids).expect("ids serialize")
-    });
-    let found = conn
-        .prepare_cached(
-            "SELECT id, uid FROM applications
-             WHERE id > ?1 AND (?2 IS NULL OR id IN (SELECT value FROM json_each(?2)))
-             ORDER BY id LIMIT ?3",
-        )?
-        .query_map(
-            params![cursor.unwrap_or(""), apps_json, limit as i64],
-            |row| Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?)),
-        )?
-        .collect::<Result<Vec<_>, _>>()?;
-    let (lo, hi) = (MessageId::lowest_at(since), MessageId::lowest_at(until));
-    let mut count = conn.prepare_cached(
-        "SELECT count(*) FROM messages m JOIN deliveries d ON d.message_id = m.id
-         WHERE m.app_id = ?1 AND m.id >= ?2 AND m.id < ?3",
-    )?;
-    let mut results = Vec::with_capacity(found.len());
-    let mut total = 0;
-    for (id, uid) in &found {
-        let destinations: i64 =
-            count.query_row(params![id, lo.as_str(), hi.as_str()], |row| row.get(0))?;
-        total += destinations.unsigned_abs();
-        results.push(app_stats(id, uid.as_deref(), destinations));
-    }
-    let cursor = found.last().map(|(id, _)| id.clone());
-    Ok(Chunk {
-        results,
-        ..Chunk::progressed(found.len(), limit, total, 0, cursor)
-    })
+    let statement = sql::app_destinations(Dialect::Sqlite, range, apps, cursor, limit);
+    let found = fetch(conn, &statement, sql::destinations)?;
+    Ok(stats_chunk(&found, limit))
 }
 
 /// Lists the event types the next applications' endpoints subscribe to.
@@ -440,23 +271,10 @@ fn event_types_chunk(
     chunk: usize,
 ) -> Result<Chunk, StoreError> {
     let limit = apps_per_chunk(chunk);
-    let found = conn
-        .prepare_cached("SELECT id FROM applications WHERE id > ?1 ORDER BY id LIMIT ?2")?
-        .query_map(params![cursor.unwrap_or(""), limit as i64], |row| {
-            row.get::<_, String>(0)
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut filters = conn.prepare_cached("SELECT event_types FROM endpoints WHERE app_id = ?1")?;
-    let mut results = Vec::with_capacity(found.len());
-    for id in &found {
-        let of_app = filters
-            .query_map([id], |row| row.get::<_, Option<String>>(0))?
-            .collect::<Result<Vec<_>, _>>()?;
-        results.push(event_type_line(id, &of_app)?);
-    }
-    let cursor = found.last().cloned();
-    Ok(Chunk {
-        results,
-        ..Chunk::progressed(found.len(), limit, 0, 0, cursor)
-    })
+    let rows = fetch(
+        conn,
+        &sql::apps_with_filters(cursor, limit),
+        sql::app_filter,
+    )?;
+    tasks::event_types_chunk(&sql::app_filters(rows), limit)
 }

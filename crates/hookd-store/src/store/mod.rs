@@ -31,7 +31,6 @@ pub use messages::{
     AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore, Route,
 };
 pub use notices::NoticeStore;
-pub(crate) use notices::sql as notice_sql;
 pub use outbox::{OutboxStore, RelayRules, Relayed, RowFate, Wakeups};
 pub use retention::{EXPUNGED, PurgeCursor, PurgeRequest, Purged, RetentionStore};
 pub use tasks::{

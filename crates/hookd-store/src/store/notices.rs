@@ -37,38 +37,3 @@ pub trait NoticeStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<Message>, StoreError>;
 }
-
-/// The SQL of [`NoticeStore`], shared by both dialects; `p` are the placeholders.
-pub(crate) mod sql {
-    use crate::columns::MESSAGE_COLUMNS;
-
-    /// Takes or renews the turn: binds the owner, `until`, `now` and the start of a first
-    /// turn; returns the last event done.
-    pub fn take_turn(p: [&str; 4]) -> String {
-        format!(
-            "UPDATE notice_cursor SET owner = {0}, turn_until = {1},
-                 sent_up_to = COALESCE(sent_up_to, {3})
-             WHERE id = 1 AND (owner = {0} OR owner IS NULL OR turn_until <= {2})
-             RETURNING sent_up_to",
-            p[0], p[1], p[2], p[3]
-        )
-    }
-
-    /// Records progress: binds the owner and the last event done.
-    pub fn done(p: [&str; 2]) -> String {
-        format!(
-            "UPDATE notice_cursor SET sent_up_to = {} WHERE id = 1 AND owner = {}",
-            p[1], p[0]
-        )
-    }
-
-    /// The operations application's messages after an id: binds its uid, the id, the limit.
-    pub fn events(p: [&str; 3]) -> String {
-        format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages m
-             WHERE m.app_id = (SELECT id FROM applications WHERE uid = {}) AND m.id > {}
-             ORDER BY m.id LIMIT {}",
-            p[0], p[1], p[2]
-        )
-    }
-}

@@ -352,6 +352,7 @@ pub(crate) struct SentRow {
     /// JSON text, as stored.
     pub channels: Option<String>,
     pub tags: Option<String>,
+    pub ordering_key: Option<String>,
     /// Its delivery's status code.
     pub status: i16,
     /// Its last attempt's HTTP status, if it had one.
@@ -452,17 +453,26 @@ pub(crate) fn app_of(task: &BackgroundTask) -> Result<AppId, Chunk> {
         .ok_or_else(|| Chunk::failed("the task names no application"))
 }
 
-/// One application's line of `application.stats`.
-pub(crate) fn app_stats(id: &str, uid: Option<&str>, destinations: i64) -> serde_json::Value {
-    serde_json::json!({"appId": id, "appUid": uid, "messageDestinations": destinations})
+/// A statistics chunk of `limit` applications that found `found`: each one's id, uid and
+/// message destinations.
+pub(crate) fn stats_chunk(found: &[(String, Option<String>, i64)], limit: usize) -> Chunk {
+    let total = found.iter().map(|(_, _, n)| n.unsigned_abs()).sum();
+    let results = found
+        .iter()
+        .map(|(id, uid, n)| {
+            serde_json::json!({"appId": id, "appUid": uid, "messageDestinations": n})
+        })
+        .collect();
+    let cursor = found.last().map(|(id, _, _)| id.clone());
+    Chunk {
+        results,
+        ..Chunk::progressed(found.len(), limit, total, 0, cursor)
+    }
 }
 
 /// One application's line of `event-type.aggregate`, from its endpoints' event-type filters
 /// (JSON lists, NULL for an endpoint that takes every type).
-pub(crate) fn event_type_line(
-    id: &str,
-    filters: &[Option<String>],
-) -> Result<serde_json::Value, StoreError> {
+fn event_type_line(id: &str, filters: &[Option<String>]) -> Result<serde_json::Value, StoreError> {
     let mut names = std::collections::BTreeSet::new();
     let mut catch_all = false;
     for filter in filters {
@@ -476,6 +486,23 @@ pub(crate) fn event_type_line(
         "explicitlySubscribedEventTypes": names,
         "hasCatchAllEndpoint": catch_all,
     }))
+}
+
+/// An `event-type.aggregate` chunk of `limit` applications that found `apps`, each with its
+/// endpoints' event-type filters.
+pub(crate) fn event_types_chunk(
+    apps: &[(String, Vec<Option<String>>)],
+    limit: usize,
+) -> Result<Chunk, StoreError> {
+    let results = apps
+        .iter()
+        .map(|(id, filters)| event_type_line(id, filters))
+        .collect::<Result<_, _>>()?;
+    let cursor = apps.last().map(|(id, _)| id.clone());
+    Ok(Chunk {
+        results,
+        ..Chunk::progressed(apps.len(), limit, 0, 0, cursor)
+    })
 }
 
 /// How many applications one statistics chunk looks at, of a chunk of `chunk` messages.

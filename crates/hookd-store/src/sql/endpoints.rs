@@ -1,0 +1,140 @@
+//! The statements of [`crate::EndpointStore`].
+
+use hookd_core::model::{Endpoint, Ordering, SealedKeys};
+use hookd_core::{AppId, EndpointId, Timestamp};
+
+use super::rows::{Columns, Decoded, text};
+use super::{Arg, Dialect, ListQuery, Statement, args, sql};
+use crate::columns::ENDPOINT_COLUMNS;
+use crate::json::{encode, encode_opt};
+
+/// The endpoint's id, then the fields an update writes too, as `?1` to `?16`.
+fn id_and_fields(ep: &Endpoint) -> Vec<Arg<'_>> {
+    args![
+        ep.id.as_str(),
+        ep.uid.as_deref(),
+        ep.url.as_str(),
+        ep.description.as_str(),
+        encode_opt(ep.event_types.as_ref()),
+        encode_opt(ep.channels.as_ref()),
+        ep.disabled,
+        ep.throttle_rate,
+        encode(&ep.metadata),
+        encode(&ep.headers),
+        ep.updated_at,
+        ep.disabled_reason.as_deref(),
+        ep.disabled_at,
+        ep.timeout_secs,
+        ep.max_concurrency,
+        ep.ordering == Ordering::Strict,
+    ]
+}
+
+pub fn insert(ep: &Endpoint) -> Statement<'_> {
+    let sql = sql!(
+        "INSERT INTO endpoints (id, uid, url, description, event_types, channels, disabled,
+         throttle_rate, metadata, headers, updated_at, disabled_reason, disabled_at,
+         timeout_secs, max_concurrency, strict_order, app_id, secret, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
+    );
+    let mut args = id_and_fields(ep);
+    args.extend(args![ep.app_id.as_str(), ep.keys.as_str(), ep.created_at]);
+    Statement::new(sql, args)
+}
+
+/// The endpoint of `app` whose id or uid is `id_or_uid`; should one endpoint's uid equal
+/// another's id, the id wins.
+pub fn get<'a>(app: &'a AppId, id_or_uid: &'a str) -> Statement<'a> {
+    let sql = sql!(
+        "SELECT ",
+        ENDPOINT_COLUMNS,
+        " FROM endpoints e WHERE e.app_id = ?1 AND (e.id = ?2 OR e.uid = ?2)
+         ORDER BY e.id = ?2 DESC LIMIT 1"
+    );
+    Statement::new(sql, args![app.as_str(), id_or_uid])
+}
+
+/// The endpoint `id` of `app`.
+pub fn get_by_id<'a>(app: &'a AppId, id: &'a EndpointId) -> Statement<'a> {
+    let sql = sql!(
+        "SELECT ",
+        ENDPOINT_COLUMNS,
+        " FROM endpoints e WHERE e.id = ?1 AND e.app_id = ?2"
+    );
+    Statement::new(sql, args![id.as_str(), app.as_str()])
+}
+
+pub fn list(dialect: Dialect, app: &AppId) -> ListQuery<'_> {
+    let select = sql!(
+        "SELECT ",
+        ENDPOINT_COLUMNS,
+        " FROM endpoints e WHERE e.app_id = ?1"
+    );
+    ListQuery::new(dialect, select, args![app.as_str()])
+}
+
+/// Whether the stored endpoint is disabled, and its sealed keys: [`state`].
+pub fn stored_state(id: &EndpointId) -> Statement<'_> {
+    let sql = sql!("SELECT disabled, secret FROM endpoints WHERE id = ?1");
+    Statement::new(sql, args![id.as_str()])
+}
+
+/// A row of [`stored_state`].
+pub fn state(row: &dyn Columns) -> Decoded<(bool, String)> {
+    Ok((row.bool(0)?, text(row, 1)?))
+}
+
+/// Writes the endpoint's mutable fields, and `new_keys` if given. Enabling a disabled
+/// endpoint starts its failure streak afresh (SET expressions read the row as it was).
+pub fn update<'a>(ep: &'a Endpoint, new_keys: Option<&'a SealedKeys>) -> Statement<'a> {
+    let sql = sql!(
+        "UPDATE endpoints SET uid = ?2, url = ?3, description = ?4, event_types = ?5,
+         channels = ?6, disabled = ?7, throttle_rate = ?8, metadata = ?9, headers = ?10,
+         updated_at = ?11, disabled_reason = ?12, disabled_at = ?13, timeout_secs = ?14,
+         max_concurrency = ?15, strict_order = ?16, secret = COALESCE(?17, secret),
+         failing_since = CASE WHEN disabled AND NOT ?7 THEN NULL ELSE failing_since END
+         WHERE id = ?1"
+    );
+    let mut args = id_and_fields(ep);
+    args.extend(args![new_keys.map(SealedKeys::as_str)]);
+    Statement::new(sql, args)
+}
+
+/// Replaces the endpoint's keys with `new` if they are still `old`.
+pub fn replace_keys<'a>(
+    id: &'a EndpointId,
+    old: &'a SealedKeys,
+    new: &'a SealedKeys,
+    at: Timestamp,
+) -> Statement<'a> {
+    let sql =
+        sql!("UPDATE endpoints SET secret = ?3, updated_at = ?4 WHERE id = ?1 AND secret = ?2");
+    Statement::new(sql, args![id.as_str(), old.as_str(), new.as_str(), at])
+}
+
+/// Every endpoint's sealed keys in id order after `after`: [`sealed_keys`].
+pub fn list_sealed_keys(after: Option<&EndpointId>, limit: usize) -> Statement<'_> {
+    let sql = sql!("SELECT id, secret FROM endpoints WHERE id > ?1 ORDER BY id LIMIT ?2");
+    Statement::new(sql, args![after.map_or("", EndpointId::as_str), limit])
+}
+
+/// A row of [`list_sealed_keys`].
+pub fn sealed_keys(row: &dyn Columns) -> Decoded<(EndpointId, SealedKeys)> {
+    Ok((
+        EndpointId::from_stored(text(row, 0)?),
+        SealedKeys::from_stored(text(row, 1)?),
+    ))
+}
+
+pub fn delete(id: &EndpointId) -> Statement<'_> {
+    Statement::new(
+        sql!("DELETE FROM endpoints WHERE id = ?1"),
+        args![id.as_str()],
+    )
+}
+
+/// Whether the endpoint exists: one boolean.
+pub fn exists(id: &EndpointId) -> Statement<'_> {
+    let sql = sql!("SELECT EXISTS (SELECT 1 FROM endpoints WHERE id = ?1)");
+    Statement::new(sql, args![id.as_str()])
+}

@@ -1,0 +1,298 @@
+//! The statements of [`crate::MessageStore`], and the routing reads both publishes share.
+
+use hookd_core::model::filters_take;
+use hookd_core::model::{Endpoint, Message, Ordering};
+use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
+
+use super::rows::{Columns, Decoded, int, text};
+use super::{Dialect, ListQuery, Statement, args, sql};
+use crate::columns::{ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
+use crate::json::{decode_opt, encode_opt};
+use crate::{AttemptFilter, MessageFilter, StoreError, search};
+
+pub fn insert(message: &Message) -> Statement<'_> {
+    let sql = sql!(
+        "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at,
+         ordering_key, tags, deliver_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+    );
+    Statement::new(
+        sql,
+        args![
+            message.id.as_str(),
+            message.app_id.as_str(),
+            message.event_type.as_str(),
+            message.event_id.as_deref(),
+            encode_opt(message.channels.as_ref()),
+            message.payload.as_deref(),
+            message.created_at,
+            message.ordering_key.as_deref(),
+            encode_opt(message.tags.as_ref()),
+            message.deliver_at,
+        ],
+    )
+}
+
+/// Keeps the message's content until `at` instead of the server's window.
+pub fn set_expiry(message: &MessageId, at: Timestamp) -> Statement<'_> {
+    let sql = sql!("UPDATE messages SET payload_expires_at = ?2 WHERE id = ?1");
+    Statement::new(sql, args![message.as_str(), at])
+}
+
+/// Makes every delivery of a scheduled message due when it asked to go out.
+pub fn schedule(message: &MessageId, deliver_at: Timestamp) -> Statement<'_> {
+    let sql = sql!("UPDATE deliveries SET next_attempt_at = ?2 WHERE message_id = ?1");
+    Statement::new(sql, args![message.as_str(), deliver_at])
+}
+
+/// The message of `app` whose id or `eventId` is `id_or_event_id`; should one message's
+/// `eventId` equal another's id, the id wins.
+pub fn get<'a>(app: &'a AppId, id_or_event_id: &'a str) -> Statement<'a> {
+    let sql = sql!(
+        "SELECT ",
+        MESSAGE_COLUMNS,
+        " FROM messages m WHERE m.app_id = ?1 AND (m.id = ?2 OR m.event_id = ?2)
+         ORDER BY m.id = ?2 DESC LIMIT 1"
+    );
+    Statement::new(sql, args![app.as_str(), id_or_event_id])
+}
+
+/// An application's messages, filtered; page them on `m.id`, newest first.
+pub fn list<'a>(dialect: Dialect, app: &'a AppId, filter: &'a MessageFilter) -> ListQuery<'a> {
+    let select = sql!(
+        "SELECT ",
+        MESSAGE_COLUMNS,
+        " FROM messages m WHERE m.app_id = ?1"
+    );
+    let mut query = ListQuery::new(dialect, select, args![app.as_str()]);
+    if let Some(types) = &filter.event_types {
+        query.and(&dialect.is_one_of("m.event_type"), types.clone());
+    }
+    // Both are JSON lists of strings, or NULL (which matches nothing).
+    for (column, wanted) in [("m.channels", &filter.channel), ("m.tags", &filter.tag)] {
+        if let Some(wanted) = wanted {
+            query.and(&dialect.list_holds(column), wanted.as_str());
+        }
+    }
+    let (below, from) = search::message_id_bounds(filter.before, filter.after);
+    if let Some(below) = below {
+        query.and("m.id < ?", below);
+    }
+    if let Some(from) = from {
+        query.and("m.id >= ?", from);
+    }
+    query.and_time("m.created_at < ?", filter.before);
+    query.and_time("m.created_at > ?", filter.after);
+    if let Some(status) = filter.status {
+        query.and(&search::delivery_status_condition(status), app.as_str());
+    }
+    query
+}
+
+/// The deliveries of `messages` counted by message and status: [`tally_row`].
+pub fn delivery_tallies(dialect: Dialect, messages: &[MessageId]) -> Statement<'static> {
+    let sql = match dialect {
+        Dialect::Sqlite => sql!(
+            "SELECT message_id, status, COUNT(*) FROM deliveries
+             WHERE message_id IN (SELECT value FROM json_each(?1)) GROUP BY message_id, status"
+        ),
+        Dialect::Postgres => sql!(
+            "SELECT message_id, status, COUNT(*) FROM deliveries
+             WHERE message_id = ANY(?1) GROUP BY message_id, status"
+        ),
+    };
+    let ids: Vec<String> = messages.iter().map(ToString::to_string).collect();
+    Statement::new(sql, args![ids])
+}
+
+/// A row of [`delivery_tallies`].
+pub fn tally_row(
+    row: &dyn Columns,
+) -> Decoded<(MessageId, hookd_core::model::DeliveryStatus, u32)> {
+    Ok((
+        MessageId::from_stored(text(row, 0)?),
+        hookd_core::model::DeliveryStatus::from_code(int(row, 1)?),
+        int::<i64, _>(row, 2)?.try_into().unwrap_or(u32::MAX),
+    ))
+}
+
+/// A message's deliveries to endpoints of `app`, each with its endpoint (endpoint columns
+/// first), in endpoint order.
+pub fn deliveries_of<'a>(app: &'a AppId, message: &'a MessageId) -> Statement<'a> {
+    let sql = sql!(
+        "SELECT ",
+        ENDPOINT_COLUMNS,
+        ", ",
+        DELIVERY_COLUMNS,
+        " FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
+         WHERE d.message_id = ?1 AND e.app_id = ?2 ORDER BY e.id"
+    );
+    Statement::new(sql, args![message.as_str(), app.as_str()])
+}
+
+/// An endpoint's deliveries, each with its message (message columns first), filtered; page
+/// them on `d.message_id`, newest first.
+pub fn endpoint_deliveries<'a>(
+    dialect: Dialect,
+    endpoint: &'a EndpointId,
+    filter: &AttemptFilter,
+) -> ListQuery<'a> {
+    let select = sql!(
+        "SELECT ",
+        MESSAGE_COLUMNS,
+        ", ",
+        DELIVERY_COLUMNS,
+        " FROM deliveries d JOIN messages m ON m.id = d.message_id WHERE d.endpoint_id = ?1"
+    );
+    let query = ListQuery::new(dialect, select, args![endpoint.as_str()]);
+    filtered(query, filter, "d.status", "m.created_at")
+}
+
+/// A message's attempts, filtered; page them on `a.id`, newest first.
+pub fn message_attempts<'a>(
+    dialect: Dialect,
+    app: &'a AppId,
+    message: &'a MessageId,
+    filter: &AttemptFilter,
+) -> ListQuery<'a> {
+    let select = sql!(
+        "SELECT ",
+        ATTEMPT_COLUMNS,
+        " FROM attempts a JOIN messages m ON m.id = a.message_id
+         WHERE a.message_id = ?1 AND m.app_id = ?2"
+    );
+    let query = ListQuery::new(dialect, select, args![message.as_str(), app.as_str()]);
+    filtered(query, filter, "a.status", "a.created_at")
+}
+
+/// An endpoint's attempts, filtered; page them on `a.id`, newest first.
+pub fn endpoint_attempts<'a>(
+    dialect: Dialect,
+    endpoint: &'a EndpointId,
+    filter: &AttemptFilter,
+) -> ListQuery<'a> {
+    let select = sql!(
+        "SELECT ",
+        ATTEMPT_COLUMNS,
+        " FROM attempts a WHERE a.endpoint_id = ?1"
+    );
+    let query = ListQuery::new(dialect, select, args![endpoint.as_str()]);
+    filtered(query, filter, "a.status", "a.created_at")
+}
+
+/// Adds `filter`'s conditions on the `status` and `created` columns to `query`.
+fn filtered<'a>(
+    mut query: ListQuery<'a>,
+    filter: &AttemptFilter,
+    status: &str,
+    created: &str,
+) -> ListQuery<'a> {
+    if let Some(wanted) = filter.status {
+        query.and(&format!("{status} = ?"), wanted.code());
+    }
+    query.and_time(&format!("{created} < ?"), filter.before);
+    query.and_time(&format!("{created} > ?"), filter.after);
+    query
+}
+
+/// Deliveries of one endpoint by status for messages in an id range: `status, count` rows.
+pub fn delivery_counts<'a>(
+    endpoint: &'a EndpointId,
+    (from, below): &'a (String, String),
+) -> Statement<'a> {
+    let sql = sql!(
+        "SELECT status, COUNT(*) FROM deliveries WHERE endpoint_id = ?1 AND message_id >= ?2
+         AND message_id < ?3 GROUP BY status"
+    );
+    Statement::new(sql, args![endpoint.as_str(), from, below])
+}
+
+/// Attempts to one endpoint by status in an id range: `status, count` rows.
+pub fn attempt_counts<'a>(
+    endpoint: &'a EndpointId,
+    (from, below): &'a (String, String),
+) -> Statement<'a> {
+    let sql = sql!(
+        "SELECT status, COUNT(*) FROM attempts WHERE endpoint_id = ?1 AND id >= ?2
+         AND id < ?3 GROUP BY status"
+    );
+    Statement::new(sql, args![endpoint.as_str(), from, below])
+}
+
+/// A `status, count` row of [`delivery_counts`] or [`attempt_counts`].
+pub fn count_row(row: &dyn Columns) -> Decoded<(i64, i64)> {
+    Ok((int(row, 0)?, int(row, 1)?))
+}
+
+pub fn get_attempt<'a>(message: &'a MessageId, attempt: &'a str) -> Statement<'a> {
+    let sql = sql!(
+        "SELECT ",
+        ATTEMPT_COLUMNS,
+        " FROM attempts a WHERE a.message_id = ?1 AND a.id = ?2"
+    );
+    Statement::new(sql, args![message.as_str(), attempt])
+}
+
+/// The enabled endpoints of `app` as routing reads them: [`Subscriber::from_row`]. Only the
+/// routing columns: this runs for every publish.
+pub fn subscribers(app: &AppId) -> Statement<'_> {
+    let sql = sql!(
+        "SELECT id, event_types, channels, strict_order FROM endpoints
+         WHERE app_id = ?1 AND NOT disabled"
+    );
+    Statement::new(sql, args![app.as_str()])
+}
+
+/// An enabled endpoint as routing sees it: its id, filters and ordering.
+pub struct Subscriber {
+    pub id: String,
+    event_types: Option<Vec<String>>,
+    channels: Option<Vec<String>>,
+    pub ordering: Ordering,
+}
+
+/// A subscriber's stored columns: id, event-type and channel filters, strict order.
+pub type SubscriberRow = (String, Option<String>, Option<String>, bool);
+
+impl Subscriber {
+    /// The routing of a whole endpoint row.
+    pub fn of(endpoint: &Endpoint) -> Self {
+        Self {
+            id: endpoint.id.to_string(),
+            event_types: endpoint.event_types.clone(),
+            channels: endpoint.channels.clone(),
+            ordering: endpoint.ordering,
+        }
+    }
+
+    /// A row of [`subscribers`].
+    pub fn from_row(row: &dyn Columns) -> Decoded<Self> {
+        Self::decode((
+            text(row, 0)?,
+            row.opt_text(1)?,
+            row.opt_text(2)?,
+            row.bool(3)?,
+        ))
+    }
+
+    /// Decodes the stored filters (JSON text, NULL for none) and ordering.
+    pub fn decode(
+        (id, event_types, channels, strict_order): SubscriberRow,
+    ) -> Result<Self, StoreError> {
+        Ok(Self {
+            id,
+            event_types: decode_opt(event_types)?,
+            channels: decode_opt(channels)?,
+            ordering: crate::columns::ordering(strict_order),
+        })
+    }
+
+    /// Whether its filters take `message`.
+    pub fn takes(&self, message: &Message) -> bool {
+        filters_take(
+            self.event_types.as_deref(),
+            self.channels.as_deref(),
+            &message.event_type,
+            message.channels.as_deref(),
+        )
+    }
+}
