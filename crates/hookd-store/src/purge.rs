@@ -1,76 +1,10 @@
-//! The SQL of the purge's two walks, shared by both dialects (see [`crate::RetentionStore`]).
-//!
-//! Each walk reads one partial index holding only the messages not purged yet, in due order,
-//! from the cursor on, and says for each message whether a delivery of it is still to do.
+//! The purge's walks as both implementations take them (see [`crate::RetentionStore`]): where
+//! each batch starts and where the next goes, and the messages a walk finds. Their statements
+//! are in `crate::sql::retention`.
 
-use hookd_core::model::DeliveryStatus;
 use hookd_core::{MessageId, Timestamp};
 
 use crate::{PurgeCursor, PurgeRequest};
-
-/// `busy`: whether a delivery of `m` is still to do (pending or in flight).
-pub fn busy() -> String {
-    format!(
-        "EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = m.id AND d.status IN ({}, {}))",
-        DeliveryStatus::Pending.code(),
-        DeliveryStatus::Sending.code()
-    )
-}
-
-/// Messages on the server's window: `id, busy`. Binds the id bound of the window's start, the
-/// cursor's id and the limit, as the placeholders `p`.
-pub fn window_sql(p: [&str; 3]) -> String {
-    format!(
-        "SELECT m.id, {} FROM messages m
-         WHERE m.purged_at IS NULL AND m.payload_expires_at IS NULL AND m.id < {} AND m.id > {}
-         ORDER BY m.id LIMIT {}",
-        busy(),
-        p[0],
-        p[1],
-        p[2]
-    )
-}
-
-/// Messages with their own expiry: `id, payload_expires_at, busy`. Binds now, the cursor's
-/// expiry, the cursor's id and the limit, as the placeholders `p`.
-pub fn expiry_sql(p: [&str; 4]) -> String {
-    format!(
-        "SELECT m.id, m.payload_expires_at, {} FROM messages m
-         WHERE m.purged_at IS NULL AND m.payload_expires_at IS NOT NULL
-         AND m.payload_expires_at <= {} AND (m.payload_expires_at, m.id) > ({}, {})
-         ORDER BY m.payload_expires_at, m.id LIMIT {}",
-        busy(),
-        p[0],
-        p[1],
-        p[2],
-        p[3]
-    )
-}
-
-/// Purged messages created before a bound: `id, app_id, event_id, created_at, busy`. Binds the
-/// id bound, the cursor's id and the limit, as the placeholders `p`.
-pub fn records_sql(p: [&str; 3]) -> String {
-    format!(
-        "SELECT m.id, m.app_id, m.event_id, m.created_at, {} FROM messages m
-         WHERE m.purged_at IS NOT NULL AND m.id < {} AND m.id > {}
-         ORDER BY m.id LIMIT {}",
-        busy(),
-        p[0],
-        p[1],
-        p[2]
-    )
-}
-
-/// Releases the oldest `eventId`s of deleted records created before a bound. Binds the bound
-/// and the limit, as the placeholders `p`.
-pub fn release_event_ids_sql(p: [&str; 2]) -> String {
-    format!(
-        "DELETE FROM spent_event_ids WHERE (app_id, event_id) IN (
-             SELECT app_id, event_id FROM spent_event_ids WHERE created_at < {}
-             ORDER BY created_at LIMIT {})",
-        p[0], p[1]
-    )
-}
 
 /// The batch's limit, as the SQL binds it.
 pub fn limit(request: &PurgeRequest) -> i64 {

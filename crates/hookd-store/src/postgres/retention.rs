@@ -5,19 +5,16 @@
 use async_trait::async_trait;
 use hookd_core::model::Message;
 use hookd_core::{MessageId, Timestamp};
-use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres, Transaction};
+use sqlx::{AssertSqlSafe, PgConnection, PgPool};
 
 use super::PgStore;
 use super::messages::{insert_message, set_expiry};
+use super::rows::{fetch, run};
 use crate::error::touched;
 use crate::purge::{self, Candidate, Record};
-use crate::{
-    CreatedMessage, EXPUNGED, PurgeCursor, PurgeRequest, Purged, RetentionStore, Route, StoreError,
-};
-
-/// Rows another purger holds are left to it. `NO KEY`: the engine's attempt inserts take a key
-/// share lock on their message (the foreign key), which this lock does not wait for or block.
-const LOCK: &str = " FOR NO KEY UPDATE OF m SKIP LOCKED";
+use crate::sql::retention::{self as sql, BUSY};
+use crate::sql::{Dialect, Statement, sql};
+use crate::{CreatedMessage, PurgeCursor, PurgeRequest, Purged, RetentionStore, Route, StoreError};
 
 #[async_trait]
 impl RetentionStore for PgStore {
@@ -38,24 +35,21 @@ impl RetentionStore for PgStore {
             PurgeCursor::Records(after) => self.delete_records(request, after.as_ref()).await,
             PurgeCursor::EventIds => self.release_event_ids(request).await,
             PurgeCursor::Window(after) => {
-                let mut tx = self.pool.begin().await?;
-                let candidates = window_candidates(&mut tx, request, after.as_ref()).await?;
-                purge_content(tx, request, candidates).await
+                let walk = sql::window(Dialect::Postgres, request, after.as_ref());
+                self.purge_content(request, walk).await
             }
             PurgeCursor::Expiry(after) => {
-                let mut tx = self.pool.begin().await?;
-                let candidates = expiry_candidates(&mut tx, request, after.as_ref()).await?;
-                purge_content(tx, request, candidates).await
+                let walk = sql::expiry(Dialect::Postgres, request, after.as_ref());
+                self.purge_content(request, walk).await
             }
         }
     }
 
     async fn expunge_message_content(&self, message: &Message) -> Result<(), StoreError> {
-        let done = sqlx::query("UPDATE messages SET payload = NULL WHERE id = $1")
-            .bind(message.id.as_str())
-            .execute(&self.pool)
-            .await?;
-        touched(done.rows_affected(), "message")
+        touched(
+            run(&self.pool, sql::expunge_message(message)).await?,
+            "message",
+        )
     }
 
     async fn expunge_attempt_content(
@@ -63,15 +57,8 @@ impl RetentionStore for PgStore {
         message: &Message,
         attempt_id: &str,
     ) -> Result<(), StoreError> {
-        let done = sqlx::query(
-            "UPDATE attempts SET response = $3, response_head = '' WHERE message_id = $1 AND id = $2",
-        )
-        .bind(message.id.as_str())
-        .bind(attempt_id)
-        .bind(EXPUNGED)
-        .execute(&self.pool)
-        .await?;
-        touched(done.rows_affected(), "attempt")
+        let done = run(&self.pool, sql::expunge_attempt(message, attempt_id)).await?;
+        touched(done, "attempt")
     }
 }
 
@@ -87,24 +74,12 @@ impl PgStore {
         let Some(before) = request.records_before else {
             return Ok(Purged::default());
         };
-        let records: Vec<Record> =
-            sqlx::query_as::<_, (String, String, Option<String>, i64, bool)>(AssertSqlSafe(
-                purge::records_sql(["$1", "$2", "$3"]),
-            ))
-            .bind(purge::created_before(before))
-            .bind(purge::after_id(after))
-            .bind(purge::limit(request))
-            .fetch_all(&self.pool)
-            .await?
-            .into_iter()
-            .map(|(id, app_id, event_id, created_at, busy)| Record {
-                id,
-                app_id,
-                event_id,
-                created_at,
-                busy,
-            })
-            .collect();
+        let records = fetch(
+            &self.pool,
+            sql::records(request, before, after),
+            sql::record,
+        )
+        .await?;
         let settled: Vec<&Record> = records.iter().filter(|r| !r.busy).collect();
         let mut purged = Purged {
             examined: records.len(),
@@ -123,13 +98,16 @@ impl PgStore {
         let ids: Vec<&str> = settled.iter().map(|r| r.id.as_str()).collect();
         let mut tx = self.pool.begin().await?;
         // The check again, under the rows' locks: a recover may have queued a delivery since.
-        let gone: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
-            "SELECT m.id FROM messages m WHERE m.id = ANY($1) AND NOT {} FOR UPDATE OF m SKIP LOCKED",
-            purge::busy()
-        )))
-        .bind(&ids)
-        .fetch_all(&mut *tx)
-        .await?;
+        const SETTLED: &str = sql!(
+            "SELECT m.id FROM messages m WHERE m.id = ANY(?1) AND NOT ",
+            BUSY,
+            " FOR UPDATE OF m SKIP LOCKED"
+        )
+        .postgres();
+        let gone: Vec<String> = sqlx::query_scalar(SETTLED)
+            .bind(&ids)
+            .fetch_all(&mut *tx)
+            .await?;
         purged.attempts = delete_of_messages(&mut tx, "attempts", &gone).await?;
         purged.deliveries = delete_of_messages(&mut tx, "deliveries", &gone).await?;
         let messages = sqlx::query("DELETE FROM messages WHERE id = ANY($1)")
@@ -142,14 +120,50 @@ impl PgStore {
         Ok(purged)
     }
 
+    /// Purges the content of the messages a walk (`walk`, which locks them) finds that have
+    /// no delivery to do, in one transaction.
+    async fn purge_content(
+        &self,
+        request: &PurgeRequest,
+        walk: Statement<'_>,
+    ) -> Result<Purged, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let candidates = fetch(&mut *tx, walk, sql::candidate).await?;
+        let settled: Vec<&str> = candidates
+            .iter()
+            .filter(|c| !c.busy)
+            .map(|c| c.id.as_str())
+            .collect();
+        // The check again, at the write: a resend may have queued a delivery since the select.
+        const PURGE: &str = sql!(
+            "UPDATE messages m SET payload = NULL, purged_at = ?2 WHERE m.id = ANY(?1) AND NOT ",
+            BUSY,
+            " RETURNING m.id"
+        )
+        .postgres();
+        let purged_ids: Vec<String> = sqlx::query_scalar(PURGE)
+            .bind(&settled)
+            .bind(request.now.as_millis())
+            .fetch_all(&mut *tx)
+            .await?;
+        let attempts = delete_of_messages(&mut tx, "attempts", &purged_ids).await?;
+        tx.commit().await?;
+        Ok(Purged {
+            examined: candidates.len(),
+            messages: purged_ids.len(),
+            attempts,
+            next: purge::next_cursor(
+                request,
+                candidates.len(),
+                candidates.last().map(Candidate::cursor),
+            ),
+            ..Purged::default()
+        })
+    }
+
     /// Releases `eventId`s whose time has run out.
     async fn release_event_ids(&self, request: &PurgeRequest) -> Result<Purged, StoreError> {
-        let released = sqlx::query(AssertSqlSafe(purge::release_event_ids_sql(["$1", "$2"])))
-            .bind(request.event_ids_before.as_millis())
-            .bind(purge::limit(request))
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
+        let released = run(&self.pool, sql::release_event_ids(request)).await?;
         let examined = usize::try_from(released).unwrap_or(usize::MAX);
         Ok(Purged {
             examined,
@@ -158,90 +172,6 @@ impl PgStore {
             ..Purged::default()
         })
     }
-}
-
-/// The due messages on the server's window after `after`, locked for this purge.
-async fn window_candidates(
-    tx: &mut PgConnection,
-    request: &PurgeRequest,
-    after: Option<&MessageId>,
-) -> Result<Vec<Candidate>, StoreError> {
-    let select = purge::window_sql(["$1", "$2", "$3"]) + LOCK;
-    let rows = sqlx::query_as::<_, (String, bool)>(AssertSqlSafe(select))
-        .bind(purge::created_before(request.window_start))
-        .bind(purge::after_id(after))
-        .bind(purge::limit(request))
-        .fetch_all(tx)
-        .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, busy)| Candidate {
-            id,
-            expires_at: None,
-            busy,
-        })
-        .collect())
-}
-
-/// The messages past their own expiry after `after`, locked for this purge.
-async fn expiry_candidates(
-    tx: &mut PgConnection,
-    request: &PurgeRequest,
-    after: Option<&(Timestamp, MessageId)>,
-) -> Result<Vec<Candidate>, StoreError> {
-    let (after_at, after_id) = purge::expiry_after(after);
-    let select = purge::expiry_sql(["$1", "$2", "$3", "$4"]) + LOCK;
-    let rows = sqlx::query_as::<_, (String, i64, bool)>(AssertSqlSafe(select))
-        .bind(request.now.as_millis())
-        .bind(after_at)
-        .bind(after_id)
-        .bind(purge::limit(request))
-        .fetch_all(tx)
-        .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, at, busy)| Candidate {
-            id,
-            expires_at: Some(at),
-            busy,
-        })
-        .collect())
-}
-
-/// Purges, in `tx`, the content of the walk's `candidates` that have no delivery to do.
-async fn purge_content(
-    mut tx: Transaction<'_, Postgres>,
-    request: &PurgeRequest,
-    candidates: Vec<Candidate>,
-) -> Result<Purged, StoreError> {
-    let settled: Vec<&str> = candidates
-        .iter()
-        .filter(|c| !c.busy)
-        .map(|c| c.id.as_str())
-        .collect();
-    // The check again, at the write: a resend may have queued a delivery since the select.
-    let purged_ids: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
-        "UPDATE messages m SET payload = NULL, purged_at = $2 WHERE m.id = ANY($1)
-         AND NOT {} RETURNING m.id",
-        purge::busy()
-    )))
-    .bind(&settled)
-    .bind(request.now.as_millis())
-    .fetch_all(&mut *tx)
-    .await?;
-    let attempts = delete_of_messages(&mut tx, "attempts", &purged_ids).await?;
-    tx.commit().await?;
-    Ok(Purged {
-        examined: candidates.len(),
-        messages: purged_ids.len(),
-        attempts,
-        next: purge::next_cursor(
-            request,
-            candidates.len(),
-            candidates.last().map(Candidate::cursor),
-        ),
-        ..Purged::default()
-    })
 }
 
 /// Keeps the `eventId`s of records about to go taken, committed on their own before the

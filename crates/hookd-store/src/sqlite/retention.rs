@@ -8,11 +8,11 @@ use rusqlite::{Connection, params};
 
 use super::SqliteStore;
 use super::messages::{insert_message, set_expiry};
+use super::rows::{fetch, run};
 use crate::error::touched;
 use crate::purge::{self, Candidate, Record};
-use crate::{
-    CreatedMessage, EXPUNGED, PurgeCursor, PurgeRequest, Purged, RetentionStore, Route, StoreError,
-};
+use crate::sql::{Dialect, retention as sql};
+use crate::{CreatedMessage, PurgeCursor, PurgeRequest, Purged, RetentionStore, Route, StoreError};
 
 #[async_trait]
 impl RetentionStore for SqliteStore {
@@ -36,13 +36,13 @@ impl RetentionStore for SqliteStore {
     }
 
     async fn expunge_message_content(&self, message: &Message) -> Result<(), StoreError> {
-        let id = message.id.clone();
+        let message = message.clone();
         self.db
             .write(move |conn| {
-                let rows = conn
-                    .prepare_cached("UPDATE messages SET payload = NULL WHERE id = ?1")?
-                    .execute([id.as_str()])?;
-                touched(rows as u64, "message")
+                touched(
+                    run(conn, &sql::expunge_message(&message))? as u64,
+                    "message",
+                )
             })
             .await
     }
@@ -52,15 +52,10 @@ impl RetentionStore for SqliteStore {
         message: &Message,
         attempt_id: &str,
     ) -> Result<(), StoreError> {
-        let (message_id, attempt_id) = (message.id.clone(), attempt_id.to_owned());
+        let (message, attempt_id) = (message.clone(), attempt_id.to_owned());
         self.db
             .write(move |conn| {
-                let rows = conn
-                    .prepare_cached(
-                        "UPDATE attempts SET response = ?3, response_head = ''
-                         WHERE message_id = ?1 AND id = ?2",
-                    )?
-                    .execute(params![message_id.as_str(), attempt_id, EXPUNGED])?;
+                let rows = run(conn, &sql::expunge_attempt(&message, &attempt_id))?;
                 touched(rows as u64, "attempt")
             })
             .await
@@ -69,62 +64,12 @@ impl RetentionStore for SqliteStore {
 
 fn purge(conn: &Connection, request: &PurgeRequest) -> Result<Purged, StoreError> {
     let candidates = match &request.cursor {
-        PurgeCursor::Window(after) => window_candidates(conn, request, after.as_ref())?,
-        PurgeCursor::Expiry(after) => expiry_candidates(conn, request, after.as_ref())?,
+        PurgeCursor::Window(after) => sql::window(Dialect::Sqlite, request, after.as_ref()),
+        PurgeCursor::Expiry(after) => sql::expiry(Dialect::Sqlite, request, after.as_ref()),
         PurgeCursor::Records(after) => return delete_records(conn, request, after.as_ref()),
         PurgeCursor::EventIds => return release_event_ids(conn, request),
     };
-    purge_content(conn, request, &candidates)
-}
-
-/// The due messages on the server's window after `after`.
-fn window_candidates(
-    conn: &Connection,
-    request: &PurgeRequest,
-    after: Option<&MessageId>,
-) -> Result<Vec<Candidate>, StoreError> {
-    let params = params![
-        purge::created_before(request.window_start),
-        purge::after_id(after),
-        purge::limit(request)
-    ];
-    let candidates = conn
-        .prepare_cached(&purge::window_sql(["?1", "?2", "?3"]))?
-        .query_map(params, |row| {
-            Ok(Candidate {
-                id: row.get(0)?,
-                expires_at: None,
-                busy: row.get(1)?,
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(candidates)
-}
-
-/// The messages past their own expiry after `after`.
-fn expiry_candidates(
-    conn: &Connection,
-    request: &PurgeRequest,
-    after: Option<&(Timestamp, MessageId)>,
-) -> Result<Vec<Candidate>, StoreError> {
-    let (after_at, after_id) = purge::expiry_after(after);
-    let params = params![
-        request.now.as_millis(),
-        after_at,
-        after_id,
-        purge::limit(request)
-    ];
-    let candidates = conn
-        .prepare_cached(&purge::expiry_sql(["?1", "?2", "?3", "?4"]))?
-        .query_map(params, |row| {
-            Ok(Candidate {
-                id: row.get(0)?,
-                expires_at: row.get(1)?,
-                busy: row.get(2)?,
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(candidates)
+    purge_content(conn, request, &fetch(conn, &candidates, sql::candidate)?)
 }
 
 /// Purges the content of the walk's `candidates` that have no delivery to do.
@@ -160,25 +105,7 @@ fn delete_records(
     let Some(before) = request.records_before else {
         return Ok(Purged::default());
     };
-    let records = conn
-        .prepare_cached(&purge::records_sql(["?1", "?2", "?3"]))?
-        .query_map(
-            params![
-                purge::created_before(before),
-                purge::after_id(after),
-                purge::limit(request)
-            ],
-            |row| {
-                Ok(Record {
-                    id: row.get(0)?,
-                    app_id: row.get(1)?,
-                    event_id: row.get(2)?,
-                    created_at: row.get(3)?,
-                    busy: row.get(4)?,
-                })
-            },
-        )?
-        .collect::<Result<Vec<_>, _>>()?;
+    let records = fetch(conn, &sql::records(request, before, after), sql::record)?;
     let mut purged = Purged {
         examined: records.len(),
         ..Purged::default()
@@ -204,12 +131,7 @@ fn delete_records(
 }
 
 fn release_event_ids(conn: &Connection, request: &PurgeRequest) -> Result<Purged, StoreError> {
-    let released = conn
-        .prepare_cached(&purge::release_event_ids_sql(["?1", "?2"]))?
-        .execute(params![
-            request.event_ids_before.as_millis(),
-            purge::limit(request)
-        ])?;
+    let released = run(conn, &sql::release_event_ids(request))?;
     Ok(Purged {
         examined: released,
         event_ids: released as u64,
