@@ -22,9 +22,11 @@ use tokio::sync::Notify;
 
 use super::PgStore;
 use super::messages::insert_message;
+use super::rows::{fetch_one, run, text};
 use crate::outbox::{
     DELIVERIES_CHANNEL, OUTBOX_CHANNEL, OutboxColumns, OutboxRow, strict_event_type, unknown_app,
 };
+use crate::sql::outbox as sql;
 use crate::{OutboxStore, RelayRules, Relayed, Route, RowFate, StoreError, Wakeups};
 
 /// The advisory lock held (for its transaction) by the relay pass that may take rows with an
@@ -196,14 +198,8 @@ async fn relay_row(
     apps: &mut HashMap<String, Option<String>>,
 ) -> Result<RowFate, StoreError> {
     if let Some(source) = source {
-        let seen: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM outbox_relayed WHERE source = $1 AND row_id = $2)",
-        )
-        .bind(source)
-        .bind(row.id)
-        .fetch_one(&mut **tx)
-        .await?;
-        if seen {
+        let seen = fetch_one(&mut **tx, sql::relayed(source, row.id), |r| r.bool(0)).await?;
+        if seen == Some(true) {
             return Ok(RowFate::AlreadyPublished);
         }
     }
@@ -226,16 +222,12 @@ async fn relay_row(
         Err(other) => return Err(other),
     };
     if let Some(source) = source {
-        let recorded = sqlx::query(
-            "INSERT INTO outbox_relayed (source, row_id, message_id) VALUES ($1, $2, $3)
-             ON CONFLICT DO NOTHING",
+        let recorded = run(
+            &mut *savepoint,
+            sql::record_relayed(source, row.id, &message.id),
         )
-        .bind(source)
-        .bind(row.id)
-        .bind(message.id.as_str())
-        .execute(&mut *savepoint)
         .await?;
-        if recorded.rows_affected() == 0 {
+        if recorded == 0 {
             savepoint.rollback().await?;
             return Ok(RowFate::AlreadyPublished);
         }
@@ -260,24 +252,17 @@ async fn checked_message(
     let app = match apps.get(&row.app) {
         Some(app) => app.clone(),
         None => {
-            let app: Option<String> = sqlx::query_scalar(
-                "SELECT id FROM applications WHERE id = $1 OR uid = $1
-                 ORDER BY id = $1 DESC LIMIT 1",
-            )
-            .bind(&row.app)
-            .fetch_optional(&mut **tx)
-            .await?;
+            let app = fetch_one(&mut **tx, sql::app_id(&row.app), |r| text(r, 0));
+            let app = app.await.map_err(Refusal::Store)?;
             apps.insert(row.app.clone(), app.clone());
             app
         }
     };
     let app = app.ok_or_else(|| Refusal::Row(unknown_app(&row.app)))?;
     if rules.strict_event_types {
-        let found: Option<(bool, Option<String>)> =
-            sqlx::query_as("SELECT archived, schemas FROM event_types WHERE name = $1")
-                .bind(&row.event_type)
-                .fetch_optional(&mut **tx)
-                .await?;
+        let statement = sql::event_type(&row.event_type);
+        let found = fetch_one(&mut **tx, statement, sql::event_type_row);
+        let found = found.await.map_err(Refusal::Store)?;
         strict_event_type(found, row).map_err(Refusal::Row)?;
     }
     Ok(row.message(id, AppId::from_stored(app), now))

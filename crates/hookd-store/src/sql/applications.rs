@@ -29,15 +29,14 @@ pub fn insert(app: &Application) -> Statement<'_> {
     Statement::new(sql, args)
 }
 
-/// The application whose id or uid is `id_or_uid`. Should one application's uid equal
-/// another's id, the id wins.
+/// The application whose id or uid is `?1`: should one application's uid equal another's
+/// id, the id wins.
+pub const ID_OR_UID: &str =
+    " FROM applications WHERE id = ?1 OR uid = ?1 ORDER BY id = ?1 DESC LIMIT 1";
+
+/// The application whose id or uid is `id_or_uid` (see [`ID_OR_UID`]).
 pub fn get(id_or_uid: &str) -> Statement<'_> {
-    let sql = sql!(
-        "SELECT ",
-        APP_COLUMNS,
-        " FROM applications WHERE id = ?1 OR uid = ?1 ORDER BY id = ?1 DESC LIMIT 1"
-    );
-    Statement::new(sql, args![id_or_uid])
+    Statement::new(sql!("SELECT ", APP_COLUMNS, ID_OR_UID), args![id_or_uid])
 }
 
 pub fn list(dialect: Dialect) -> ListQuery<'static> {

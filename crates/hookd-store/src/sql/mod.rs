@@ -21,6 +21,7 @@ pub mod event_types;
 pub mod list;
 pub mod messages;
 pub mod notices;
+pub mod outbox;
 pub mod retention;
 pub mod rows;
 pub mod tasks;

@@ -9,11 +9,13 @@
 use async_trait::async_trait;
 use hookd_core::{AppId, MessageId, Timestamp};
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use super::SqliteStore;
 use super::messages::insert_message;
+use super::rows::{fetch_one, run, text};
 use crate::outbox::{OutboxRow, strict_event_type, unknown_app};
+use crate::sql::outbox as sql;
 use crate::{OutboxStore, RelayRules, Relayed, Route, RowFate, StoreError, Wakeups};
 
 #[async_trait]
@@ -104,12 +106,8 @@ fn relay_row(
     now: Timestamp,
 ) -> Result<RowFate, StoreError> {
     if let Some(source) = source {
-        let seen: bool = conn
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM outbox_relayed WHERE source = ?1 AND row_id = ?2)",
-            )?
-            .query_row(params![source, row.id], |r| r.get(0))?;
-        if seen {
+        let seen = fetch_one(conn, &sql::relayed(source, row.id), |r| r.bool(0))?;
+        if seen == Some(true) {
             return Ok(RowFate::AlreadyPublished);
         }
     }
@@ -160,18 +158,10 @@ fn publish_row(
     now: Timestamp,
 ) -> Result<usize, Refusal> {
     row.check(rules).map_err(Refusal::Row)?;
-    let app: Option<String> = conn
-        .prepare_cached(
-            "SELECT id FROM applications WHERE id = ?1 OR uid = ?1 ORDER BY id = ?1 DESC LIMIT 1",
-        )?
-        .query_row([&row.app], |r| r.get(0))
-        .optional()?;
+    let app = fetch_one(conn, &sql::app_id(&row.app), |r| text(r, 0))?;
     let app = app.ok_or_else(|| Refusal::Row(unknown_app(&row.app)))?;
     if rules.strict_event_types {
-        let found: Option<(bool, Option<String>)> = conn
-            .prepare_cached("SELECT archived, schemas FROM event_types WHERE name = ?1")?
-            .query_row([&row.event_type], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
+        let found = fetch_one(conn, &sql::event_type(&row.event_type), sql::event_type_row)?;
         strict_event_type(found, row).map_err(Refusal::Row)?;
     }
     let message = row.message(id, AppId::from_stored(app), now);
@@ -179,10 +169,7 @@ fn publish_row(
         .created
         .deliveries;
     if let Some(source) = source {
-        conn.prepare_cached(
-            "INSERT INTO outbox_relayed (source, row_id, message_id) VALUES (?1, ?2, ?3)",
-        )?
-        .execute(params![source, row.id, message.id.as_str()])?;
+        run(conn, &sql::record_relayed(source, row.id, &message.id))?;
     }
     Ok(deliveries)
 }
