@@ -51,14 +51,10 @@ impl EndpointStore for PgStore {
     async fn update_endpoint_with(&self, update: &EndpointUpdate<'_>) -> Result<bool, StoreError> {
         let ep = update.endpoint;
         let mut tx = self.pool.begin().await?;
-        // Locked until commit: no other writer changes `disabled` or the keys between this
-        // read and the update.
-        let (was_disabled, stored_keys): (bool, String) =
-            sqlx::query_as("SELECT disabled, secret FROM endpoints WHERE id = $1 FOR UPDATE")
-                .bind(ep.id.as_str())
-                .fetch_optional(&mut *tx)
-                .await?
-                .ok_or(StoreError::NotFound("endpoint"))?;
+        let state = sql::stored_state(Dialect::Postgres, &ep.id);
+        let (was_disabled, stored_keys) = fetch_one(&mut *tx, state, sql::state)
+            .await?
+            .ok_or(StoreError::NotFound("endpoint"))?;
         check_disabled_as_read(update.disabled_as_read, was_disabled, ep.disabled)?;
         if update
             .keys

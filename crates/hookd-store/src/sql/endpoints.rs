@@ -73,9 +73,15 @@ pub fn list(dialect: Dialect, app: &AppId) -> ListQuery<'_> {
     ListQuery::new(dialect, select, args![app.as_str()])
 }
 
-/// Whether the stored endpoint is disabled, and its sealed keys: [`state`].
-pub fn stored_state(id: &EndpointId) -> Statement<'_> {
-    let sql = sql!("SELECT disabled, secret FROM endpoints WHERE id = ?1");
+/// Whether the stored endpoint is disabled, and its sealed keys: [`state`]. On PostgreSQL
+/// the row stays locked until the transaction ends, so no other writer changes them before
+/// the update; SQLite's writes are serial already.
+pub fn stored_state(dialect: Dialect, id: &EndpointId) -> Statement<'_> {
+    const SELECT: &str = "SELECT disabled, secret FROM endpoints WHERE id = ?1";
+    let sql = match dialect {
+        Dialect::Sqlite => sql!(SELECT).only(Dialect::Sqlite),
+        Dialect::Postgres => sql!(SELECT, " FOR UPDATE").only(Dialect::Postgres),
+    };
     Statement::new(sql, args![id.as_str()])
 }
 

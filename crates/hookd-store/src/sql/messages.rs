@@ -94,11 +94,13 @@ pub fn delivery_tallies(dialect: Dialect, messages: &[MessageId]) -> Statement<'
         Dialect::Sqlite => sql!(
             "SELECT message_id, status, COUNT(*) FROM deliveries
              WHERE message_id IN (SELECT value FROM json_each(?1)) GROUP BY message_id, status"
-        ),
+        )
+        .only(Dialect::Sqlite),
         Dialect::Postgres => sql!(
             "SELECT message_id, status, COUNT(*) FROM deliveries
              WHERE message_id = ANY(?1) GROUP BY message_id, status"
-        ),
+        )
+        .only(Dialect::Postgres),
     };
     let ids: Vec<String> = messages.iter().map(ToString::to_string).collect();
     Statement::new(sql, args![ids])

@@ -33,11 +33,13 @@ use hookd_core::Timestamp;
 pub use list::ListQuery;
 
 /// A statement written once for both databases: the text SQLite runs, with `?1`, `?2`, …, and
-/// the text PostgreSQL runs, the same but for `$1`, `$2`, …. Made by [`sql!`].
+/// the text PostgreSQL runs, the same but for `$1`, `$2`, …. Made by [`sql!`]. Where the two
+/// databases need different words, each text is written for one of them ([`Sql::only`]), and
+/// asking it for the other's is a bug that panics at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sql {
-    sqlite: &'static str,
-    postgres: &'static str,
+    sqlite: Option<&'static str>,
+    postgres: Option<&'static str>,
 }
 
 impl Sql {
@@ -45,26 +47,49 @@ impl Sql {
     #[doc(hidden)]
     pub const fn from_rendered(sqlite: &'static [u8], postgres: &'static [u8]) -> Self {
         match (std::str::from_utf8(sqlite), std::str::from_utf8(postgres)) {
-            (Ok(sqlite), Ok(postgres)) => Self { sqlite, postgres },
+            (Ok(sqlite), Ok(postgres)) => Self {
+                sqlite: Some(sqlite),
+                postgres: Some(postgres),
+            },
             _ => panic!("shared SQL is not UTF-8"),
+        }
+    }
+
+    /// The statement for `dialect` alone: it uses words the other database does not know.
+    pub const fn only(self, dialect: Dialect) -> Self {
+        match dialect {
+            Dialect::Sqlite => Self {
+                postgres: None,
+                ..self
+            },
+            Dialect::Postgres => Self {
+                sqlite: None,
+                ..self
+            },
         }
     }
 
     /// The text with SQLite's placeholders.
     pub const fn sqlite(self) -> &'static str {
-        self.sqlite
+        match self.sqlite {
+            Some(text) => text,
+            None => panic!("a statement for PostgreSQL alone was run on SQLite"),
+        }
     }
 
     /// The text with PostgreSQL's placeholders.
     pub const fn postgres(self) -> &'static str {
-        self.postgres
+        match self.postgres {
+            Some(text) => text,
+            None => panic!("a statement for SQLite alone was run on PostgreSQL"),
+        }
     }
 
     /// The text for `dialect`.
     pub const fn text(self, dialect: Dialect) -> &'static str {
         match dialect {
-            Dialect::Sqlite => self.sqlite,
-            Dialect::Postgres => self.postgres,
+            Dialect::Sqlite => self.sqlite(),
+            Dialect::Postgres => self.postgres(),
         }
     }
 }
@@ -308,6 +333,12 @@ mod tests {
             statement.postgres(),
             "SELECT id, name FROM t WHERE id = $1 OR uid = $12"
         );
+    }
+
+    #[test]
+    #[should_panic(expected = "for PostgreSQL alone")]
+    fn a_statement_for_one_database_is_not_run_on_the_other() {
+        sql!("SELECT 1 FOR UPDATE").only(Dialect::Postgres).sqlite();
     }
 
     #[test]

@@ -36,8 +36,8 @@ pub fn expunge_attempt<'a>(message: &'a Message, attempt: &'a str) -> Statement<
 /// The statement of `dialect`: `locked` on PostgreSQL, `plain` on SQLite.
 fn locked_on_postgres(dialect: Dialect, plain: Sql, locked: Sql) -> Sql {
     match dialect {
-        Dialect::Sqlite => plain,
-        Dialect::Postgres => locked,
+        Dialect::Sqlite => plain.only(Dialect::Sqlite),
+        Dialect::Postgres => locked.only(Dialect::Postgres),
     }
 }
 

@@ -198,9 +198,11 @@ pub fn expunge(dialect: Dialect, ids: &[String]) -> Statement<'static> {
         Dialect::Sqlite => sql!(
             "UPDATE messages SET payload = NULL
              WHERE id IN (SELECT value FROM json_each(?1)) AND payload IS NOT NULL"
-        ),
+        )
+        .only(Dialect::Sqlite),
         Dialect::Postgres => {
             sql!("UPDATE messages SET payload = NULL WHERE id = ANY(?1) AND payload IS NOT NULL")
+                .only(Dialect::Postgres)
         }
     };
     Statement::new(sql, args![ids.to_vec()])
@@ -215,23 +217,24 @@ pub fn app_destinations<'a>(
     cursor: Option<&'a str>,
     limit: usize,
 ) -> Statement<'a> {
+    const SELECT: &str = "SELECT a.id, a.uid,
+            (SELECT count(*) FROM messages m JOIN deliveries d ON d.message_id = m.id
+             WHERE m.app_id = a.id AND m.id >= ?4 AND m.id < ?5)
+         FROM applications a WHERE a.id > ?1 AND ";
+    const ORDER: &str = " ORDER BY a.id LIMIT ?3";
     let sql = match dialect {
         Dialect::Sqlite => sql!(
-            "SELECT a.id, a.uid,
-                    (SELECT count(*) FROM messages m JOIN deliveries d ON d.message_id = m.id
-                     WHERE m.app_id = a.id AND m.id >= ?4 AND m.id < ?5)
-             FROM applications a
-             WHERE a.id > ?1 AND (?2 IS NULL OR a.id IN (SELECT value FROM json_each(?2)))
-             ORDER BY a.id LIMIT ?3"
-        ),
+            SELECT,
+            "(?2 IS NULL OR a.id IN (SELECT value FROM json_each(?2)))",
+            ORDER
+        )
+        .only(Dialect::Sqlite),
         Dialect::Postgres => sql!(
-            "SELECT a.id, a.uid,
-                    (SELECT count(*) FROM messages m JOIN deliveries d ON d.message_id = m.id
-                     WHERE m.app_id = a.id AND m.id >= ?4 AND m.id < ?5)
-             FROM applications a
-             WHERE a.id > ?1 AND (CAST(?2 AS TEXT[]) IS NULL OR a.id = ANY(?2))
-             ORDER BY a.id LIMIT ?3"
-        ),
+            SELECT,
+            "(CAST(?2 AS TEXT[]) IS NULL OR a.id = ANY(?2))",
+            ORDER
+        )
+        .only(Dialect::Postgres),
     };
     let apps: Option<Vec<String>> = apps.map(|apps| apps.iter().map(ToString::to_string).collect());
     let (lo, hi) = (MessageId::lowest_at(since), MessageId::lowest_at(until));

@@ -64,10 +64,9 @@ impl EndpointStore for SqliteStore {
         let keys = update.keys.map(|swap| (swap.old.clone(), swap.new.clone()));
         self.db
             .write(move |conn| {
-                // Writes are serial: nothing changes the row between this read and the update.
+                let state = sql::stored_state(Dialect::Sqlite, &ep.id);
                 let (was_disabled, stored_keys) =
-                    fetch_one(conn, &sql::stored_state(&ep.id), sql::state)?
-                        .ok_or(StoreError::NotFound("endpoint"))?;
+                    fetch_one(conn, &state, sql::state)?.ok_or(StoreError::NotFound("endpoint"))?;
                 check_disabled_as_read(disabled_as_read, was_disabled, ep.disabled)?;
                 if keys
                     .as_ref()

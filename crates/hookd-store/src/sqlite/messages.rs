@@ -251,10 +251,7 @@ pub(super) fn insert_message(
         Route::Subscribers => subscribers(conn, message)?,
         Route::Only(endpoint) => vec![(endpoint.clone(), Ordering::PerKey)],
     };
-    let mut insert = conn.prepare_cached(
-        "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at,
-         updated_at, ordering_key) VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
-    )?;
+    let mut insert = conn.prepare_cached(INSERT_DELIVERY)?;
     let mut handed = Vec::new();
     let mut waiting = 0;
     for (endpoint, ordering) in &routed {
@@ -324,6 +321,13 @@ pub(super) fn insert_message(
         handed,
     })
 }
+
+/// Inserts one delivery, binding message, endpoint, status, when it is due (NULL: waiting
+/// behind its key), when it was written and its ordering key. SQLite writes deliveries row by
+/// row: its one writer has no lock to take for them.
+pub(super) const INSERT_DELIVERY: &str = "INSERT INTO deliveries (message_id, endpoint_id,
+     status, attempt_count, next_attempt_at, updated_at, ordering_key)
+     VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)";
 
 /// Keeps the message's content until `at` instead of the server's window.
 pub(super) fn set_expiry(

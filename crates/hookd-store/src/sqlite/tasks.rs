@@ -9,6 +9,7 @@ use hookd_core::{AppId, EndpointId, TaskId, Timestamp};
 use rusqlite::{Connection, params};
 
 use super::SqliteStore;
+use super::messages::INSERT_DELIVERY;
 use super::queue::{queue_next_in_order, resend_one};
 use super::rows::{self, fetch, fetch_one, page, run, text};
 use crate::sql::tasks as sql;
@@ -165,10 +166,7 @@ fn replay_chunk(
         &sql::candidates(app, endpoint.as_str(), range, chunk),
         sql::candidate,
     )?;
-    let mut insert = conn.prepare_cached(
-        "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, next_attempt_at,
-         updated_at, ordering_key) VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
-    )?;
+    let mut insert = conn.prepare_cached(INSERT_DELIVERY)?;
     let (mut queued, mut keys) = (0, BTreeSet::new());
     let cursor = candidates.last().map(|c| c.id.clone());
     let scanned = candidates.len();
