@@ -16,14 +16,16 @@
 //! - [`error`]: [`StoreError`], the one error every storage call returns.
 //! - `sql`: the SQL both implementations share, written once: statements with their
 //!   arguments (placeholders rendered per database at compile time), list queries, and the
-//!   row decoders over both databases' row types. One file per resource trait.
+//!   row decoders over both databases' row types. One file per resource trait, which
+//!   implements it there, once for both; a backend adds only what it does its own way.
 //! - [`sqlite`]: the SQLite implementation: a single writer thread that group-commits many
 //!   callers' writes in one transaction, and a pool of reader connections; it runs the shared
-//!   statements and keeps what only SQLite does (the writer, claims). One file per resource
-//!   trait.
+//!   statements and keeps what only SQLite does (the writer, claims, per-row writes). One
+//!   file per resource where it does something its own way.
 //! - [`postgres`]: the PostgreSQL implementation on `sqlx`, in a `hookd` schema, for several
 //!   hookd processes sharing one database; it runs the shared statements and keeps what only
-//!   PostgreSQL does (publish, record, notifications, row locks). One file per resource trait.
+//!   PostgreSQL does (publish, record, notifications, row locks, arrays). One file per
+//!   resource where it does something its own way.
 //! - `operations`: [`ensure_operations_app`], the application operational webhooks are
 //!   published in.
 //! - `outbox`: the outbox row's checks and the message it becomes, shared by both relays.

@@ -1,21 +1,24 @@
-//! [`EndpointStore`] on PostgreSQL: endpoints.
+//! Endpoint writes with their operational events on PostgreSQL
+//! (`crate::sql::endpoints::EventWrites`): each is one transaction, an update's holding the
+//! endpoint's row locked from its read to its write.
 
 use async_trait::async_trait;
-use hookd_core::model::{Endpoint, Message, SealedKeys};
-use hookd_core::{AppId, EndpointId, Timestamp};
+use hookd_core::EndpointId;
+use hookd_core::model::{Endpoint, Message};
 use sqlx::PgExecutor;
 
 use super::messages::insert_events;
-use super::rows::{self, fetch, fetch_one, page, run};
+use super::rows::{fetch_one, run};
 use super::{PgStore, conflict, refused};
 use crate::error::{taken, touched};
-use crate::sql::{Dialect, endpoints as sql};
+use crate::sql::Dialect;
+use crate::sql::endpoints::{self as sql, EventWrites};
 use crate::store::check_disabled_as_read;
-use crate::{EndpointStore, EndpointUpdate, Page, PageRequest, StoreError};
+use crate::{EndpointUpdate, StoreError};
 
 #[async_trait]
-impl EndpointStore for PgStore {
-    async fn create_endpoint_with_events(
+impl EventWrites for PgStore {
+    async fn insert_with_events(
         &self,
         ep: &Endpoint,
         events: &[Message],
@@ -31,24 +34,7 @@ impl EndpointStore for PgStore {
         Ok(())
     }
 
-    async fn get_endpoint(
-        &self,
-        app: &AppId,
-        id_or_uid: &str,
-    ) -> Result<Option<Endpoint>, StoreError> {
-        fetch_one(&self.pool, sql::get(app, id_or_uid), rows::endpoint).await
-    }
-
-    async fn list_endpoints(
-        &self,
-        app: &AppId,
-        page_of: &PageRequest,
-    ) -> Result<Page<Endpoint>, StoreError> {
-        let query = sql::list(Dialect::Postgres, app).page("e.id", false, page_of);
-        page(&self.pool, query, rows::endpoint).await
-    }
-
-    async fn update_endpoint_with(&self, update: &EndpointUpdate<'_>) -> Result<bool, StoreError> {
+    async fn update_with_events(&self, update: &EndpointUpdate<'_>) -> Result<bool, StoreError> {
         let ep = update.endpoint;
         let mut tx = self.pool.begin().await?;
         let state = sql::stored_state(Dialect::Postgres, &ep.id);
@@ -74,30 +60,7 @@ impl EndpointStore for PgStore {
         Ok(true)
     }
 
-    async fn replace_endpoint_keys(
-        &self,
-        endpoint: &EndpointId,
-        old: &SealedKeys,
-        new: &SealedKeys,
-        at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        let swapped = run(&self.pool, sql::replace_keys(endpoint, old, new, at)).await?;
-        if swapped == 0 {
-            require_endpoint(&self.pool, endpoint).await?;
-        }
-        Ok(swapped == 1)
-    }
-
-    async fn list_sealed_keys(
-        &self,
-        after: Option<&EndpointId>,
-        limit: usize,
-    ) -> Result<Vec<(EndpointId, SealedKeys)>, StoreError> {
-        let statement = sql::list_sealed_keys(after, limit);
-        fetch(&self.pool, statement, sql::sealed_keys).await
-    }
-
-    async fn delete_endpoint_with_events(
+    async fn delete_with_events(
         &self,
         endpoint: &Endpoint,
         events: &[Message],

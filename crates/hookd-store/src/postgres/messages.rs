@@ -1,30 +1,25 @@
-//! [`MessageStore`] on PostgreSQL: messages and the delivery log.
-
-use std::collections::HashMap;
+//! Publishing on PostgreSQL (`crate::sql::messages::Publish`), and the routing and delivery
+//! inserts the publish task (`publish`) shares: a message written inside a caller's
+//! transaction (a scheduled message, operational events) has all its deliveries inserted in
+//! one statement from arrays.
 
 use async_trait::async_trait;
-use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
+use hookd_core::model::{DeliveryStatus, Message};
 use hookd_core::{AppId, MessageId, Timestamp};
 use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgConnection};
 use sqlx::query::Query;
 
-use super::rows::{self, ENDPOINT_WIDTH, MESSAGE_WIDTH, fetch, fetch_one, page, run};
+use super::rows::{fetch, run};
 use super::{PgStore, missing, refused};
 use crate::error::taken;
-use crate::search;
-use crate::sql::Dialect;
-use crate::sql::messages as sql;
 pub(super) use crate::sql::messages::Subscriber;
-use crate::store::tally;
-use crate::{
-    AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore, Page,
-    PageRequest, Route, StoreError,
-};
+use crate::sql::messages::{self as sql, Publish};
+use crate::{CreatedMessage, Route, StoreError};
 
 #[async_trait]
-impl MessageStore for PgStore {
-    async fn create_routed_message(
+impl Publish for PgStore {
+    async fn publish_routed(
         &self,
         message: &Message,
         route: &Route,
@@ -32,7 +27,7 @@ impl MessageStore for PgStore {
         self.publisher.publish(message, route).await
     }
 
-    async fn create_scheduled_message(
+    async fn publish_scheduled(
         &self,
         message: &Message,
         deliver_at: Timestamp,
@@ -50,105 +45,6 @@ impl MessageStore for PgStore {
         run(&mut *tx, sql::schedule(&message.id, deliver_at)).await?;
         tx.commit().await?;
         Ok(created)
-    }
-
-    async fn get_message(
-        &self,
-        app: &AppId,
-        id_or_event_id: &str,
-    ) -> Result<Option<Message>, StoreError> {
-        fetch_one(&self.pool, sql::get(app, id_or_event_id), rows::message).await
-    }
-
-    async fn list_messages(
-        &self,
-        app: &AppId,
-        filter: &MessageFilter,
-        page_of: &PageRequest,
-    ) -> Result<Page<Message>, StoreError> {
-        let query = sql::list(Dialect::Postgres, app, filter).page("m.id", true, page_of);
-        page(&self.pool, query, rows::message).await
-    }
-
-    async fn delivery_tallies(
-        &self,
-        messages: &[MessageId],
-    ) -> Result<HashMap<MessageId, DeliveryTally>, StoreError> {
-        let statement = sql::delivery_tallies(Dialect::Postgres, messages);
-        Ok(tally(fetch(&self.pool, statement, sql::tally_row).await?))
-    }
-
-    async fn list_message_deliveries(
-        &self,
-        app: &AppId,
-        message: &Message,
-    ) -> Result<Vec<(Endpoint, Delivery)>, StoreError> {
-        fetch(&self.pool, sql::deliveries_of(app, &message.id), |row| {
-            Ok((
-                rows::endpoint(row)?,
-                rows::delivery_at(row, ENDPOINT_WIDTH)?,
-            ))
-        })
-        .await
-    }
-
-    async fn list_endpoint_deliveries(
-        &self,
-        endpoint: &Endpoint,
-        filter: &AttemptFilter,
-        page_of: &PageRequest,
-    ) -> Result<Page<(Message, Delivery)>, StoreError> {
-        let query = sql::endpoint_deliveries(Dialect::Postgres, &endpoint.id, filter);
-        page(
-            &self.pool,
-            query.page("d.message_id", true, page_of),
-            |row| Ok((rows::message(row)?, rows::delivery_at(row, MESSAGE_WIDTH)?)),
-        )
-        .await
-    }
-
-    async fn list_attempts_by_message(
-        &self,
-        app: &AppId,
-        message: &Message,
-        filter: &AttemptFilter,
-        page_of: &PageRequest,
-    ) -> Result<Page<Attempt>, StoreError> {
-        let query = sql::message_attempts(Dialect::Postgres, app, &message.id, filter);
-        page(&self.pool, query.page("a.id", true, page_of), rows::attempt).await
-    }
-
-    async fn list_attempts_by_endpoint(
-        &self,
-        endpoint: &Endpoint,
-        filter: &AttemptFilter,
-        page_of: &PageRequest,
-    ) -> Result<Page<Attempt>, StoreError> {
-        let query = sql::endpoint_attempts(Dialect::Postgres, &endpoint.id, filter);
-        page(&self.pool, query.page("a.id", true, page_of), rows::attempt).await
-    }
-
-    async fn endpoint_stats(
-        &self,
-        endpoint: &Endpoint,
-        since: Timestamp,
-        until: Timestamp,
-    ) -> Result<EndpointStats, StoreError> {
-        let [messages, attempts] = search::stats_ranges(since, until);
-        let deliveries = sql::delivery_counts(&endpoint.id, &messages);
-        let deliveries = fetch(&self.pool, deliveries, sql::count_row).await?;
-        let attempts = sql::attempt_counts(&endpoint.id, &attempts);
-        let attempts = fetch(&self.pool, attempts, sql::count_row).await?;
-        Ok(search::stats_from(&deliveries, &attempts))
-    }
-
-    async fn get_attempt(
-        &self,
-        message: &Message,
-        attempt_id: &str,
-    ) -> Result<Option<Attempt>, StoreError> {
-        let statement = sql::get_attempt(&message.id, attempt_id);
-        fetch_one(&self.pool, statement, rows::attempt).await
     }
 }
 

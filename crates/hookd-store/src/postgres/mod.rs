@@ -12,24 +12,21 @@
 //! `functions` applies the current definitions of the functions hookd calls, from
 //! `migrations/postgres-functions/`.
 //!
-//! One file per resource trait (`applications`, `endpoints`, `event_types`, `messages`,
-//! `auth`, `queue`, `outbox`, `gauges`, `retention`, `tasks`), `record` for recording attempts in
+//! One file per resource where this backend does something its own way (`endpoints`,
+//! `messages`, `queue`, `outbox`, `gauges`, `retention`, `tasks`), `record` for recording attempts in
 //! batches (the queue's hot write), `publish` for writing concurrent publishes in one
 //! transaction (the API's hot write); this one keeps what they share: connecting and
-//! migrating, and constraint-error mapping. `rows` is how a shared statement runs, and
+//! migrating, and constraint-error mapping. `rows` is how a shared statement runs (the store
+//! as a `crate::sql::Database`), and
 //! `plans` (tests only) checks that the hot writes' prepared statements read by key.
 //!
 //! Queries are prepared at run time (`sqlx::query`), never checked against a database at build
 //! time, so building hookd needs no PostgreSQL.
 
-mod applications;
-mod auth;
 mod endpoints;
-mod event_types;
 mod functions;
 mod gauges;
 mod messages;
-mod notices;
 mod outbox;
 pub use outbox::ORDERED_ROWS_LOCK;
 #[cfg(test)]

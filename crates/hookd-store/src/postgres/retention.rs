@@ -1,4 +1,4 @@
-//! [`RetentionStore`] on PostgreSQL. A purge batch locks the messages it looks at with
+//! Purge batches on PostgreSQL (`crate::sql::retention::PurgeBatches`). A purge batch locks the messages it looks at with
 //! `FOR NO KEY UPDATE SKIP LOCKED`, so the engines of several processes purge side by side without
 //! waiting for each other, and re-checks at the update that no delivery became due again.
 
@@ -10,15 +10,14 @@ use sqlx::{AssertSqlSafe, PgConnection, PgPool};
 use super::PgStore;
 use super::messages::{insert_message, set_expiry};
 use super::rows::{fetch, run};
-use crate::error::touched;
 use crate::purge::{self, Candidate, Record};
-use crate::sql::retention::{self as sql, BUSY};
+use crate::sql::retention::{self as sql, BUSY, PurgeBatches};
 use crate::sql::{Dialect, Statement, sql};
-use crate::{CreatedMessage, PurgeCursor, PurgeRequest, Purged, RetentionStore, Route, StoreError};
+use crate::{CreatedMessage, PurgeCursor, PurgeRequest, Purged, Route, StoreError};
 
 #[async_trait]
-impl RetentionStore for PgStore {
-    async fn create_expiring_message(
+impl PurgeBatches for PgStore {
+    async fn publish_expiring(
         &self,
         message: &Message,
         payload_expires_at: Timestamp,
@@ -30,7 +29,7 @@ impl RetentionStore for PgStore {
         Ok(created)
     }
 
-    async fn purge_batch(&self, request: &PurgeRequest) -> Result<Purged, StoreError> {
+    async fn purge(&self, request: &PurgeRequest) -> Result<Purged, StoreError> {
         match &request.cursor {
             PurgeCursor::Records(after) => self.delete_records(request, after.as_ref()).await,
             PurgeCursor::EventIds => self.release_event_ids(request).await,
@@ -43,22 +42,6 @@ impl RetentionStore for PgStore {
                 self.purge_content(request, walk).await
             }
         }
-    }
-
-    async fn expunge_message_content(&self, message: &Message) -> Result<(), StoreError> {
-        touched(
-            run(&self.pool, sql::expunge_message(message)).await?,
-            "message",
-        )
-    }
-
-    async fn expunge_attempt_content(
-        &self,
-        message: &Message,
-        attempt_id: &str,
-    ) -> Result<(), StoreError> {
-        let done = run(&self.pool, sql::expunge_attempt(message, attempt_id)).await?;
-        touched(done, "attempt")
     }
 }
 

@@ -8,9 +8,10 @@ use sqlx::postgres::{PgArguments, PgExecutor, PgRow};
 use sqlx::query::Query;
 use sqlx::{AssertSqlSafe, Decode, Postgres, Row, Type};
 
+use super::{PgStore, refused};
 use crate::sql::list::PageQuery;
 pub use crate::sql::rows::*;
-use crate::sql::{Arg, Statement};
+use crate::sql::{Arg, Database, Decoder, Dialect, Refusals, Statement};
 use crate::{Page, StoreError};
 
 impl Columns for PgRow {
@@ -103,4 +104,55 @@ pub async fn page<'c, T>(
         .map(|row| decode_row(row))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(keyset.page(items))
+}
+
+/// Every call on the pool, each in a transaction of its own.
+#[async_trait::async_trait]
+impl Database for PgStore {
+    const DIALECT: Dialect = Dialect::Postgres;
+
+    async fn read<T: Send + 'static>(
+        &self,
+        statement: Statement<'_>,
+        decode: Decoder<T>,
+    ) -> Result<Vec<T>, StoreError> {
+        fetch(&self.pool, statement, decode).await
+    }
+
+    async fn read_one<T: Send + 'static>(
+        &self,
+        statement: Statement<'_>,
+        decode: Decoder<T>,
+    ) -> Result<Option<T>, StoreError> {
+        fetch_one(&self.pool, statement, decode).await
+    }
+
+    async fn read_page<T: Send + 'static>(
+        &self,
+        query: PageQuery<'_>,
+        decode: Decoder<T>,
+    ) -> Result<Page<T>, StoreError> {
+        page(&self.pool, query, decode).await
+    }
+
+    async fn write(
+        &self,
+        statement: Statement<'_>,
+        refusals: Option<Refusals>,
+    ) -> Result<u64, StoreError> {
+        run(&self.pool, statement)
+            .await
+            .map_err(|error| match refusals {
+                Some(r) => refused(r.taken, r.parent)(error),
+                None => error.into(),
+            })
+    }
+
+    async fn write_returning<T: Send + 'static>(
+        &self,
+        statement: Statement<'_>,
+        decode: Decoder<T>,
+    ) -> Result<Option<T>, StoreError> {
+        fetch_one(&self.pool, statement, decode).await
+    }
 }

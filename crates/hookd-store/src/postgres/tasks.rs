@@ -1,4 +1,4 @@
-//! [`TaskStore`] on PostgreSQL: a chunk runs in one transaction that locks its task's row
+//! Background-task steps on PostgreSQL (`crate::sql::tasks::StepTasks`): a chunk runs in one transaction that locks its task's row
 //! (`FOR UPDATE SKIP LOCKED`), so the processes sharing the database share the tasks and never
 //! run two chunks of one task at once.
 
@@ -11,45 +11,15 @@ use sqlx::PgConnection;
 use super::PgStore;
 use super::messages::Deliveries;
 use super::queue::{queue_next_in_order, resend_one};
-use super::rows::{self, fetch, fetch_one, page, run, text};
-use crate::sql::tasks as sql;
+use super::rows::{self, fetch, fetch_one, run, text};
+use crate::sql::tasks::{self as sql, StepTasks};
 use crate::sql::{Dialect, endpoints};
 use crate::store::tasks::{self, Chunk, Range, app_of, apps_per_chunk, stats_chunk};
-use crate::{
-    BackgroundTask, Page, PageRequest, ReplayFilter, StoreError, TaskFilter, TaskStep, TaskStore,
-    TaskWork,
-};
+use crate::{BackgroundTask, ReplayFilter, StoreError, TaskStep, TaskWork};
 
 #[async_trait]
-impl TaskStore for PgStore {
-    async fn create_task(&self, task: &BackgroundTask) -> Result<(), StoreError> {
-        run(&self.pool, sql::insert(task)).await?;
-        Ok(())
-    }
-
-    async fn get_task(&self, id: &TaskId) -> Result<Option<BackgroundTask>, StoreError> {
-        fetch_one(&self.pool, sql::get(id), sql::task).await
-    }
-
-    async fn list_tasks(
-        &self,
-        filter: &TaskFilter,
-        page_of: &PageRequest,
-    ) -> Result<Page<BackgroundTask>, StoreError> {
-        let query = sql::list(Dialect::Postgres, filter);
-        page(
-            &self.pool,
-            query.page("id", !filter.oldest_first, page_of),
-            sql::task,
-        )
-        .await
-    }
-
-    async fn step_task(
-        &self,
-        chunk: usize,
-        now: Timestamp,
-    ) -> Result<Option<TaskStep>, StoreError> {
+impl StepTasks for PgStore {
+    async fn step(&self, chunk: usize, now: Timestamp) -> Result<Option<TaskStep>, StoreError> {
         let mut tx = self.pool.begin().await?;
         let found: Option<(String, Option<String>)> = sqlx::query_as(
             "SELECT id, cursor FROM background_tasks WHERE status = 'running'

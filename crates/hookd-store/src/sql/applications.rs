@@ -1,11 +1,44 @@
-//! The statements of [`crate::ApplicationStore`].
+//! [`ApplicationStore`] on both databases: every call is one shared statement.
 
+use async_trait::async_trait;
 use hookd_core::AppId;
 use hookd_core::model::Application;
 
-use super::{Arg, Dialect, ListQuery, Statement, args, sql};
+use super::{Arg, Database, Dialect, ListQuery, Refusals, Statement, args, rows, sql};
 use crate::columns::APP_COLUMNS;
+use crate::error::{taken, touched};
 use crate::json::encode;
+use crate::{ApplicationStore, Page, PageRequest, StoreError};
+
+#[async_trait]
+impl<D: Database> ApplicationStore for D {
+    async fn create_app(&self, app: &Application) -> Result<(), StoreError> {
+        let refusals = Refusals::taken(taken::app_uid(app.uid.as_deref()));
+        self.write(insert(app), Some(refusals)).await?;
+        Ok(())
+    }
+
+    async fn get_app(&self, id_or_uid: &str) -> Result<Option<Application>, StoreError> {
+        self.read_one(get(id_or_uid), rows::app).await
+    }
+
+    async fn list_apps(&self, page: &PageRequest) -> Result<Page<Application>, StoreError> {
+        let query = list(D::DIALECT).page("id", false, page);
+        self.read_page(query, rows::app).await
+    }
+
+    async fn update_app(&self, app: &Application) -> Result<(), StoreError> {
+        let refusals = Refusals::taken(taken::app_uid(app.uid.as_deref()));
+        touched(
+            self.write(update(app), Some(refusals)).await?,
+            "application",
+        )
+    }
+
+    async fn delete_app(&self, id: &AppId) -> Result<(), StoreError> {
+        touched(self.write(delete(id), None).await?, "application")
+    }
+}
 
 /// The application's id, then the fields an update writes too, as `?1` to `?6`.
 fn id_and_fields(app: &Application) -> Vec<Arg<'_>> {

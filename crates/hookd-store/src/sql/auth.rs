@@ -1,10 +1,63 @@
-//! The statements of [`crate::AuthStore`].
+//! [`AuthStore`] on both databases: every call is one shared statement.
 
+use async_trait::async_trait;
 use hookd_core::{AppId, Timestamp};
 
-use super::{Dialect, ListQuery, Statement, args, sql};
+use super::{Database, Dialect, ListQuery, Refusals, Statement, args, rows, sql};
 use crate::columns::TOKEN_COLUMNS;
-use crate::{ApiToken, StoredResponse};
+use crate::error::{taken, touched};
+use crate::{ApiToken, AuthStore, Page, PageRequest, StoreError, StoredResponse};
+
+#[async_trait]
+impl<D: Database> AuthStore for D {
+    async fn create_token(&self, token: &ApiToken) -> Result<(), StoreError> {
+        let refusals = Refusals {
+            taken: taken::token(),
+            parent: "application",
+        };
+        self.write(insert_token(token), Some(refusals)).await?;
+        Ok(())
+    }
+
+    async fn find_token(&self, token_hash: &str) -> Result<Option<ApiToken>, StoreError> {
+        self.read_one(find_token(token_hash), rows::token).await
+    }
+
+    async fn has_admin_token(&self) -> Result<bool, StoreError> {
+        let found = self.read_one(has_admin_token(), |row| row.bool(0)).await?;
+        Ok(found.unwrap_or(false))
+    }
+
+    async fn list_tokens(&self, page: &PageRequest) -> Result<Page<ApiToken>, StoreError> {
+        let query = list_tokens(D::DIALECT).page("id", false, page);
+        self.read_page(query, rows::token).await
+    }
+
+    async fn revoke_token(&self, id: &str, at: Timestamp) -> Result<(), StoreError> {
+        touched(self.write(revoke_token(id, at), None).await?, "token")
+    }
+
+    async fn get_idempotent_response(
+        &self,
+        key: &str,
+        now: Timestamp,
+    ) -> Result<Option<StoredResponse>, StoreError> {
+        self.read_one(get_response(key, now), rows::stored_response)
+            .await
+    }
+
+    async fn put_idempotent_response(
+        &self,
+        key: &str,
+        response: &StoredResponse,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError> {
+        let statement = put_response(key, response, now, expires_at);
+        self.write(statement, None).await?;
+        Ok(())
+    }
+}
 
 pub fn insert_token(token: &ApiToken) -> Statement<'_> {
     let sql = sql!(

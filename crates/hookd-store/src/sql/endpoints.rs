@@ -1,12 +1,105 @@
-//! The statements of [`crate::EndpointStore`].
+//! [`EndpointStore`] on both databases: its reads and the keys' compare-and-swap are shared
+//! statements; the writes that take operational events with them are each backend's own
+//! transactions ([`EventWrites`]).
 
-use hookd_core::model::{Endpoint, Ordering, SealedKeys};
+use async_trait::async_trait;
+use hookd_core::model::{Endpoint, Message, Ordering, SealedKeys};
 use hookd_core::{AppId, EndpointId, Timestamp};
 
-use super::rows::{Columns, Decoded, text};
-use super::{Arg, Dialect, ListQuery, Statement, args, sql};
+use super::rows::{self, Columns, Decoded, text};
+use super::{Arg, Database, Dialect, ListQuery, Statement, args, sql};
 use crate::columns::ENDPOINT_COLUMNS;
+use crate::error::touched;
 use crate::json::{encode, encode_opt};
+use crate::{EndpointStore, EndpointUpdate, Page, PageRequest, StoreError};
+
+/// What [`EndpointStore`] asks of each backend itself: the writes that commit operational
+/// events in the same transaction (SQLite: one writer job; PostgreSQL: a transaction that
+/// locks the endpoint's row).
+#[async_trait]
+pub trait EventWrites: Database {
+    /// [`EndpointStore::create_endpoint_with_events`].
+    async fn insert_with_events(
+        &self,
+        endpoint: &Endpoint,
+        events: &[Message],
+    ) -> Result<(), StoreError>;
+
+    /// [`EndpointStore::update_endpoint_with`].
+    async fn update_with_events(&self, update: &EndpointUpdate<'_>) -> Result<bool, StoreError>;
+
+    /// [`EndpointStore::delete_endpoint_with_events`].
+    async fn delete_with_events(
+        &self,
+        endpoint: &Endpoint,
+        events: &[Message],
+    ) -> Result<(), StoreError>;
+}
+
+#[async_trait]
+impl<D: EventWrites> EndpointStore for D {
+    async fn create_endpoint_with_events(
+        &self,
+        endpoint: &Endpoint,
+        events: &[Message],
+    ) -> Result<(), StoreError> {
+        self.insert_with_events(endpoint, events).await
+    }
+
+    async fn get_endpoint(
+        &self,
+        app: &AppId,
+        id_or_uid: &str,
+    ) -> Result<Option<Endpoint>, StoreError> {
+        self.read_one(get(app, id_or_uid), rows::endpoint).await
+    }
+
+    async fn list_endpoints(
+        &self,
+        app: &AppId,
+        page: &PageRequest,
+    ) -> Result<Page<Endpoint>, StoreError> {
+        let query = list(D::DIALECT, app).page("e.id", false, page);
+        self.read_page(query, rows::endpoint).await
+    }
+
+    async fn update_endpoint_with(&self, update: &EndpointUpdate<'_>) -> Result<bool, StoreError> {
+        self.update_with_events(update).await
+    }
+
+    async fn replace_endpoint_keys(
+        &self,
+        endpoint: &EndpointId,
+        old: &SealedKeys,
+        new: &SealedKeys,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let swapped = self
+            .write(replace_keys(endpoint, old, new, at), None)
+            .await?;
+        if swapped == 0 {
+            let found = self.read_one(exists(endpoint), |row| row.bool(0)).await?;
+            touched(u64::from(found == Some(true)), "endpoint")?;
+        }
+        Ok(swapped == 1)
+    }
+
+    async fn list_sealed_keys(
+        &self,
+        after: Option<&EndpointId>,
+        limit: usize,
+    ) -> Result<Vec<(EndpointId, SealedKeys)>, StoreError> {
+        self.read(list_sealed_keys(after, limit), sealed_keys).await
+    }
+
+    async fn delete_endpoint_with_events(
+        &self,
+        endpoint: &Endpoint,
+        events: &[Message],
+    ) -> Result<(), StoreError> {
+        self.delete_with_events(endpoint, events).await
+    }
+}
 
 /// The endpoint's id, then the fields an update writes too, as `?1` to `?16`.
 fn id_and_fields(ep: &Endpoint) -> Vec<Arg<'_>> {
@@ -44,7 +137,7 @@ pub fn insert(ep: &Endpoint) -> Statement<'_> {
 
 /// The endpoint of `app` whose id or uid is `id_or_uid`; should one endpoint's uid equal
 /// another's id, the id wins.
-pub fn get<'a>(app: &'a AppId, id_or_uid: &'a str) -> Statement<'a> {
+fn get<'a>(app: &'a AppId, id_or_uid: &'a str) -> Statement<'a> {
     let sql = sql!(
         "SELECT ",
         ENDPOINT_COLUMNS,
@@ -64,7 +157,7 @@ pub fn get_by_id<'a>(app: &'a AppId, id: &'a EndpointId) -> Statement<'a> {
     Statement::new(sql, args![id.as_str(), app.as_str()])
 }
 
-pub fn list(dialect: Dialect, app: &AppId) -> ListQuery<'_> {
+fn list(dialect: Dialect, app: &AppId) -> ListQuery<'_> {
     let select = sql!(
         "SELECT ",
         ENDPOINT_COLUMNS,
@@ -107,7 +200,7 @@ pub fn update<'a>(ep: &'a Endpoint, new_keys: Option<&'a SealedKeys>) -> Stateme
 }
 
 /// Replaces the endpoint's keys with `new` if they are still `old`.
-pub fn replace_keys<'a>(
+fn replace_keys<'a>(
     id: &'a EndpointId,
     old: &'a SealedKeys,
     new: &'a SealedKeys,
@@ -119,13 +212,13 @@ pub fn replace_keys<'a>(
 }
 
 /// Every endpoint's sealed keys in id order after `after`: [`sealed_keys`].
-pub fn list_sealed_keys(after: Option<&EndpointId>, limit: usize) -> Statement<'_> {
+fn list_sealed_keys(after: Option<&EndpointId>, limit: usize) -> Statement<'_> {
     let sql = sql!("SELECT id, secret FROM endpoints WHERE id > ?1 ORDER BY id LIMIT ?2");
     Statement::new(sql, args![after.map_or("", EndpointId::as_str), limit])
 }
 
 /// A row of [`list_sealed_keys`].
-pub fn sealed_keys(row: &dyn Columns) -> Decoded<(EndpointId, SealedKeys)> {
+fn sealed_keys(row: &dyn Columns) -> Decoded<(EndpointId, SealedKeys)> {
     Ok((
         EndpointId::from_stored(text(row, 0)?),
         SealedKeys::from_stored(text(row, 1)?),

@@ -1,10 +1,43 @@
-//! The statements of [`crate::EventTypeStore`].
+//! [`EventTypeStore`] on both databases: every call is one shared statement.
 
+use async_trait::async_trait;
 use hookd_core::model::EventType;
 
-use super::{Arg, Dialect, ListQuery, Statement, args, sql};
+use super::{Arg, Database, Dialect, ListQuery, Refusals, Statement, args, rows, sql};
 use crate::columns::EVENT_TYPE_COLUMNS;
+use crate::error::{taken, touched};
 use crate::json::encode_opt;
+use crate::{EventTypeStore, Page, PageRequest, StoreError};
+
+#[async_trait]
+impl<D: Database> EventTypeStore for D {
+    async fn create_event_type(&self, et: &EventType) -> Result<(), StoreError> {
+        let refusals = Refusals::taken(taken::event_type(&et.name));
+        self.write(insert(et), Some(refusals)).await?;
+        Ok(())
+    }
+
+    async fn get_event_type(&self, name: &str) -> Result<Option<EventType>, StoreError> {
+        self.read_one(get(name), rows::event_type).await
+    }
+
+    async fn list_event_types(
+        &self,
+        page: &PageRequest,
+        include_archived: bool,
+    ) -> Result<Page<EventType>, StoreError> {
+        let query = list(D::DIALECT, include_archived).page("name", false, page);
+        self.read_page(query, rows::event_type).await
+    }
+
+    async fn update_event_type(&self, et: &EventType) -> Result<(), StoreError> {
+        touched(self.write(update(et), None).await?, "event type")
+    }
+
+    async fn delete_event_type(&self, name: &str) -> Result<(), StoreError> {
+        touched(self.write(delete(name), None).await?, "event type")
+    }
+}
 
 /// The event type's name, then the fields an update writes too, as `?1` to `?9`.
 fn name_and_fields(et: &EventType) -> Vec<Arg<'_>> {

@@ -22,6 +22,17 @@ pub struct PageQuery<'a> {
     pub keyset: Keyset,
 }
 
+impl PageQuery<'_> {
+    /// The query with its arguments copied, for a connection on another thread.
+    pub fn into_owned(self) -> PageQuery<'static> {
+        PageQuery {
+            sql: self.sql,
+            args: self.args.into_iter().map(Arg::into_owned).collect(),
+            keyset: self.keyset,
+        }
+    }
+}
+
 impl<'a> ListQuery<'a> {
     /// `select` refers to `args` as `?1`, `?2`, ….
     pub fn new(dialect: Dialect, select: Sql, args: Vec<Arg<'a>>) -> Self {

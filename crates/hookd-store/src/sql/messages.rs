@@ -1,14 +1,163 @@
-//! The statements of [`crate::MessageStore`], and the routing reads both publishes share.
+//! [`MessageStore`] on both databases: its reads are shared statements; publishing is each
+//! backend's own ([`Publish`]). Also the routing read both publishes share.
 
+use std::collections::HashMap;
+
+use async_trait::async_trait;
 use hookd_core::model::filters_take;
-use hookd_core::model::{Endpoint, Message, Ordering};
+use hookd_core::model::{Attempt, Delivery, Endpoint, Message, Ordering};
 use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 
-use super::rows::{Columns, Decoded, int, text};
-use super::{Dialect, ListQuery, Statement, args, sql};
+use super::rows::{self, Columns, Decoded, ENDPOINT_WIDTH, MESSAGE_WIDTH, int, text};
+use super::{Database, Dialect, ListQuery, Statement, args, sql};
 use crate::columns::{ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::json::{decode_opt, encode_opt};
-use crate::{AttemptFilter, MessageFilter, StoreError, search};
+use crate::store::tally;
+use crate::{
+    AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore, Page,
+    PageRequest, Route, StoreError, search,
+};
+
+/// What [`MessageStore`] asks of each backend itself: publishing. SQLite writes a publish as
+/// one job of its writer and hands the new deliveries to its engine; PostgreSQL writes
+/// concurrent publishes in one transaction.
+#[async_trait]
+pub trait Publish: Database {
+    /// [`MessageStore::create_routed_message`].
+    async fn publish_routed(
+        &self,
+        message: &Message,
+        route: &Route,
+    ) -> Result<CreatedMessage, StoreError>;
+
+    /// [`MessageStore::create_scheduled_message`].
+    async fn publish_scheduled(
+        &self,
+        message: &Message,
+        deliver_at: Timestamp,
+        payload_expires_at: Option<Timestamp>,
+    ) -> Result<CreatedMessage, StoreError>;
+}
+
+#[async_trait]
+impl<D: Publish> MessageStore for D {
+    async fn create_routed_message(
+        &self,
+        message: &Message,
+        route: &Route,
+    ) -> Result<CreatedMessage, StoreError> {
+        self.publish_routed(message, route).await
+    }
+
+    async fn create_scheduled_message(
+        &self,
+        message: &Message,
+        deliver_at: Timestamp,
+        payload_expires_at: Option<Timestamp>,
+    ) -> Result<CreatedMessage, StoreError> {
+        self.publish_scheduled(message, deliver_at, payload_expires_at)
+            .await
+    }
+
+    async fn get_message(
+        &self,
+        app: &AppId,
+        id_or_event_id: &str,
+    ) -> Result<Option<Message>, StoreError> {
+        self.read_one(get(app, id_or_event_id), rows::message).await
+    }
+
+    async fn list_messages(
+        &self,
+        app: &AppId,
+        filter: &MessageFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Message>, StoreError> {
+        let query = list(D::DIALECT, app, filter).page("m.id", true, page);
+        self.read_page(query, rows::message).await
+    }
+
+    async fn delivery_tallies(
+        &self,
+        messages: &[MessageId],
+    ) -> Result<HashMap<MessageId, DeliveryTally>, StoreError> {
+        let counts = self.read(delivery_tallies(D::DIALECT, messages), tally_row);
+        Ok(tally(counts.await?))
+    }
+
+    async fn list_message_deliveries(
+        &self,
+        app: &AppId,
+        message: &Message,
+    ) -> Result<Vec<(Endpoint, Delivery)>, StoreError> {
+        self.read(deliveries_of(app, &message.id), |row| {
+            Ok((
+                rows::endpoint(row)?,
+                rows::delivery_at(row, ENDPOINT_WIDTH)?,
+            ))
+        })
+        .await
+    }
+
+    async fn list_endpoint_deliveries(
+        &self,
+        endpoint: &Endpoint,
+        filter: &AttemptFilter,
+        page: &PageRequest,
+    ) -> Result<Page<(Message, Delivery)>, StoreError> {
+        let query = endpoint_deliveries(D::DIALECT, &endpoint.id, filter);
+        let query = query.page("d.message_id", true, page);
+        self.read_page(query, |row| {
+            Ok((rows::message(row)?, rows::delivery_at(row, MESSAGE_WIDTH)?))
+        })
+        .await
+    }
+
+    async fn list_attempts_by_message(
+        &self,
+        app: &AppId,
+        message: &Message,
+        filter: &AttemptFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Attempt>, StoreError> {
+        let query = message_attempts(D::DIALECT, app, &message.id, filter);
+        self.read_page(query.page("a.id", true, page), rows::attempt)
+            .await
+    }
+
+    async fn list_attempts_by_endpoint(
+        &self,
+        endpoint: &Endpoint,
+        filter: &AttemptFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Attempt>, StoreError> {
+        let query = endpoint_attempts(D::DIALECT, &endpoint.id, filter);
+        self.read_page(query.page("a.id", true, page), rows::attempt)
+            .await
+    }
+
+    async fn endpoint_stats(
+        &self,
+        endpoint: &Endpoint,
+        since: Timestamp,
+        until: Timestamp,
+    ) -> Result<EndpointStats, StoreError> {
+        let [messages, attempts] = search::stats_ranges(since, until);
+        let deliveries = delivery_counts(&endpoint.id, &messages);
+        let deliveries = self.read(deliveries, count_row).await?;
+        let attempts = self.read(attempt_counts(&endpoint.id, &attempts), count_row);
+        Ok(search::stats_from(&deliveries, &attempts.await?))
+    }
+
+    async fn get_attempt(
+        &self,
+        message: &Message,
+        attempt_id: &str,
+    ) -> Result<Option<Attempt>, StoreError> {
+        self.read_one(get_attempt(&message.id, attempt_id), rows::attempt)
+            .await
+    }
+}
 
 pub fn insert(message: &Message) -> Statement<'_> {
     let sql = sql!(
@@ -46,7 +195,7 @@ pub fn schedule(message: &MessageId, deliver_at: Timestamp) -> Statement<'_> {
 
 /// The message of `app` whose id or `eventId` is `id_or_event_id`; should one message's
 /// `eventId` equal another's id, the id wins.
-pub fn get<'a>(app: &'a AppId, id_or_event_id: &'a str) -> Statement<'a> {
+fn get<'a>(app: &'a AppId, id_or_event_id: &'a str) -> Statement<'a> {
     let sql = sql!(
         "SELECT ",
         MESSAGE_COLUMNS,
@@ -57,7 +206,7 @@ pub fn get<'a>(app: &'a AppId, id_or_event_id: &'a str) -> Statement<'a> {
 }
 
 /// An application's messages, filtered; page them on `m.id`, newest first.
-pub fn list<'a>(dialect: Dialect, app: &'a AppId, filter: &'a MessageFilter) -> ListQuery<'a> {
+fn list<'a>(dialect: Dialect, app: &'a AppId, filter: &'a MessageFilter) -> ListQuery<'a> {
     let select = sql!(
         "SELECT ",
         MESSAGE_COLUMNS,
@@ -89,7 +238,7 @@ pub fn list<'a>(dialect: Dialect, app: &'a AppId, filter: &'a MessageFilter) -> 
 }
 
 /// The deliveries of `messages` counted by message and status: [`tally_row`].
-pub fn delivery_tallies(dialect: Dialect, messages: &[MessageId]) -> Statement<'static> {
+fn delivery_tallies(dialect: Dialect, messages: &[MessageId]) -> Statement<'static> {
     let sql = match dialect {
         Dialect::Sqlite => sql!(
             "SELECT message_id, status, COUNT(*) FROM deliveries
@@ -107,9 +256,7 @@ pub fn delivery_tallies(dialect: Dialect, messages: &[MessageId]) -> Statement<'
 }
 
 /// A row of [`delivery_tallies`].
-pub fn tally_row(
-    row: &dyn Columns,
-) -> Decoded<(MessageId, hookd_core::model::DeliveryStatus, u32)> {
+fn tally_row(row: &dyn Columns) -> Decoded<(MessageId, hookd_core::model::DeliveryStatus, u32)> {
     Ok((
         MessageId::from_stored(text(row, 0)?),
         hookd_core::model::DeliveryStatus::from_code(int(row, 1)?),
@@ -119,7 +266,7 @@ pub fn tally_row(
 
 /// A message's deliveries to endpoints of `app`, each with its endpoint (endpoint columns
 /// first), in endpoint order.
-pub fn deliveries_of<'a>(app: &'a AppId, message: &'a MessageId) -> Statement<'a> {
+fn deliveries_of<'a>(app: &'a AppId, message: &'a MessageId) -> Statement<'a> {
     let sql = sql!(
         "SELECT ",
         ENDPOINT_COLUMNS,
@@ -133,7 +280,7 @@ pub fn deliveries_of<'a>(app: &'a AppId, message: &'a MessageId) -> Statement<'a
 
 /// An endpoint's deliveries, each with its message (message columns first), filtered; page
 /// them on `d.message_id`, newest first.
-pub fn endpoint_deliveries<'a>(
+fn endpoint_deliveries<'a>(
     dialect: Dialect,
     endpoint: &'a EndpointId,
     filter: &AttemptFilter,
@@ -150,7 +297,7 @@ pub fn endpoint_deliveries<'a>(
 }
 
 /// A message's attempts, filtered; page them on `a.id`, newest first.
-pub fn message_attempts<'a>(
+fn message_attempts<'a>(
     dialect: Dialect,
     app: &'a AppId,
     message: &'a MessageId,
@@ -167,7 +314,7 @@ pub fn message_attempts<'a>(
 }
 
 /// An endpoint's attempts, filtered; page them on `a.id`, newest first.
-pub fn endpoint_attempts<'a>(
+fn endpoint_attempts<'a>(
     dialect: Dialect,
     endpoint: &'a EndpointId,
     filter: &AttemptFilter,
@@ -197,7 +344,7 @@ fn filtered<'a>(
 }
 
 /// Deliveries of one endpoint by status for messages in an id range: `status, count` rows.
-pub fn delivery_counts<'a>(
+fn delivery_counts<'a>(
     endpoint: &'a EndpointId,
     (from, below): &'a (String, String),
 ) -> Statement<'a> {
@@ -209,7 +356,7 @@ pub fn delivery_counts<'a>(
 }
 
 /// Attempts to one endpoint by status in an id range: `status, count` rows.
-pub fn attempt_counts<'a>(
+fn attempt_counts<'a>(
     endpoint: &'a EndpointId,
     (from, below): &'a (String, String),
 ) -> Statement<'a> {
@@ -221,11 +368,11 @@ pub fn attempt_counts<'a>(
 }
 
 /// A `status, count` row of [`delivery_counts`] or [`attempt_counts`].
-pub fn count_row(row: &dyn Columns) -> Decoded<(i64, i64)> {
+fn count_row(row: &dyn Columns) -> Decoded<(i64, i64)> {
     Ok((int(row, 0)?, int(row, 1)?))
 }
 
-pub fn get_attempt<'a>(message: &'a MessageId, attempt: &'a str) -> Statement<'a> {
+fn get_attempt<'a>(message: &'a MessageId, attempt: &'a str) -> Statement<'a> {
     let sql = sql!(
         "SELECT ",
         ATTEMPT_COLUMNS,

@@ -6,13 +6,17 @@
 //! placeholders, and [`sql!`] makes both texts of it at compile time: a statement that uses `$`
 //! or a bare `?` does not build, rather than failing on one database at run time. Its values
 //! are [`Arg`]s, which each backend binds its own way, and rows are read by one set of decoders
-//! over either database's row type ([`rows::Columns`]). Each backend keeps only how it runs a
-//! [`Statement`] and the SQL that really differs between the two.
+//! over either database's row type ([`rows::Columns`]). Each backend says how it runs a
+//! [`Statement`] (it is a [`Database`]) and keeps the SQL that really differs between the two.
 //!
 //! - [`rows`]: the row decoders, over both row types.
 //! - [`list`]: [`ListQuery`], a list with optional filters and a keyset page.
 //! - one module per resource trait (`applications`, `endpoints`, …): its statements, each
-//!   with its arguments, and the decoders of the rows only it reads.
+//!   with its arguments, the decoders of the rows only it reads, and the trait itself,
+//!   implemented once for any [`Database`]. What a backend must do its own way (publishing,
+//!   writes that commit operational events with them, a task's or a purge's batch) it
+//!   provides through a small trait of that module (`messages::Publish`,
+//!   `endpoints::EventWrites`, `tasks::StepTasks`, `retention::PurgeBatches`).
 
 pub mod applications;
 pub mod auth;
@@ -31,6 +35,8 @@ use std::borrow::Cow;
 use hookd_core::Timestamp;
 
 pub use list::ListQuery;
+
+use crate::{Page, StoreError};
 
 /// A statement written once for both databases: the text SQLite runs, with `?1`, `?2`, …, and
 /// the text PostgreSQL runs, the same but for `$1`, `$2`, …. Made by [`sql!`]. Where the two
@@ -315,6 +321,94 @@ impl<'a> Statement<'a> {
     pub fn new(sql: Sql, args: Vec<Arg<'a>>) -> Self {
         Self { sql, args }
     }
+
+    /// The statement with its arguments copied, for a connection on another thread.
+    pub fn into_owned(self) -> Statement<'static> {
+        Statement {
+            sql: self.sql,
+            args: self.args.into_iter().map(Arg::into_owned).collect(),
+        }
+    }
+}
+
+impl Arg<'_> {
+    /// The value, copied if borrowed.
+    pub fn into_owned(self) -> Arg<'static> {
+        match self {
+            Self::Text(text) => Arg::Text(text.map(|t| Cow::Owned(t.into_owned()))),
+            Self::Bytes(bytes) => Arg::Bytes(bytes.map(|b| Cow::Owned(b.into_owned()))),
+            Self::Int(value) => Arg::Int(value),
+            Self::Bool(value) => Arg::Bool(value),
+            Self::Texts(values) => Arg::Texts(values),
+        }
+    }
+}
+
+/// What a write's refusal by a constraint means: a taken unique key is a conflict described
+/// by `taken`, a missing parent row (a foreign key) is `parent` not found.
+#[derive(Clone, Debug)]
+pub struct Refusals {
+    pub taken: String,
+    pub parent: &'static str,
+}
+
+impl Refusals {
+    /// For a write whose only constraint is a unique key.
+    pub fn taken(taken: String) -> Self {
+        Self {
+            taken,
+            parent: "referenced record",
+        }
+    }
+}
+
+/// How a row becomes a record: one of [`rows`]' decoders, or a statement's own.
+pub type Decoder<T> = fn(&dyn rows::Columns) -> rows::Decoded<T>;
+
+/// A database the shared statements run on: each backend says how it reads and writes, and
+/// the resource traits are implemented once, for any `Database`.
+#[async_trait::async_trait]
+pub trait Database: Send + Sync {
+    /// The words the database's own SQL is written in.
+    const DIALECT: Dialect;
+
+    /// Every row `statement` reads, decoded.
+    async fn read<T: Send + 'static>(
+        &self,
+        statement: Statement<'_>,
+        decode: Decoder<T>,
+    ) -> Result<Vec<T>, StoreError>;
+
+    /// The row `statement` reads (it matches one at most), decoded.
+    async fn read_one<T: Send + 'static>(
+        &self,
+        statement: Statement<'_>,
+        decode: Decoder<T>,
+    ) -> Result<Option<T>, StoreError> {
+        Ok(self.read(statement, decode).await?.into_iter().next())
+    }
+
+    /// One page of a list.
+    async fn read_page<T: Send + 'static>(
+        &self,
+        query: list::PageQuery<'_>,
+        decode: Decoder<T>,
+    ) -> Result<Page<T>, StoreError>;
+
+    /// Runs a write on its own; how many rows it changed. A constraint's refusal reads as
+    /// `refusals` says, or as the database's failure without them.
+    async fn write(
+        &self,
+        statement: Statement<'_>,
+        refusals: Option<Refusals>,
+    ) -> Result<u64, StoreError>;
+
+    /// Runs a write that returns a row (at most one), decoded.
+    async fn write_returning<T: Send + 'static>(
+        &self,
+        statement: Statement<'_>,
+        decode: Decoder<T>,
+    ) -> Result<Option<T>, StoreError>;
 }
 
 #[cfg(test)]

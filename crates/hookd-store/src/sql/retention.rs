@@ -1,16 +1,62 @@
-//! The statements of [`crate::RetentionStore`]: expunging, and the purge's walks (see
-//! [`crate::purge`]).
+//! [`RetentionStore`] on both databases: expunging is a shared statement; publishing an
+//! expiring message and running a purge batch are each backend's own ([`PurgeBatches`]), which
+//! take the purge's walks written here (see [`crate::purge`]).
 //!
 //! Each walk reads one partial index holding only the messages not purged yet, in due order,
 //! from the cursor on, and says for each message whether a delivery of it is still to do.
 
+use async_trait::async_trait;
 use hookd_core::model::Message;
 use hookd_core::{MessageId, Timestamp};
 
 use super::rows::{Columns, Decoded, int, text};
-use super::{Dialect, Sql, Statement, args, sql};
+use super::{Database, Dialect, Sql, Statement, args, sql};
+use crate::error::touched;
 use crate::purge::{self, Candidate, Record};
-use crate::{EXPUNGED, PurgeRequest};
+use crate::{CreatedMessage, EXPUNGED, PurgeRequest, Purged, RetentionStore, StoreError};
+
+/// What [`RetentionStore`] asks of each backend itself: publishing (see
+/// [`super::messages::Publish`]) and a purge batch's transaction.
+#[async_trait]
+pub trait PurgeBatches: Database {
+    /// [`RetentionStore::create_expiring_message`].
+    async fn publish_expiring(
+        &self,
+        message: &Message,
+        payload_expires_at: Timestamp,
+    ) -> Result<CreatedMessage, StoreError>;
+
+    /// [`RetentionStore::purge_batch`].
+    async fn purge(&self, request: &PurgeRequest) -> Result<Purged, StoreError>;
+}
+
+#[async_trait]
+impl<D: PurgeBatches> RetentionStore for D {
+    async fn create_expiring_message(
+        &self,
+        message: &Message,
+        payload_expires_at: Timestamp,
+    ) -> Result<CreatedMessage, StoreError> {
+        self.publish_expiring(message, payload_expires_at).await
+    }
+
+    async fn purge_batch(&self, request: &PurgeRequest) -> Result<Purged, StoreError> {
+        self.purge(request).await
+    }
+
+    async fn expunge_message_content(&self, message: &Message) -> Result<(), StoreError> {
+        touched(self.write(expunge_message(message), None).await?, "message")
+    }
+
+    async fn expunge_attempt_content(
+        &self,
+        message: &Message,
+        attempt_id: &str,
+    ) -> Result<(), StoreError> {
+        let expunged = self.write(expunge_attempt(message, attempt_id), None);
+        touched(expunged.await?, "attempt")
+    }
+}
 
 /// Whether a delivery of `m` is still to do: pending (1) or in flight (3).
 pub const BUSY: &str =
@@ -21,12 +67,12 @@ pub const BUSY: &str =
 /// not wait for or block. SQLite's one writer needs no lock.
 const LOCK: &str = " FOR NO KEY UPDATE OF m SKIP LOCKED";
 
-pub fn expunge_message(message: &Message) -> Statement<'_> {
+fn expunge_message(message: &Message) -> Statement<'_> {
     let sql = sql!("UPDATE messages SET payload = NULL WHERE id = ?1");
     Statement::new(sql, args![message.id.as_str()])
 }
 
-pub fn expunge_attempt<'a>(message: &'a Message, attempt: &'a str) -> Statement<'a> {
+fn expunge_attempt<'a>(message: &'a Message, attempt: &'a str) -> Statement<'a> {
     let sql = sql!(
         "UPDATE attempts SET response = ?3, response_head = '' WHERE message_id = ?1 AND id = ?2"
     );

@@ -1,16 +1,56 @@
-//! The statements of [`crate::TaskStore`] and of the chunks both backends run alike.
+//! [`TaskStore`] on both databases: creating and reading tasks are shared statements; a step
+//! is each backend's own transaction ([`StepTasks`]), running the chunks' shared statements.
 
+use async_trait::async_trait;
 use hookd_core::{AppId, MessageId, TaskId, Timestamp};
 
 use super::rows::{Columns, Decoded, int, text};
-use super::{Dialect, ListQuery, Statement, args, sql};
+use super::{Database, Dialect, ListQuery, Statement, args, sql};
 use crate::json::decode_opt;
 use crate::store::tasks::{
     Candidate, Range, SentRow, TASK_COLUMNS, TaskRow, replay_start, results_json, task_from_row,
 };
-use crate::{BackgroundTask, TaskFilter};
+use crate::{BackgroundTask, Page, PageRequest, StoreError, TaskFilter, TaskStep, TaskStore};
 
-pub fn insert(task: &BackgroundTask) -> Statement<'_> {
+/// What [`TaskStore`] asks of each backend itself: running a chunk in one transaction (on
+/// SQLite, one writer job; on PostgreSQL, one that locks the task's row so processes never run
+/// one task's chunks at once).
+#[async_trait]
+pub trait StepTasks: Database {
+    /// [`TaskStore::step_task`].
+    async fn step(&self, chunk: usize, now: Timestamp) -> Result<Option<TaskStep>, StoreError>;
+}
+
+#[async_trait]
+impl<D: StepTasks> TaskStore for D {
+    async fn create_task(&self, task: &BackgroundTask) -> Result<(), StoreError> {
+        self.write(insert(task), None).await?;
+        Ok(())
+    }
+
+    async fn get_task(&self, id: &TaskId) -> Result<Option<BackgroundTask>, StoreError> {
+        self.read_one(get(id), self::task).await
+    }
+
+    async fn list_tasks(
+        &self,
+        filter: &TaskFilter,
+        page: &PageRequest,
+    ) -> Result<Page<BackgroundTask>, StoreError> {
+        let query = list(D::DIALECT, filter).page("id", !filter.oldest_first, page);
+        self.read_page(query, self::task).await
+    }
+
+    async fn step_task(
+        &self,
+        chunk: usize,
+        now: Timestamp,
+    ) -> Result<Option<TaskStep>, StoreError> {
+        self.step(chunk, now).await
+    }
+}
+
+fn insert(task: &BackgroundTask) -> Statement<'_> {
     let sql = sql!(
         "INSERT INTO background_tasks (id, app_id, kind, endpoint_id, since_ms, until_ms,
          filter, status, created_at, updated_at)
@@ -43,7 +83,7 @@ pub fn get(id: &TaskId) -> Statement<'_> {
 }
 
 /// The tasks `filter` takes; page them on `id`, newest first unless `filter` asks otherwise.
-pub fn list(dialect: Dialect, filter: &TaskFilter) -> ListQuery<'_> {
+fn list(dialect: Dialect, filter: &TaskFilter) -> ListQuery<'_> {
     let select = sql!("SELECT ", TASK_COLUMNS, " FROM background_tasks WHERE TRUE");
     let mut query = ListQuery::new(dialect, select, args![]);
     if let Some(status) = filter.status {

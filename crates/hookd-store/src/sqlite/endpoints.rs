@@ -1,21 +1,24 @@
-//! [`EndpointStore`] on SQLite: endpoints.
+//! Endpoint writes with their operational events on SQLite
+//! (`crate::sql::endpoints::EventWrites`): each is one job of the writer, so nothing changes
+//! the row between its read and its update.
 
 use async_trait::async_trait;
-use hookd_core::model::{Endpoint, Message, SealedKeys};
-use hookd_core::{AppId, EndpointId, Timestamp};
+use hookd_core::EndpointId;
+use hookd_core::model::{Endpoint, Message};
 use rusqlite::Connection;
 
 use super::messages::insert_events;
-use super::rows::{self, fetch, fetch_one, page, run};
+use super::rows::{fetch_one, run};
 use super::{SqliteStore, conflict, refused};
 use crate::error::{taken, touched};
-use crate::sql::{Dialect, endpoints as sql};
+use crate::sql::Dialect;
+use crate::sql::endpoints::{self as sql, EventWrites};
 use crate::store::check_disabled_as_read;
-use crate::{EndpointStore, EndpointUpdate, Page, PageRequest, StoreError};
+use crate::{EndpointUpdate, StoreError};
 
 #[async_trait]
-impl EndpointStore for SqliteStore {
-    async fn create_endpoint_with_events(
+impl EventWrites for SqliteStore {
+    async fn insert_with_events(
         &self,
         endpoint: &Endpoint,
         events: &[Message],
@@ -32,32 +35,7 @@ impl EndpointStore for SqliteStore {
             .await
     }
 
-    async fn get_endpoint(
-        &self,
-        app: &AppId,
-        id_or_uid: &str,
-    ) -> Result<Option<Endpoint>, StoreError> {
-        let (app, key) = (app.clone(), id_or_uid.to_owned());
-        self.db
-            .read(move |conn| fetch_one(conn, &sql::get(&app, &key), rows::endpoint))
-            .await
-    }
-
-    async fn list_endpoints(
-        &self,
-        app: &AppId,
-        page_of: &PageRequest,
-    ) -> Result<Page<Endpoint>, StoreError> {
-        let (app, page_of) = (app.clone(), page_of.clone());
-        self.db
-            .read(move |conn| {
-                let query = sql::list(Dialect::Sqlite, &app).page("e.id", false, &page_of);
-                page(conn, query, rows::endpoint)
-            })
-            .await
-    }
-
-    async fn update_endpoint_with(&self, update: &EndpointUpdate<'_>) -> Result<bool, StoreError> {
+    async fn update_with_events(&self, update: &EndpointUpdate<'_>) -> Result<bool, StoreError> {
         let ep = update.endpoint.clone();
         let (events, on_toggle) = (update.events.to_vec(), update.on_toggle.to_vec());
         let disabled_as_read = update.disabled_as_read;
@@ -86,40 +64,7 @@ impl EndpointStore for SqliteStore {
             .await
     }
 
-    async fn replace_endpoint_keys(
-        &self,
-        endpoint: &EndpointId,
-        old: &SealedKeys,
-        new: &SealedKeys,
-        at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        let (id, old, new) = (endpoint.clone(), old.clone(), new.clone());
-        self.db
-            .write(move |conn| {
-                let swapped = run(conn, &sql::replace_keys(&id, &old, &new, at))?;
-                if swapped == 0 {
-                    require_endpoint(conn, &id)?;
-                }
-                Ok(swapped == 1)
-            })
-            .await
-    }
-
-    async fn list_sealed_keys(
-        &self,
-        after: Option<&EndpointId>,
-        limit: usize,
-    ) -> Result<Vec<(EndpointId, SealedKeys)>, StoreError> {
-        let after = after.cloned();
-        self.db
-            .read(move |conn| {
-                let statement = sql::list_sealed_keys(after.as_ref(), limit);
-                fetch(conn, &statement, sql::sealed_keys)
-            })
-            .await
-    }
-
-    async fn delete_endpoint_with_events(
+    async fn delete_with_events(
         &self,
         endpoint: &Endpoint,
         events: &[Message],

@@ -1,29 +1,21 @@
-//! [`MessageStore`] on SQLite: messages and the delivery log.
-
-use std::collections::HashMap;
+//! Publishing on SQLite (`crate::sql::messages::Publish`): a message, its deliveries and the
+//! handover of those its engine takes are one job of the writer.
 
 use async_trait::async_trait;
-use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message, Ordering};
-use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
+use hookd_core::model::{Delivery, DeliveryStatus, Endpoint, Message, Ordering};
+use hookd_core::{EndpointId, MessageId, Timestamp};
 use rusqlite::{Connection, params};
 
-use super::rows::{
-    self, ENDPOINT_COLUMNS, ENDPOINT_WIDTH, MESSAGE_WIDTH, fetch, fetch_one, page, run,
-};
+use super::rows::{self, ENDPOINT_COLUMNS, fetch, fetch_one, run};
 use super::{SqliteStore, missing, refused};
 use crate::error::taken;
-use crate::search;
-use crate::sql::messages::{self as sql, Subscriber};
-use crate::sql::{Dialect, Sql, Statement, args, sql};
-use crate::store::tally;
-use crate::{
-    AttemptFilter, ClaimedDelivery, CreatedMessage, DeliveryTally, EndpointStats, Handoff,
-    MessageFilter, MessageStore, Page, PageRequest, Reserved, Route, StoreError,
-};
+use crate::sql::messages::{self as sql, Publish, Subscriber};
+use crate::sql::{Sql, Statement, args, sql};
+use crate::{ClaimedDelivery, CreatedMessage, Handoff, Reserved, Route, StoreError};
 
 #[async_trait]
-impl MessageStore for SqliteStore {
-    async fn create_routed_message(
+impl Publish for SqliteStore {
+    async fn publish_routed(
         &self,
         message: &Message,
         route: &Route,
@@ -33,7 +25,7 @@ impl MessageStore for SqliteStore {
             .await
     }
 
-    async fn create_scheduled_message(
+    async fn publish_scheduled(
         &self,
         message: &Message,
         deliver_at: Timestamp,
@@ -52,145 +44,6 @@ impl MessageStore for SqliteStore {
             Ok(written)
         })
         .await
-    }
-
-    async fn get_message(
-        &self,
-        app: &AppId,
-        id_or_event_id: &str,
-    ) -> Result<Option<Message>, StoreError> {
-        let (app, key) = (app.clone(), id_or_event_id.to_owned());
-        self.db
-            .read(move |conn| fetch_one(conn, &sql::get(&app, &key), rows::message))
-            .await
-    }
-
-    async fn list_messages(
-        &self,
-        app: &AppId,
-        filter: &MessageFilter,
-        page_of: &PageRequest,
-    ) -> Result<Page<Message>, StoreError> {
-        let (app, filter, page_of) = (app.clone(), filter.clone(), page_of.clone());
-        self.db
-            .read(move |conn| {
-                let query = sql::list(Dialect::Sqlite, &app, &filter).page("m.id", true, &page_of);
-                page(conn, query, rows::message)
-            })
-            .await
-    }
-
-    async fn delivery_tallies(
-        &self,
-        messages: &[MessageId],
-    ) -> Result<HashMap<MessageId, DeliveryTally>, StoreError> {
-        let statement = sql::delivery_tallies(Dialect::Sqlite, messages);
-        self.db
-            .read(move |conn| Ok(tally(fetch(conn, &statement, sql::tally_row)?)))
-            .await
-    }
-
-    async fn list_message_deliveries(
-        &self,
-        app: &AppId,
-        message: &Message,
-    ) -> Result<Vec<(Endpoint, Delivery)>, StoreError> {
-        let (app, message_id) = (app.clone(), message.id.clone());
-        self.db
-            .read(move |conn| {
-                fetch(conn, &sql::deliveries_of(&app, &message_id), |row| {
-                    Ok((
-                        rows::endpoint(row)?,
-                        rows::delivery_at(row, ENDPOINT_WIDTH)?,
-                    ))
-                })
-            })
-            .await
-    }
-
-    async fn list_endpoint_deliveries(
-        &self,
-        endpoint: &Endpoint,
-        filter: &AttemptFilter,
-        page_of: &PageRequest,
-    ) -> Result<Page<(Message, Delivery)>, StoreError> {
-        let (endpoint_id, filter, page_of) = (endpoint.id.clone(), filter.clone(), page_of.clone());
-        self.db
-            .read(move |conn| {
-                let query = sql::endpoint_deliveries(Dialect::Sqlite, &endpoint_id, &filter);
-                page(conn, query.page("d.message_id", true, &page_of), |row| {
-                    Ok((rows::message(row)?, rows::delivery_at(row, MESSAGE_WIDTH)?))
-                })
-            })
-            .await
-    }
-
-    async fn list_attempts_by_message(
-        &self,
-        app: &AppId,
-        message: &Message,
-        filter: &AttemptFilter,
-        page_of: &PageRequest,
-    ) -> Result<Page<Attempt>, StoreError> {
-        let (app, message_id) = (app.clone(), message.id.clone());
-        let (filter, page_of) = (filter.clone(), page_of.clone());
-        self.db
-            .read(move |conn| {
-                let query = sql::message_attempts(Dialect::Sqlite, &app, &message_id, &filter);
-                page(conn, query.page("a.id", true, &page_of), rows::attempt)
-            })
-            .await
-    }
-
-    async fn list_attempts_by_endpoint(
-        &self,
-        endpoint: &Endpoint,
-        filter: &AttemptFilter,
-        page_of: &PageRequest,
-    ) -> Result<Page<Attempt>, StoreError> {
-        let (endpoint_id, filter, page_of) = (endpoint.id.clone(), filter.clone(), page_of.clone());
-        self.db
-            .read(move |conn| {
-                let query = sql::endpoint_attempts(Dialect::Sqlite, &endpoint_id, &filter);
-                page(conn, query.page("a.id", true, &page_of), rows::attempt)
-            })
-            .await
-    }
-
-    async fn endpoint_stats(
-        &self,
-        endpoint: &Endpoint,
-        since: Timestamp,
-        until: Timestamp,
-    ) -> Result<EndpointStats, StoreError> {
-        let endpoint_id = endpoint.id.clone();
-        self.db
-            .read(move |conn| {
-                let [messages, attempts] = search::stats_ranges(since, until);
-                let deliveries = sql::delivery_counts(&endpoint_id, &messages);
-                let deliveries = fetch(conn, &deliveries, sql::count_row)?;
-                let attempts = sql::attempt_counts(&endpoint_id, &attempts);
-                let attempts = fetch(conn, &attempts, sql::count_row)?;
-                Ok(search::stats_from(&deliveries, &attempts))
-            })
-            .await
-    }
-
-    async fn get_attempt(
-        &self,
-        message: &Message,
-        attempt_id: &str,
-    ) -> Result<Option<Attempt>, StoreError> {
-        let (message_id, attempt_id) = (message.id.clone(), attempt_id.to_owned());
-        self.db
-            .read(move |conn| {
-                fetch_one(
-                    conn,
-                    &sql::get_attempt(&message_id, &attempt_id),
-                    rows::attempt,
-                )
-            })
-            .await
     }
 }
 

@@ -4,19 +4,15 @@
 //! `db::Db::read` (a reader pool). The statements both databases share are written once in
 //! `crate::sql`; the SQL here is SQLite's own (claims, the writer's per-row writes).
 //!
-//! One file per resource trait (`applications`, `endpoints`, `event_types`, `messages`,
-//! `auth`, `queue`, `outbox`, `gauges`, `retention`, `tasks`); this one keeps what they share:
-//! the store and constraint-error mapping. `db` is the connection discipline, `rows` how a
-//! shared statement runs on a connection.
+//! One file per resource where this backend does something its own way (`endpoints`,
+//! `messages`, `queue`, `outbox`, `gauges`, `retention`, `tasks`); this one keeps what they
+//! share: the store and constraint-error mapping. `db` is the connection discipline, `rows`
+//! how a shared statement runs (the store as a `crate::sql::Database`).
 
-mod applications;
-mod auth;
 mod db;
 mod endpoints;
-mod event_types;
 mod gauges;
 mod messages;
-mod notices;
 mod outbox;
 mod queue;
 mod retention;

@@ -1,4 +1,4 @@
-//! [`RetentionStore`] on SQLite. Each purge batch is one write job: short, so the writer's
+//! Purge batches on SQLite (`crate::sql::retention::PurgeBatches`). Each purge batch is one write job: short, so the writer's
 //! group commits (and the deliveries in them) never wait long behind it.
 
 use async_trait::async_trait;
@@ -9,14 +9,14 @@ use rusqlite::{Connection, params};
 use super::SqliteStore;
 use super::messages::{insert_message, set_expiry};
 use super::rows::{fetch, run};
-use crate::error::touched;
 use crate::purge::{self, Candidate, Record};
-use crate::sql::{Dialect, retention as sql};
-use crate::{CreatedMessage, PurgeCursor, PurgeRequest, Purged, RetentionStore, Route, StoreError};
+use crate::sql::Dialect;
+use crate::sql::retention::{self as sql, PurgeBatches};
+use crate::{CreatedMessage, PurgeCursor, PurgeRequest, Purged, Route, StoreError};
 
 #[async_trait]
-impl RetentionStore for SqliteStore {
-    async fn create_expiring_message(
+impl PurgeBatches for SqliteStore {
+    async fn publish_expiring(
         &self,
         message: &Message,
         payload_expires_at: Timestamp,
@@ -30,35 +30,9 @@ impl RetentionStore for SqliteStore {
         .await
     }
 
-    async fn purge_batch(&self, request: &PurgeRequest) -> Result<Purged, StoreError> {
+    async fn purge(&self, request: &PurgeRequest) -> Result<Purged, StoreError> {
         let request = request.clone();
         self.db.write(move |conn| purge(conn, &request)).await
-    }
-
-    async fn expunge_message_content(&self, message: &Message) -> Result<(), StoreError> {
-        let message = message.clone();
-        self.db
-            .write(move |conn| {
-                touched(
-                    run(conn, &sql::expunge_message(&message))? as u64,
-                    "message",
-                )
-            })
-            .await
-    }
-
-    async fn expunge_attempt_content(
-        &self,
-        message: &Message,
-        attempt_id: &str,
-    ) -> Result<(), StoreError> {
-        let (message, attempt_id) = (message.clone(), attempt_id.to_owned());
-        self.db
-            .write(move |conn| {
-                let rows = run(conn, &sql::expunge_attempt(&message, &attempt_id))?;
-                touched(rows as u64, "attempt")
-            })
-            .await
     }
 }
 

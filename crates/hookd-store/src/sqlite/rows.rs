@@ -5,9 +5,10 @@
 use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{Connection, ToSql, params_from_iter};
 
+use super::{SqliteStore, refused};
 use crate::sql::list::PageQuery;
 pub use crate::sql::rows::*;
-use crate::sql::{Arg, Statement};
+use crate::sql::{Arg, Database, Decoder, Dialect, Refusals, Statement};
 use crate::{Page, StoreError};
 
 impl Columns for rusqlite::Row<'_> {
@@ -106,4 +107,58 @@ pub fn collect<T>(
         out.push(decode_row(row)?);
     }
     Ok(out)
+}
+
+/// Reads on the reader pool, writes as jobs of the one writer.
+#[async_trait::async_trait]
+impl Database for SqliteStore {
+    const DIALECT: Dialect = Dialect::Sqlite;
+
+    async fn read<T: Send + 'static>(
+        &self,
+        statement: Statement<'_>,
+        decode: Decoder<T>,
+    ) -> Result<Vec<T>, StoreError> {
+        let statement = statement.into_owned();
+        self.db
+            .read(move |conn| fetch(conn, &statement, decode))
+            .await
+    }
+
+    async fn read_page<T: Send + 'static>(
+        &self,
+        query: PageQuery<'_>,
+        decode: Decoder<T>,
+    ) -> Result<Page<T>, StoreError> {
+        let query = query.into_owned();
+        self.db.read(move |conn| page(conn, query, decode)).await
+    }
+
+    async fn write(
+        &self,
+        statement: Statement<'_>,
+        refusals: Option<Refusals>,
+    ) -> Result<u64, StoreError> {
+        let statement = statement.into_owned();
+        self.db
+            .write(move |conn| {
+                let written = run(conn, &statement).map_err(|error| match &refusals {
+                    Some(r) => refused(r.taken.clone(), r.parent)(error),
+                    None => error.into(),
+                })?;
+                Ok(written as u64)
+            })
+            .await
+    }
+
+    async fn write_returning<T: Send + 'static>(
+        &self,
+        statement: Statement<'_>,
+        decode: Decoder<T>,
+    ) -> Result<Option<T>, StoreError> {
+        let statement = statement.into_owned();
+        self.db
+            .write(move |conn| fetch_one(conn, &statement, decode))
+            .await
+    }
 }

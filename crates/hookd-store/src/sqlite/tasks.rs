@@ -1,67 +1,25 @@
-//! [`TaskStore`] on SQLite: each chunk of a background task is one write job of the single
+//! Background-task steps on SQLite (`crate::sql::tasks::StepTasks`): each chunk of a background task is one write job of the single
 //! writer, so publishes queued behind it wait for one chunk, never for the whole task.
 
 use std::collections::BTreeSet;
 
 use async_trait::async_trait;
 use hookd_core::model::DeliveryStatus;
-use hookd_core::{AppId, EndpointId, TaskId, Timestamp};
+use hookd_core::{AppId, EndpointId, Timestamp};
 use rusqlite::{Connection, params};
 
 use super::SqliteStore;
 use super::messages::INSERT_DELIVERY;
 use super::queue::{queue_next_in_order, resend_one};
-use super::rows::{self, fetch, fetch_one, page, run, text};
-use crate::sql::tasks as sql;
+use super::rows::{self, fetch, fetch_one, run, text};
+use crate::sql::tasks::{self as sql, StepTasks};
 use crate::sql::{Dialect, Sql, Statement, args, endpoints, sql};
 use crate::store::tasks::{self, Chunk, Range, TASK_COLUMNS, app_of, apps_per_chunk, stats_chunk};
-use crate::{
-    BackgroundTask, Page, PageRequest, ReplayFilter, StoreError, TaskFilter, TaskStep, TaskStore,
-    TaskWork,
-};
+use crate::{BackgroundTask, ReplayFilter, StoreError, TaskStep, TaskWork};
 
 #[async_trait]
-impl TaskStore for SqliteStore {
-    async fn create_task(&self, task: &BackgroundTask) -> Result<(), StoreError> {
-        let task = task.clone();
-        self.db
-            .write(move |conn| {
-                run(conn, &sql::insert(&task))?;
-                Ok(())
-            })
-            .await
-    }
-
-    async fn get_task(&self, id: &TaskId) -> Result<Option<BackgroundTask>, StoreError> {
-        let id = id.clone();
-        self.db
-            .read(move |conn| fetch_one(conn, &sql::get(&id), sql::task))
-            .await
-    }
-
-    async fn list_tasks(
-        &self,
-        filter: &TaskFilter,
-        page_of: &PageRequest,
-    ) -> Result<Page<BackgroundTask>, StoreError> {
-        let (filter, page_of) = (filter.clone(), page_of.clone());
-        self.db
-            .read(move |conn| {
-                let query = sql::list(Dialect::Sqlite, &filter);
-                page(
-                    conn,
-                    query.page("id", !filter.oldest_first, &page_of),
-                    sql::task,
-                )
-            })
-            .await
-    }
-
-    async fn step_task(
-        &self,
-        chunk: usize,
-        now: Timestamp,
-    ) -> Result<Option<TaskStep>, StoreError> {
+impl StepTasks for SqliteStore {
+    async fn step(&self, chunk: usize, now: Timestamp) -> Result<Option<TaskStep>, StoreError> {
         // A read first: the runner looks every second, and most looks find no task.
         let running: bool = self
             .db
