@@ -14,8 +14,8 @@ use super::queue::{queue_next_in_order, resend_one};
 use super::rows::{self, fetch, fetch_one, run, text};
 use crate::sql::tasks::{self as sql, StepTasks};
 use crate::sql::{Dialect, endpoints};
-use crate::store::tasks::{self, Chunk, Range, app_of, apps_per_chunk, stats_chunk};
-use crate::{BackgroundTask, ReplayFilter, StoreError, TaskStep, TaskWork};
+use crate::store::tasks::{self, Chunk, Job, Range, apps_per_chunk, stats_chunk};
+use crate::{BackgroundTask, ReplayFilter, StoreError, TaskStep};
 
 #[async_trait]
 impl StepTasks for PgStore {
@@ -52,39 +52,22 @@ async fn run_chunk(
     chunk: usize,
     now: Timestamp,
 ) -> Result<Chunk, StoreError> {
-    let app = app_of(task);
-    match &task.work {
-        TaskWork::AppStats { since, until, apps } => {
-            app_stats_chunk(tx, (*since, *until), apps.as_deref(), cursor, chunk).await
-        }
-        TaskWork::EventTypeAggregate => event_types_chunk(tx, cursor, chunk).await,
-        TaskWork::ReplayMissing {
+    match Job::of(task, cursor) {
+        Job::AppStats { range, apps } => app_stats_chunk(tx, range, apps, cursor, chunk).await,
+        Job::EventTypes => event_types_chunk(tx, cursor, chunk).await,
+        Job::Replay {
+            app,
             endpoint,
-            since,
-            until,
-        } => match app {
-            Ok(app) => {
-                let range = (*since, *until, cursor);
-                replay_chunk(tx, &app, endpoint, range, chunk, now).await
-            }
-            Err(failed) => Ok(failed),
-        },
-        TaskWork::BulkReplay {
+            range,
+        } => replay_chunk(tx, &app, endpoint, range, chunk, now).await,
+        Job::BulkReplay {
+            app,
             endpoint,
-            since,
-            until,
+            range,
             filter,
-        } => match app {
-            Ok(app) => {
-                let range = (*since, *until, cursor);
-                bulk_replay_chunk(tx, &app, endpoint, range, filter, chunk, now).await
-            }
-            Err(failed) => Ok(failed),
-        },
-        TaskWork::ExpungeAllContents => match app {
-            Ok(app) => expunge_chunk(tx, &app, cursor, chunk).await,
-            Err(failed) => Ok(failed),
-        },
+        } => bulk_replay_chunk(tx, &app, endpoint, range, filter, chunk, now).await,
+        Job::Expunge { app } => expunge_chunk(tx, &app, cursor, chunk).await,
+        Job::Failed(failed) => Ok(failed),
     }
 }
 

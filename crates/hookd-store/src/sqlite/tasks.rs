@@ -14,8 +14,8 @@ use super::queue::{queue_next_in_order, resend_one};
 use super::rows::{self, fetch, fetch_one, run, text};
 use crate::sql::tasks::{self as sql, StepTasks};
 use crate::sql::{Dialect, Sql, Statement, args, endpoints, sql};
-use crate::store::tasks::{self, Chunk, Range, TASK_COLUMNS, app_of, apps_per_chunk, stats_chunk};
-use crate::{BackgroundTask, ReplayFilter, StoreError, TaskStep, TaskWork};
+use crate::store::tasks::{self, Chunk, Job, Range, TASK_COLUMNS, apps_per_chunk, stats_chunk};
+use crate::{BackgroundTask, ReplayFilter, StoreError, TaskStep};
 
 #[async_trait]
 impl StepTasks for SqliteStore {
@@ -66,36 +66,22 @@ fn run_chunk(
     chunk: usize,
     now: Timestamp,
 ) -> Result<Chunk, StoreError> {
-    let app = app_of(task);
-    match &task.work {
-        TaskWork::AppStats { since, until, apps } => {
-            app_stats_chunk(conn, (*since, *until), apps.as_deref(), cursor, chunk)
-        }
-        TaskWork::EventTypeAggregate => event_types_chunk(conn, cursor, chunk),
-        TaskWork::ReplayMissing {
+    match Job::of(task, cursor) {
+        Job::AppStats { range, apps } => app_stats_chunk(conn, range, apps, cursor, chunk),
+        Job::EventTypes => event_types_chunk(conn, cursor, chunk),
+        Job::Replay {
+            app,
             endpoint,
-            since,
-            until,
-        } => match app {
-            Ok(app) => replay_chunk(conn, &app, endpoint, (*since, *until, cursor), chunk, now),
-            Err(failed) => Ok(failed),
-        },
-        TaskWork::BulkReplay {
+            range,
+        } => replay_chunk(conn, &app, endpoint, range, chunk, now),
+        Job::BulkReplay {
+            app,
             endpoint,
-            since,
-            until,
+            range,
             filter,
-        } => match app {
-            Ok(app) => {
-                let range = (*since, *until, cursor);
-                bulk_replay_chunk(conn, &app, endpoint, range, filter, chunk, now)
-            }
-            Err(failed) => Ok(failed),
-        },
-        TaskWork::ExpungeAllContents => match app {
-            Ok(app) => expunge_chunk(conn, &app, cursor, chunk),
-            Err(failed) => Ok(failed),
-        },
+        } => bulk_replay_chunk(conn, &app, endpoint, range, filter, chunk, now),
+        Job::Expunge { app } => expunge_chunk(conn, &app, cursor, chunk),
+        Job::Failed(failed) => Ok(failed),
     }
 }
 

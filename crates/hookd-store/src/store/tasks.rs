@@ -446,11 +446,66 @@ impl Chunk {
     }
 }
 
-/// The application an application's task works on (it always names one).
-pub(crate) fn app_of(task: &BackgroundTask) -> Result<AppId, Chunk> {
-    task.app_id
-        .clone()
-        .ok_or_else(|| Chunk::failed("the task names no application"))
+/// What the next chunk of a task does, and on what: both backends run a task by this.
+pub(crate) enum Job<'a> {
+    AppStats {
+        range: (Timestamp, Timestamp),
+        apps: Option<&'a [AppId]>,
+    },
+    EventTypes,
+    Replay {
+        app: AppId,
+        endpoint: &'a EndpointId,
+        range: Range<'a>,
+    },
+    BulkReplay {
+        app: AppId,
+        endpoint: &'a EndpointId,
+        range: Range<'a>,
+        filter: &'a ReplayFilter,
+    },
+    Expunge {
+        app: AppId,
+    },
+    /// The task cannot go on: this is its last chunk.
+    Failed(Chunk),
+}
+
+impl<'a> Job<'a> {
+    /// The job of `task`'s next chunk, resuming after `cursor`. An application's task that
+    /// names no application fails.
+    pub fn of(task: &'a BackgroundTask, cursor: Option<&'a str>) -> Self {
+        let app = || task.app_id.clone();
+        let job = match &task.work {
+            TaskWork::AppStats { since, until, apps } => Some(Self::AppStats {
+                range: (*since, *until),
+                apps: apps.as_deref(),
+            }),
+            TaskWork::EventTypeAggregate => Some(Self::EventTypes),
+            TaskWork::ReplayMissing {
+                endpoint,
+                since,
+                until,
+            } => app().map(|app| Self::Replay {
+                app,
+                endpoint,
+                range: (*since, *until, cursor),
+            }),
+            TaskWork::BulkReplay {
+                endpoint,
+                since,
+                until,
+                filter,
+            } => app().map(|app| Self::BulkReplay {
+                app,
+                endpoint,
+                range: (*since, *until, cursor),
+                filter,
+            }),
+            TaskWork::ExpungeAllContents => app().map(|app| Self::Expunge { app }),
+        };
+        job.unwrap_or_else(|| Self::Failed(Chunk::failed("the task names no application")))
+    }
 }
 
 /// A statistics chunk of `limit` applications that found `found`: each one's id, uid and
