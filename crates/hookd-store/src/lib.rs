@@ -16,8 +16,9 @@
 //! - [`error`]: [`StoreError`], the one error every storage call returns.
 //! - `sql`: the SQL both implementations share, written once: statements with their
 //!   arguments (placeholders rendered per database at compile time), list queries, and the
-//!   row decoders over both databases' row types. One file per resource trait, which
-//!   implements it there, once for both; a backend adds only what it does its own way.
+//!   row decoders over both databases' row types, keyset pagination, message search. One
+//!   file per resource trait, which implements it there, once for both; a backend adds only
+//!   what it does its own way.
 //! - [`sqlite`]: the SQLite implementation: a single writer thread that group-commits many
 //!   callers' writes in one transaction, and a pool of reader connections; it runs the shared
 //!   statements and keeps what only SQLite does (the writer, claims, per-row writes). One
@@ -29,10 +30,8 @@
 //! - `operations`: [`ensure_operations_app`], the application operational webhooks are
 //!   published in.
 //! - `outbox`: the outbox row's checks and the message it becomes, shared by both relays.
-//! - `columns`, `keyset`, `json`, `search`, `purge`: what both implementations share besides
-//!   statements (the column lists the row decoders read, keyset pagination, the JSON text
-//!   columns' encoding, the conditions of message search and endpoint statistics, the
-//!   purge's walks).
+//! - `columns`, `json`, `purge`: what both implementations share besides statements (the
+//!   column lists the row decoders read, the JSON text columns' encoding, the purge's walks).
 //! - `testing` (cargo feature `testing`): throwaway SQLite files and PostgreSQL databases for
 //!   tests, here and in the crates above.
 //! - `migrations/{sqlite,postgres}/`: versioned schema files, applied at start.
@@ -40,13 +39,11 @@
 mod columns;
 pub mod error;
 mod json;
-mod keyset;
 mod operations;
 mod outbox;
 pub mod postgres;
 mod purge;
 pub mod queue;
-mod search;
 mod sql;
 pub mod sqlite;
 pub mod store;

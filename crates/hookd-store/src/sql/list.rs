@@ -3,9 +3,9 @@
 
 use hookd_core::Timestamp;
 
+use super::keyset::Keyset;
 use super::{Arg, Dialect, Sql};
 use crate::PageRequest;
-use crate::keyset::Keyset;
 
 /// A list query: `select … where <fixed conditions>` plus optional filters and a keyset page.
 /// Built in the words of one [`Dialect`], as the backend that runs it asks.

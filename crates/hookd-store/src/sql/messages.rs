@@ -9,13 +9,13 @@ use hookd_core::model::{Attempt, Delivery, Endpoint, Message, Ordering};
 use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 
 use super::rows::{self, Columns, Decoded, ENDPOINT_WIDTH, MESSAGE_WIDTH, int, text};
-use super::{Database, Dialect, ListQuery, Statement, args, sql};
+use super::{Database, Dialect, ListQuery, Statement, args, search, sql};
 use crate::columns::{ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::json::{decode_opt, encode_opt};
 use crate::store::tally;
 use crate::{
     AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore, Page,
-    PageRequest, Route, StoreError, search,
+    PageRequest, Route, StoreError,
 };
 
 /// What [`MessageStore`] asks of each backend itself: publishing. SQLite writes a publish as

@@ -10,7 +10,8 @@
 //! [`Statement`] (it is a [`Database`]) and keeps the SQL that really differs between the two.
 //!
 //! - [`rows`]: the row decoders, over both row types.
-//! - [`list`]: [`ListQuery`], a list with optional filters and a keyset page.
+//! - [`list`]: [`ListQuery`], a list with optional filters and a page ([`keyset`]).
+//! - [`search`]: the message search's conditions and endpoint statistics' ranges.
 //! - one module per resource trait (`applications`, `endpoints`, …): its statements, each
 //!   with its arguments, the decoders of the rows only it reads, and the trait itself,
 //!   implemented once for any [`Database`]. What a backend must do its own way (publishing,
@@ -22,12 +23,14 @@ pub mod applications;
 pub mod auth;
 pub mod endpoints;
 pub mod event_types;
+pub mod keyset;
 pub mod list;
 pub mod messages;
 pub mod notices;
 pub mod outbox;
 pub mod retention;
 pub mod rows;
+pub mod search;
 pub mod tasks;
 
 use std::borrow::Cow;
