@@ -324,12 +324,28 @@ impl Written {
 
 /// Writes `message` and its deliveries. Those `handoff` takes are written claimed (`sending`
 /// until their lease ends) and returned, to hand over once committed; the rest are due at once.
+/// Whether a deleted message's `eventId` is still taken for its application (the unique key on
+/// `messages` covers the messages still there).
+fn event_id_spent(conn: &Connection, app: &AppId, event_id: &str) -> Result<bool, StoreError> {
+    let spent = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM spent_event_ids WHERE app_id = ?1 AND event_id = ?2)",
+        )?
+        .query_row(params![app.as_str(), event_id], |row| row.get(0))?;
+    Ok(spent)
+}
+
 pub(super) fn insert_message(
     conn: &Connection,
     message: &Message,
     route: &Route,
     handoff: Option<&dyn Handoff>,
 ) -> Result<Written, StoreError> {
+    if let Some(event_id) = &message.event_id
+        && event_id_spent(conn, &message.app_id, event_id)?
+    {
+        return Err(StoreError::Conflict(taken::event_id(Some(event_id))));
+    }
     let inserted = conn
         .prepare_cached(
             "INSERT INTO messages (id, app_id, event_type, event_id, channels, payload, created_at,
