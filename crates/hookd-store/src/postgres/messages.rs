@@ -4,7 +4,9 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use hookd_core::model::filters_take;
-use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message, Ordering};
+use hookd_core::model::{
+    Application, Attempt, Delivery, DeliveryStatus, Endpoint, Message, Ordering,
+};
 use hookd_core::{AppId, MessageId, Timestamp};
 use sqlx::AssertSqlSafe;
 use sqlx::Postgres;
@@ -12,7 +14,7 @@ use sqlx::postgres::{PgArguments, PgConnection, PgPool};
 use sqlx::query::Query;
 
 use super::rows;
-use super::{ListQuery, Param, PgStore, fetch_one_of, missing, refused, sql, text};
+use super::{ListQuery, Param, PgStore, applications, fetch_one_of, missing, refused, sql, text};
 use crate::columns::{
     ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, ENDPOINT_WIDTH, MESSAGE_COLUMNS,
     MESSAGE_WIDTH,
@@ -47,15 +49,23 @@ impl MessageStore for PgStore {
             ..message.clone()
         };
         let mut tx = self.pool.begin().await?;
-        let created = insert_message(&mut tx, message, &Route::Subscribers).await?;
-        if let Some(at) = payload_expires_at {
-            set_expiry(&mut tx, &message.id, at).await?;
-        }
-        sqlx::query("UPDATE deliveries SET next_attempt_at = $2 WHERE message_id = $1")
-            .bind(message.id.as_str())
-            .bind(deliver_at.as_millis())
-            .execute(&mut *tx)
-            .await?;
+        let created = insert_unhanded(&mut tx, message, payload_expires_at).await?;
+        tx.commit().await?;
+        Ok(created)
+    }
+
+    async fn create_message_in_app(
+        &self,
+        app: &Application,
+        message: &Message,
+        payload_expires_at: Option<Timestamp>,
+    ) -> Result<CreatedMessage, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let message = Message {
+            app_id: applications::get_or_create(&mut tx, app).await?,
+            ..message.clone()
+        };
+        let created = insert_unhanded(&mut tx, &message, payload_expires_at).await?;
         tx.commit().await?;
         Ok(created)
     }
@@ -267,6 +277,28 @@ pub(super) async fn set_expiry(
         .execute(conn)
         .await?;
     Ok(())
+}
+
+/// Writes `message` and its deliveries on `conn` (inside the caller's transaction), none
+/// handed to the engine: due at its `deliver_at` when it has one (they wait in the database
+/// until then), else at once; its content kept until `payload_expires_at` when given.
+async fn insert_unhanded(
+    conn: &mut PgConnection,
+    message: &Message,
+    payload_expires_at: Option<Timestamp>,
+) -> Result<CreatedMessage, StoreError> {
+    let created = insert_message(conn, message, &Route::Subscribers).await?;
+    if let Some(at) = payload_expires_at {
+        set_expiry(conn, &message.id, at).await?;
+    }
+    if let Some(due) = message.deliver_at {
+        sqlx::query("UPDATE deliveries SET next_attempt_at = $2 WHERE message_id = $1")
+            .bind(message.id.as_str())
+            .bind(due.as_millis())
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(created)
 }
 
 /// Writes a message and its deliveries on `conn` (inside the caller's transaction, which

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use hookd_core::AppId;
 use hookd_core::model::Application;
-use rusqlite::params;
+use rusqlite::{Connection, params};
 
 use super::rows::{self, APP_COLUMNS, collect};
 use super::{ListQuery, SqliteStore, conflict};
@@ -17,20 +17,7 @@ impl ApplicationStore for SqliteStore {
         let app = app.clone();
         self.db
             .write(move |conn| {
-                conn.prepare_cached(
-                    "INSERT INTO applications (id, uid, name, metadata, throttle_rate, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )?
-                .execute(params![
-                    app.id.as_str(),
-                    app.uid,
-                    app.name,
-                    encode(&app.metadata),
-                    app.throttle_rate,
-                    app.created_at.as_millis(),
-                    app.updated_at.as_millis(),
-                ])
-                .map_err(conflict(taken::app_uid(app.uid.as_deref())))?;
+                insert(conn, &app, "").map_err(conflict(taken::app_uid(app.uid.as_deref())))?;
                 Ok(())
             })
             .await
@@ -92,4 +79,31 @@ impl ApplicationStore for SqliteStore {
             })
             .await
     }
+}
+
+/// Inserts `app`'s row, the statement ending in `on_conflict` (a clause, or nothing).
+fn insert(conn: &Connection, app: &Application, on_conflict: &str) -> rusqlite::Result<usize> {
+    conn.prepare_cached(&format!(
+        "INSERT INTO applications (id, uid, name, metadata, throttle_rate, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) {on_conflict}"
+    ))?
+    .execute(params![
+        app.id.as_str(),
+        app.uid,
+        app.name,
+        encode(&app.metadata),
+        app.throttle_rate,
+        app.created_at.as_millis(),
+        app.updated_at.as_millis(),
+    ])
+}
+
+/// The id of the application whose uid is `app`'s, made from `app` in the caller's write when
+/// there is none (`app` itself when it has no uid).
+pub(super) fn get_or_create(conn: &Connection, app: &Application) -> Result<AppId, StoreError> {
+    insert(conn, app, "ON CONFLICT (uid) DO NOTHING")?;
+    let id = conn
+        .prepare_cached("SELECT id FROM applications WHERE uid = ?1 OR id = ?2")?
+        .query_row(params![app.uid, app.id.as_str()], |row| row.get(0))?;
+    Ok(AppId::from_stored(id))
 }

@@ -5,7 +5,9 @@ use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use hookd_core::model::filters_take;
-use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message, Ordering};
+use hookd_core::model::{
+    Application, Attempt, Delivery, DeliveryStatus, Endpoint, Message, Ordering,
+};
 use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{Connection, params};
@@ -14,7 +16,7 @@ use super::rows::{
     self, ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, ENDPOINT_WIDTH, MESSAGE_COLUMNS,
     MESSAGE_WIDTH, collect,
 };
-use super::{ListQuery, SqliteStore, missing, refused, text};
+use super::{ListQuery, SqliteStore, applications, missing, refused, text};
 use crate::error::taken;
 use crate::json::{decode_opt, encode, encode_opt};
 use crate::search;
@@ -46,16 +48,23 @@ impl MessageStore for SqliteStore {
             deliver_at: Some(deliver_at),
             ..message.clone()
         };
+        self.publish(move |conn, _| insert_unhanded(conn, &message, payload_expires_at))
+            .await
+    }
+
+    async fn create_message_in_app(
+        &self,
+        app: &Application,
+        message: &Message,
+        payload_expires_at: Option<Timestamp>,
+    ) -> Result<CreatedMessage, StoreError> {
+        let (app, message) = (app.clone(), message.clone());
         self.publish(move |conn, _| {
-            let written = insert_message(conn, &message, &Route::Subscribers, None)?;
-            if let Some(at) = payload_expires_at {
-                set_expiry(conn, &message.id, at)?;
-            }
-            conn.prepare_cached(
-                "UPDATE deliveries SET next_attempt_at = ?2 WHERE message_id = ?1",
-            )?
-            .execute(params![message.id.as_str(), deliver_at.as_millis()])?;
-            Ok(written)
+            let message = Message {
+                app_id: applications::get_or_create(conn, &app)?,
+                ..message.clone()
+            };
+            insert_unhanded(conn, &message, payload_expires_at)
         })
         .await
     }
@@ -320,6 +329,25 @@ impl Written {
         }
         self.created
     }
+}
+
+/// Writes `message` and its deliveries without offering them to the engine: due at its
+/// `deliver_at` when it has one (they wait in the database until then), else at once; its
+/// content kept until `payload_expires_at` when given.
+fn insert_unhanded(
+    conn: &Connection,
+    message: &Message,
+    payload_expires_at: Option<Timestamp>,
+) -> Result<Written, StoreError> {
+    let written = insert_message(conn, message, &Route::Subscribers, None)?;
+    if let Some(at) = payload_expires_at {
+        set_expiry(conn, &message.id, at)?;
+    }
+    if let Some(due) = message.deliver_at {
+        conn.prepare_cached("UPDATE deliveries SET next_attempt_at = ?2 WHERE message_id = ?1")?
+            .execute(params![message.id.as_str(), due.as_millis()])?;
+    }
+    Ok(written)
 }
 
 /// Writes `message` and its deliveries. Those `handoff` takes are written claimed (`sending`
