@@ -3,9 +3,11 @@
 #
 # 1. A Python venv (.venv) with the reference libraries from scripts/python-requirements.txt,
 #    which the cross-check tests run as code we did not write (HOOKD_TEST_PYTHON points at it).
-# 2. The Node example receiver's packages (examples/receivers/node, from its committed
-#    package-lock.json) when npm is here and they are missing or older than the lockfile; the
-#    Node test says it is skipped without Node (HOOKD_TEST_REQUIRE_NODE=1 makes that a failure).
+# 2. The Node example receiver's packages (examples/receivers/node) and the official Svix
+#    JavaScript SDK whose models the field check reads (scripts/crosscheck/svix-js), each from
+#    its committed package-lock.json, when npm is here and they are missing or older than the
+#    lockfile; the Node tests say they are skipped without Node (HOOKD_TEST_REQUIRE_NODE=1
+#    makes that a failure).
 # 3. cargo test over the whole workspace.
 #
 # PostgreSQL tests run when HOOKD_TEST_POSTGRES_URL is set (a server URL whose user may create
@@ -23,10 +25,11 @@ fi
     -r scripts/python-requirements.txt
 export HOOKD_TEST_PYTHON="$PWD/$venv/bin/python"
 
-node_dir=examples/receivers/node
-if command -v npm >/dev/null && \
-    [ "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]; then
-    npm ci --prefix "$node_dir" --no-audit --no-fund --silent
-fi
+for node_dir in examples/receivers/node scripts/crosscheck/svix-js; do
+    if command -v npm >/dev/null && \
+        [ "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]; then
+        npm ci --prefix "$node_dir" --no-audit --no-fund --silent
+    fi
+done
 
 cargo test --workspace "$@"

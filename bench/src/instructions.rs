@@ -43,6 +43,10 @@ pub struct Args {
     /// Publishes in flight.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
+    /// Keep the larger run's callgrind output at this path (read it with `callgrind_annotate`;
+    /// build with `--profile profiling` for line-level names).
+    #[arg(long)]
+    keep_profile: Option<std::path::PathBuf>,
     /// hookd flags to count with instead of its defaults.
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     tuned: String,
@@ -86,14 +90,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let machine = Machine::describe();
     println!("machine: {}", machine.summary());
     let setting = args.setting();
-    let baseline = count(args.baseline, &setting, &args).await?;
+    let baseline = count(args.baseline, &setting, &args, None).await?;
     println!(
         "{} messages: {} instructions",
         args.baseline,
         report::thousands(baseline)
     );
     let total = args.baseline + args.messages;
-    let more = count(total, &setting, &args).await?;
+    let more = count(total, &setting, &args, args.keep_profile.as_deref()).await?;
     println!("{total} messages: {} instructions", report::thousands(more));
     let Some(difference) = more.checked_sub(baseline) else {
         bail!("the larger run counted fewer instructions ({more} < {baseline})");
@@ -114,7 +118,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Instructions hookd executes from its start until it has exited after delivering
 /// `messages` messages.
-async fn count(messages: u64, setting: &Setting, args: &Args) -> anyhow::Result<u64> {
+async fn count(
+    messages: u64,
+    setting: &Setting,
+    args: &Args,
+    keep: Option<&std::path::Path>,
+) -> anyhow::Result<u64> {
     let database = Database::create(Backend::Sqlite, &args.postgres.url).await?;
     let out_file = std::env::temp_dir().join(format!(
         "hookd-callgrind-{}.out",
@@ -122,6 +131,11 @@ async fn count(messages: u64, setting: &Setting, args: &Args) -> anyhow::Result<
     ));
     let result = count_into(messages, setting, &database, &out_file, args).await;
     database.remove().await;
+    if let Some(keep) = keep {
+        std::fs::rename(&out_file, keep)
+            .or_else(|_| std::fs::copy(&out_file, keep).map(drop))
+            .with_context(|| format!("cannot keep the profile at {}", keep.display()))?;
+    }
     let _ = std::fs::remove_file(&out_file);
     result
 }

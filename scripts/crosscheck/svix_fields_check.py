@@ -1,25 +1,32 @@
-"""Checks, field by field, that hookd answers every field the installed Svix SDK reads.
+"""Checks, field by field, that hookd answers every field the installed Svix SDKs read.
 
-For each resource the SDK models (`svix.models.*Out`, read from the installed package, never a
-hand-copied list), this creates one through hookd's API with every optional value set, reads
-it back as raw JSON, and compares the keys with the model's field aliases. A field the SDK reads
-that hookd never answers fails the check, unless it is in `NOT_YET` (fields hookd does not have
-yet, each with the reason); an entry of `NOT_YET` that hookd now answers fails it too, so the
-list stays true.
+For each resource the SDKs model, this creates one through hookd's API with every optional
+value set, reads it back as raw JSON, and compares the keys with the fields each SDK's model
+reads, taken from the installed packages, never from a hand-copied list:
+- the Python SDK: `svix.models.*Out`, their fields' aliases;
+- the JavaScript SDK (npm `svix`, when its package folder is given): the keys each model's
+  `_fromJsonObject` reads (`object["…"]`) in the package's `src/models/*.ts`.
+A field an SDK reads that hookd never answers fails the check, unless it is in that SDK's
+`NOT_YET` (fields hookd does not have yet, each with the reason); an entry of `NOT_YET` that
+hookd now answers fails it too, so the list stays true.
 
-Usage: svix_fields_check.py BASE_URL TOKEN RECEIVER_URL
+Usage: svix_fields_check.py BASE_URL TOKEN RECEIVER_URL [JS_PACKAGE_DIR]
+
+JS_PACKAGE_DIR is the installed npm package (`…/node_modules/svix`).
 """
 
 import json
+import re
 import sys
+from pathlib import Path
 import time
 import urllib.request
 import uuid
 
 import svix.models as models
 
-# Fields the SDK reads that hookd does not answer yet (issue 32's message parts).
-NOT_YET: dict[str, set[str]] = {}
+# Fields each SDK reads that hookd does not answer yet, by model.
+NOT_YET: dict[str, dict[str, set[str]]] = {"python": {}, "javascript": {}}
 
 
 def call(base, token, method, path, body=None):
@@ -34,11 +41,42 @@ def call(base, token, method, path, body=None):
         return json.loads(text) if text else None
 
 
-def fields(model):
+def python_fields(model):
     return {field.alias or name for name, field in getattr(models, model).model_fields.items()}
 
 
-def main(base, token, receiver_url):
+# A model's serializer in the JavaScript SDK, and each key its `_fromJsonObject` reads.
+JS_SERIALIZER = re.compile(
+    r"export const (\w+)Serializer = \{\s*_fromJsonObject\(object[^)]*\)[^{]*\{(.*?)\n  \},",
+    re.S,
+)
+JS_READ = re.compile(r'object\["([^"]+)"\]')
+
+
+def javascript_models(package_dir):
+    """The fields each model of the JavaScript SDK at `package_dir` reads, by model name."""
+    found = {}
+    for source in sorted(Path(package_dir, "src", "models").glob("*.ts")):
+        for name, body in JS_SERIALIZER.findall(source.read_text(encoding="utf-8")):
+            found[name] = set(JS_READ.findall(body))
+    if not found:
+        raise SystemExit(f"no model serializers found under {package_dir}/src/models")
+    return found
+
+
+def javascript_fields(package_dir):
+    found = javascript_models(package_dir)
+
+    def fields(model):
+        if model not in found:
+            raise SystemExit(f"the JavaScript SDK at {package_dir} has no model {model}")
+        return found[model]
+
+    return fields
+
+
+def answers(base, token, receiver_url):
+    """One answer of hookd's for each model the SDKs read, as raw JSON, by model name."""
     api = lambda method, path, body=None: call(base, token, method, path, body)
     suffix = uuid.uuid4().hex[:8]
     event_type = f"order.shipped.{suffix}"
@@ -96,19 +134,51 @@ def main(base, token, receiver_url):
         "EventTypeImportOpenApiOut": api("POST", "/event-type/import/openapi", {
             "dryRun": True, "spec": {"webhooks": {event_type: {"post": {}}}}}),
     })
+    answered["EventTypeImportOpenApiOutData"] = answered["EventTypeImportOpenApiOut"]["data"]
+    answered["EventTypeFromOpenApi"] = answered["EventTypeImportOpenApiOutData"]["to_modify"][0]
+    endpoint_path = f"/app/{app['id']}/endpoint/{endpoint['id']}"
+    answered.update({
+        "ListResponseEndpointOut": api("GET", f"/app/{app['id']}/endpoint"),
+        "ListResponseEventTypeOut": api("GET", "/event-type"),
+        "ListResponseMessageOut": api("GET", f"/app/{app['id']}/msg"),
+        "ListResponseMessageAttemptOut": attempts,
+        "ListResponseEndpointMessageOut": api("GET", f"{endpoint_path}/msg"),
+        "ListResponseMessageEndpointOut": api("GET", f"/app/{app['id']}/msg/{message['id']}/endpoint"),
+        "EndpointSecretOut": api("GET", f"{endpoint_path}/secret"),
+        "EndpointHeadersOut": api("GET", f"{endpoint_path}/headers"),
+        "EndpointStats": api("GET", f"{endpoint_path}/stats"),
+        "RecoverOut": api("POST", f"{endpoint_path}/recover", {"since": "2020-01-01T00:00:00Z"}),
+        "MessagePrecheckOut": api("POST", f"/app/{app['id']}/msg/precheck/active", {"eventType": event_type}),
+        "AppPortalAccessOut": api("POST", f"/auth/app-portal-access/{app['id']}", {}),
+    })
+    return answered
+
+
+def unanswered(sdk, fields, answered):
+    """What `sdk`'s models (`fields` gives each one's) read that hookd never answers."""
     wrong = []
     for model, body in answered.items():
-        missing = fields(model) - set(body)
-        not_yet = NOT_YET.get(model, set())
+        read = fields(model)
+        missing = read - set(body)
+        not_yet = NOT_YET[sdk].get(model, set())
         if missing - not_yet:
-            wrong.append(f"{model}: the SDK reads {sorted(missing - not_yet)}, hookd never answers them")
+            wrong.append(f"{sdk} {model}: the SDK reads {sorted(missing - not_yet)}, hookd never answers them")
         if not_yet - missing:
-            wrong.append(f"{model}: hookd now answers {sorted(not_yet - missing)}: take them out of NOT_YET")
-        print(f"ok  {model}: {len(fields(model))} fields" + (f" ({sorted(missing)} not yet)" if missing else ""))
+            wrong.append(f"{sdk} {model}: hookd now answers {sorted(not_yet - missing)}: take them out of NOT_YET")
+        print(f"ok  {sdk} {model}: {len(read)} fields" + (f" ({sorted(missing)} not yet)" if missing else ""))
+    return wrong
+
+
+def main(base, token, receiver_url, js_package_dir=None):
+    answered = answers(base, token, receiver_url)
+    sdks = {"python": python_fields}
+    if js_package_dir:
+        sdks["javascript"] = javascript_fields(js_package_dir)
+    wrong = [line for sdk, fields in sdks.items() for line in unanswered(sdk, fields, answered)]
     if wrong:
         raise SystemExit("\n".join(wrong))
-    print("svix fields check passed")
+    print(f"svix fields check passed: {', '.join(sdks)}")
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

@@ -359,10 +359,17 @@ async fn a_publish_carrying_its_application_makes_it_when_missing() {
     let plain = json!({"eventType": "order.shipped", "payload": {}});
     let (status, _) = api.call(Method::POST, "/app/other/msg", Some(plain)).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let mut bad = message(json!({"name": "Other"}));
-    bad["payload"] = json!([1]);
-    let (status, body) = api.call(Method::POST, "/app/other/msg", Some(bad)).await;
-    assert_invalid_field(status, &body, "payload");
+    let refusals = [
+        ("payload", json!([1])),
+        ("deliverAt", json!("not a time")),
+        ("payloadRetentionPeriod", json!(0)),
+    ];
+    for (field, value) in refusals {
+        let mut bad = message(json!({"name": "Other"}));
+        bad[field] = value;
+        let (status, body) = api.call(Method::POST, "/app/other/msg", Some(bad)).await;
+        assert_invalid_field(status, &body, field);
+    }
     let (status, _) = api.call(Method::GET, "/app/other", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }

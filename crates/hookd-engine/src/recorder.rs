@@ -25,8 +25,11 @@ use crate::operations::Operations;
 use crate::schedule::describe_duration;
 use crate::telemetry;
 
-/// Most attempts written in one transaction.
-const MAX_BATCH: usize = 256;
+/// Most attempts written in one transaction. One write is in flight at a time, so this is
+/// what one round trip to the database can record: as many as the default budget of held
+/// deliveries (twice the default `--workers`), so that records keep up with a fan-out whose
+/// writes each wait for a group commit, and the tickets they hold go back in bulk.
+const MAX_BATCH: usize = 1024;
 
 /// A finished attempt waiting for its write, with the ticket it holds until then.
 pub struct Finished {

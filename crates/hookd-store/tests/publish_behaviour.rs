@@ -5,6 +5,7 @@
 
 mod harness;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use harness::checks::{assert_stored, pending_routes};
@@ -373,7 +374,105 @@ async fn idempotent_responses_keep_the_first_until_they_expire(store: &dyn Store
     );
 }
 
+/// A message carrying its application (Svix's inline `application`) whose write the store
+/// refuses leaves no application behind: the application is made in the publish's own
+/// transaction. The refusal here is the message's id, taken already by another message.
+async fn a_refused_publish_makes_no_application(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    let published = message(&a, "order.shipped", None, None, 10);
+    store.create_message(&published).await.unwrap();
+    let carried = app(Some("new-shop"), 20);
+    let taken_id = Message {
+        app_id: carried.id.clone(),
+        ..published.clone()
+    };
+    let scheduled = Message {
+        deliver_at: Some(at(60_000)),
+        ..taken_id.clone()
+    };
+    for refused in [&taken_id, &scheduled] {
+        for expires in [None, Some(at(90_000))] {
+            let outcome = store
+                .create_message_in_app(&carried, refused, expires)
+                .await;
+            assert!(outcome.is_err(), "{outcome:?}");
+            assert_eq!(
+                store.get_app("new-shop").await.unwrap(),
+                None,
+                "a refused publish made its application"
+            );
+        }
+    }
+}
+
+/// A message carrying its application goes to the application of that uid, made from it when
+/// there is none, and routed to its endpoints when there is one; publishes racing to make one
+/// application all land in it.
+async fn a_publish_gets_or_makes_its_application(store: &dyn Store) {
+    let shop = app(Some("shop"), 0);
+    let first = message(&shop, "order.shipped", None, None, 10);
+    let created = store
+        .create_message_in_app(&shop, &first, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (created.message.app_id, created.deliveries),
+        (shop.id.clone(), 0)
+    );
+    assert_eq!(store.get_app("shop").await.unwrap(), Some(shop.clone()));
+    store
+        .create_endpoint(&endpoint(&shop, None, None, None))
+        .await
+        .unwrap();
+    let again = app(Some("shop"), 20);
+    let scheduled = Message {
+        deliver_at: Some(at(60_000)),
+        ..message(&again, "order.shipped", None, None, 30)
+    };
+    let created = store
+        .create_message_in_app(&again, &scheduled, Some(at(90_000)))
+        .await
+        .unwrap();
+    assert_eq!((&created.message.app_id, created.deliveries), (&shop.id, 1));
+    assert_eq!(
+        store.get_app("shop").await.unwrap(),
+        Some(shop.clone()),
+        "unchanged"
+    );
+    let routed = store
+        .list_message_deliveries(&shop.id, &created.message)
+        .await
+        .unwrap();
+    assert_eq!(
+        routed[0].1.next_attempt_at,
+        Some(at(60_000)),
+        "due at deliverAt"
+    );
+
+    let racing = (0..20).map(|i| async move {
+        let carried = app(Some("rush"), 100 + i);
+        let msg = message(&carried, "order.shipped", None, None, 200 + i);
+        store.create_message_in_app(&carried, &msg, None).await
+    });
+    let outcomes = futures::future::join_all(racing).await;
+    let apps: HashSet<_> = outcomes
+        .into_iter()
+        .map(|o| o.expect("every racing publish lands").message.app_id)
+        .collect();
+    assert_eq!(apps.len(), 1, "one application made: {apps:?}");
+    let rush = store.get_app("rush").await.unwrap().expect("made");
+    assert!(apps.contains(&rush.id));
+    let listed = store
+        .list_messages(&rush.id, &MessageFilter::default(), &first_page(50))
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 20);
+}
+
 behaviour!(
+    a_refused_publish_makes_no_application,
+    a_publish_gets_or_makes_its_application,
     concurrent_publishes_are_routed_each_by_its_own_filters,
     concurrent_publishes_each_get_the_answer_they_would_get_alone,
     concurrent_publishes_to_an_app_without_endpoints_write_no_deliveries,

@@ -166,10 +166,25 @@ async fn upsert(
     }
 }
 
-/// Makes the application a path names that does not exist yet, with the path as its uid (an
-/// admin's PUT, or a publish that carries the application, as Svix's SDKs send it); the path
-/// wins over a uid in the body. Made meanwhile by a concurrent request, that one is answered.
-pub(crate) async fn create_at_path(
+/// Makes the application a path names that does not exist yet (an admin's PUT): see
+/// [`new_at_path`]. Made meanwhile by a concurrent request, that one is answered.
+async fn create_at_path(
+    state: &ApiState,
+    principal: &Principal,
+    app_id: &str,
+    input: ApplicationIn,
+) -> Result<Application, ApiError> {
+    let app = new_at_path(state, principal, app_id, input)?;
+    match state.store().create_app(&app).await {
+        Err(StoreError::Conflict(_)) => state.app(principal, app_id).await,
+        done => done.map(|()| app).map_err(ApiError::from),
+    }
+}
+
+/// The application to make for a path that names none yet, with the path as its uid (an
+/// admin's PUT, or a publish that carries the application, as Svix's SDKs send it, which the
+/// store makes in the publish's transaction); the path wins over a uid in the body.
+pub(crate) fn new_at_path(
     state: &ApiState,
     principal: &Principal,
     app_id: &str,
@@ -182,10 +197,7 @@ pub(crate) async fn create_at_path(
     validate::name("uid", app_id)?;
     let mut app = input.into_new(state);
     app.uid = Some(app_id.to_owned());
-    match state.store().create_app(&app).await {
-        Err(StoreError::Conflict(_)) => state.app(principal, app_id).await,
-        done => done.map(|()| app).map_err(ApiError::from),
-    }
+    Ok(app)
 }
 
 async fn patch(

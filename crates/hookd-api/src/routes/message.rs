@@ -272,22 +272,24 @@ async fn create(
 ) -> Result<(StatusCode, Json<MessageOut>), ApiError> {
     // Checked first, so a refused message makes no application either.
     input.validate(&state).await?;
-    let app = match (
+    let now = state.clock().now();
+    let expires_at = input.payload_expires_at(now)?;
+    let deliver_at = input.deliver_at(now)?;
+    // An application the message carries is made by the store, in the publish's transaction.
+    let (app, new_app) = match (
         state.app(&principal, &app_id).await,
         input.application.take(),
     ) {
         (Err(ApiError::NotFound(_)), Some(new)) => {
             new.validate()?;
-            application::create_at_path(&state, &principal, &app_id, new).await?
+            let app = application::new_at_path(&state, &principal, &app_id, new)?;
+            (app.id.clone(), Some(app))
         }
-        (found, _) => found?,
+        (found, _) => (found?.id, None),
     };
-    let now = state.clock().now();
-    let expires_at = input.payload_expires_at(now)?;
-    let deliver_at = input.deliver_at(now)?;
     let message = Message {
         id: MessageId::new(now),
-        app_id: app.id,
+        app_id: app,
         event_type: input.event_type,
         event_id: input.event_id,
         channels: input.channels,
@@ -305,10 +307,11 @@ async fn create(
         hookd.event_type = %message.event_type,
     );
     let store = state.store();
-    let created = match (deliver_at, expires_at) {
-        (Some(due), expires) => store.create_scheduled_message(&message, due, expires),
-        (None, Some(at)) => store.create_expiring_message(&message, at),
-        (None, None) => store.create_message(&message),
+    let created = match (&new_app, deliver_at, expires_at) {
+        (Some(app), _, expires) => store.create_message_in_app(app, &message, expires),
+        (None, Some(due), expires) => store.create_scheduled_message(&message, due, expires),
+        (None, None, Some(at)) => store.create_expiring_message(&message, at),
+        (None, None, None) => store.create_message(&message),
     };
     let created = created.instrument(span).await?;
     // Deliveries the engine took as they were written are on their way already.

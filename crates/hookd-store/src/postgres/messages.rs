@@ -4,15 +4,16 @@
 //! one statement from arrays.
 
 use async_trait::async_trait;
-use hookd_core::model::{DeliveryStatus, Message};
+use hookd_core::model::{Application, DeliveryStatus, Message};
 use hookd_core::{AppId, MessageId, Timestamp};
 use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgConnection};
 use sqlx::query::Query;
 
-use super::rows::{fetch, run};
+use super::rows::{fetch, fetch_one, run};
 use super::{PgStore, missing, refused};
 use crate::error::taken;
+use crate::sql::applications;
 pub(super) use crate::sql::messages::Subscriber;
 use crate::sql::messages::{self as sql, Publish};
 use crate::{CreatedMessage, Route, StoreError};
@@ -38,14 +39,61 @@ impl Publish for PgStore {
             ..message.clone()
         };
         let mut tx = self.pool.begin().await?;
-        let created = insert_message(&mut tx, message, &Route::Subscribers).await?;
-        if let Some(at) = payload_expires_at {
-            set_expiry(&mut tx, &message.id, at).await?;
-        }
-        run(&mut *tx, sql::schedule(&message.id, deliver_at)).await?;
+        let created = insert_unhanded(&mut tx, message, payload_expires_at).await?;
         tx.commit().await?;
         Ok(created)
     }
+
+    async fn publish_in_app(
+        &self,
+        app: &Application,
+        message: &Message,
+        payload_expires_at: Option<Timestamp>,
+    ) -> Result<CreatedMessage, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let message = Message {
+            app_id: get_or_create_app(&mut tx, app).await?,
+            ..message.clone()
+        };
+        let created = insert_unhanded(&mut tx, &message, payload_expires_at).await?;
+        tx.commit().await?;
+        Ok(created)
+    }
+}
+
+/// The id of the application whose uid is `app`'s, made from `app` in the caller's transaction
+/// when there is none (`app` itself when it has no uid). A transaction making the same uid
+/// meanwhile is waited for: committed, its application is the one found.
+async fn get_or_create_app(
+    conn: &mut PgConnection,
+    app: &Application,
+) -> Result<AppId, StoreError> {
+    run(&mut *conn, applications::insert_unless_uid_taken(app)).await?;
+    fetch_one(
+        &mut *conn,
+        applications::id_of_uid(app),
+        applications::app_id,
+    )
+    .await?
+    .ok_or(StoreError::NotFound("application"))
+}
+
+/// Writes `message` and its deliveries on `conn` (inside the caller's transaction), none
+/// handed to the engine: due at its `deliver_at` when it has one (they wait in the database
+/// until then), else at once; its content kept until `payload_expires_at` when given.
+async fn insert_unhanded(
+    conn: &mut PgConnection,
+    message: &Message,
+    payload_expires_at: Option<Timestamp>,
+) -> Result<CreatedMessage, StoreError> {
+    let created = insert_message(conn, message, &Route::Subscribers).await?;
+    if let Some(at) = payload_expires_at {
+        set_expiry(conn, &message.id, at).await?;
+    }
+    if let Some(due) = message.deliver_at {
+        run(&mut *conn, sql::schedule(&message.id, due)).await?;
+    }
+    Ok(created)
 }
 
 /// Keeps the message's content until `at` instead of the server's window.

@@ -52,14 +52,42 @@ fn id_and_fields(app: &Application) -> Vec<Arg<'_>> {
     ]
 }
 
-pub fn insert(app: &Application) -> Statement<'_> {
-    let sql = sql!(
-        "INSERT INTO applications (id, uid, name, metadata, throttle_rate, updated_at, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
-    );
+/// An application's row, `?1` to `?7`.
+const INSERT: &str =
+    "INSERT INTO applications (id, uid, name, metadata, throttle_rate, updated_at, created_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+
+/// The arguments of [`INSERT`].
+fn insert_args(app: &Application) -> Vec<Arg<'_>> {
     let mut args = id_and_fields(app);
     args.extend(args![app.created_at]);
-    Statement::new(sql, args)
+    args
+}
+
+pub fn insert(app: &Application) -> Statement<'_> {
+    Statement::new(sql!(INSERT), insert_args(app))
+}
+
+/// [`insert`], unless an application has `app`'s uid: a publish's inline application, made
+/// when missing.
+pub fn insert_unless_uid_taken(app: &Application) -> Statement<'_> {
+    Statement::new(
+        sql!(INSERT, " ON CONFLICT (uid) DO NOTHING"),
+        insert_args(app),
+    )
+}
+
+/// The id of the application with `app`'s uid (`app`'s own id when it has none).
+pub fn id_of_uid(app: &Application) -> Statement<'_> {
+    Statement::new(
+        sql!("SELECT id FROM applications WHERE uid = ?1 OR id = ?2"),
+        args![app.uid.as_deref(), app.id.as_str()],
+    )
+}
+
+/// Decodes [`id_of_uid`]'s row.
+pub fn app_id(row: &dyn rows::Columns) -> rows::Decoded<AppId> {
+    Ok(AppId::from_stored(rows::text(row, 0)?))
 }
 
 /// The application whose id or uid is `?1`: should one application's uid equal another's

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use hookd_core::model::filters_take;
-use hookd_core::model::{Attempt, Delivery, Endpoint, Message, Ordering};
+use hookd_core::model::{Application, Attempt, Delivery, Endpoint, Message, Ordering};
 use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 
 use super::rows::{self, Columns, Decoded, ENDPOINT_WIDTH, MESSAGE_WIDTH, int, text};
@@ -37,6 +37,14 @@ pub trait Publish: Database {
         deliver_at: Timestamp,
         payload_expires_at: Option<Timestamp>,
     ) -> Result<CreatedMessage, StoreError>;
+
+    /// [`MessageStore::create_message_in_app`].
+    async fn publish_in_app(
+        &self,
+        app: &Application,
+        message: &Message,
+        payload_expires_at: Option<Timestamp>,
+    ) -> Result<CreatedMessage, StoreError>;
 }
 
 #[async_trait]
@@ -57,6 +65,15 @@ impl<D: Publish> MessageStore for D {
     ) -> Result<CreatedMessage, StoreError> {
         self.publish_scheduled(message, deliver_at, payload_expires_at)
             .await
+    }
+
+    async fn create_message_in_app(
+        &self,
+        app: &Application,
+        message: &Message,
+        payload_expires_at: Option<Timestamp>,
+    ) -> Result<CreatedMessage, StoreError> {
+        self.publish_in_app(app, message, payload_expires_at).await
     }
 
     async fn get_message(

@@ -84,6 +84,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         15,
         include_str!("../../migrations/sqlite/0015_background_tasks.sql"),
     ),
+    (
+        16,
+        include_str!("../../migrations/sqlite/0016_event_id_check_in_publish.sql"),
+    ),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.

@@ -2,13 +2,14 @@
 //! handover of those its engine takes are one job of the writer.
 
 use async_trait::async_trait;
-use hookd_core::model::{Delivery, DeliveryStatus, Endpoint, Message, Ordering};
-use hookd_core::{EndpointId, MessageId, Timestamp};
+use hookd_core::model::{Application, Delivery, DeliveryStatus, Endpoint, Message, Ordering};
+use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 use rusqlite::{Connection, params};
 
 use super::rows::{self, ENDPOINT_COLUMNS, fetch, fetch_one, run};
 use super::{SqliteStore, missing, refused};
 use crate::error::taken;
+use crate::sql::applications;
 use crate::sql::messages::{self as sql, Publish, Subscriber};
 use crate::sql::{Sql, Statement, args, sql};
 use crate::{ClaimedDelivery, CreatedMessage, Handoff, Reserved, Route, StoreError};
@@ -35,16 +36,52 @@ impl Publish for SqliteStore {
             deliver_at: Some(deliver_at),
             ..message.clone()
         };
+        self.publish(move |conn, _| insert_unhanded(conn, &message, payload_expires_at))
+            .await
+    }
+
+    async fn publish_in_app(
+        &self,
+        app: &Application,
+        message: &Message,
+        payload_expires_at: Option<Timestamp>,
+    ) -> Result<CreatedMessage, StoreError> {
+        let (app, message) = (app.clone(), message.clone());
         self.publish(move |conn, _| {
-            let written = insert_message(conn, &message, &Route::Subscribers, None)?;
-            if let Some(at) = payload_expires_at {
-                set_expiry(conn, &message.id, at)?;
-            }
-            run(conn, &sql::schedule(&message.id, deliver_at))?;
-            Ok(written)
+            let message = Message {
+                app_id: get_or_create_app(conn, &app)?,
+                ..message.clone()
+            };
+            insert_unhanded(conn, &message, payload_expires_at)
         })
         .await
     }
+}
+
+/// The id of the application whose uid is `app`'s, made from `app` in the caller's write when
+/// there is none (`app` itself when it has no uid).
+fn get_or_create_app(conn: &Connection, app: &Application) -> Result<AppId, StoreError> {
+    run(conn, &applications::insert_unless_uid_taken(app))?;
+    fetch_one(conn, &applications::id_of_uid(app), applications::app_id)?
+        .ok_or(StoreError::NotFound("application"))
+}
+
+/// Writes `message` and its deliveries without offering them to the engine: due at its
+/// `deliver_at` when it has one (they wait in the database until then), else at once; its
+/// content kept until `payload_expires_at` when given.
+fn insert_unhanded(
+    conn: &Connection,
+    message: &Message,
+    payload_expires_at: Option<Timestamp>,
+) -> Result<Written, StoreError> {
+    let written = insert_message(conn, message, &Route::Subscribers, None)?;
+    if let Some(at) = payload_expires_at {
+        set_expiry(conn, &message.id, at)?;
+    }
+    if let Some(due) = message.deliver_at {
+        run(conn, &sql::schedule(&message.id, due))?;
+    }
+    Ok(written)
 }
 
 impl SqliteStore {
@@ -85,6 +122,17 @@ impl Written {
     }
 }
 
+/// Whether a deleted message's `eventId` is still taken for its application (the unique key on
+/// `messages` covers the messages still there).
+fn event_id_spent(conn: &Connection, app: &AppId, event_id: &str) -> Result<bool, StoreError> {
+    let spent = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM spent_event_ids WHERE app_id = ?1 AND event_id = ?2)",
+        )?
+        .query_row(params![app.as_str(), event_id], |row| row.get(0))?;
+    Ok(spent)
+}
+
 /// Writes `message` and its deliveries. Those `handoff` takes are written claimed (`sending`
 /// until their lease ends) and returned, to hand over once committed; the rest are due at once.
 pub(super) fn insert_message(
@@ -93,6 +141,11 @@ pub(super) fn insert_message(
     route: &Route,
     handoff: Option<&dyn Handoff>,
 ) -> Result<Written, StoreError> {
+    if let Some(event_id) = &message.event_id
+        && event_id_spent(conn, &message.app_id, event_id)?
+    {
+        return Err(StoreError::Conflict(taken::event_id(Some(event_id))));
+    }
     let inserted = run(conn, &sql::insert(message));
     inserted.map_err(refused(
         taken::event_id(message.event_id.as_deref()),

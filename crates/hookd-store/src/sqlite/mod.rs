@@ -67,10 +67,7 @@ enum Violation {
 
 fn violation(error: &rusqlite::Error) -> Option<Violation> {
     match error.sqlite_error()?.extended_code {
-        // The one trigger that refuses: a deleted record's `eventId` still taken (migration 10).
-        ffi::SQLITE_CONSTRAINT_UNIQUE
-        | ffi::SQLITE_CONSTRAINT_PRIMARYKEY
-        | ffi::SQLITE_CONSTRAINT_TRIGGER => Some(Violation::Taken),
+        ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => Some(Violation::Taken),
         ffi::SQLITE_CONSTRAINT_FOREIGNKEY => Some(Violation::MissingParent),
         _ => None,
     }

@@ -431,8 +431,15 @@ fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDeliver
 }
 
 /// Marks a delivery (`?1`, `?2`) claimed: `sending` (`?3`) until the lease ends (`?4`).
+///
+/// `OR FAIL`, as the record's update: an update of `next_attempt_at` fires the ordering
+/// trigger, and a statement with a trigger that may end in an `ABORT` (the unique index
+/// `deliveries_key_head`) makes SQLite copy every page it touches to a statement journal
+/// first, to undo that statement alone. Under `FAIL` it keeps none: a failed statement fails
+/// its whole write job, whose writes the writer undoes anyway (`db::run_batch`), so the
+/// journal would only be paid for, on every delivery.
 const MARK_CLAIMED: &str =
-    "UPDATE deliveries SET status = ?3, next_attempt_at = ?4, updated_at = ?5
+    "UPDATE OR FAIL deliveries SET status = ?3, next_attempt_at = ?4, updated_at = ?5
     WHERE message_id = ?1 AND endpoint_id = ?2";
 
 /// The claimed deliveries `(message, endpoint)` with what their attempts need, in that order.
@@ -518,11 +525,12 @@ fn hand_over_next_in_order(
 /// Records one attempt; see [`DeliveryQueue::record_attempts`].
 fn record(conn: &Connection, record: &AttemptRecord) -> Result<Recorded, StoreError> {
     let (a, d) = (&record.attempt, &record.next);
+    // `OR FAIL`: no statement journal (see `MARK_CLAIMED`).
     // The delivery first, while it is still under the attempt's lease. If it is gone (its
     // message or endpoint deleted meanwhile), so is everything the attempt would refer to.
     let rows = conn
         .prepare_cached(
-            "UPDATE deliveries SET status = ?3, attempt_count = ?4, next_attempt_at = ?5,
+            "UPDATE OR FAIL deliveries SET status = ?3, attempt_count = ?4, next_attempt_at = ?5,
              updated_at = ?6, manual = 0 WHERE message_id = ?1 AND endpoint_id = ?2
              AND (?7 IS NULL OR (status = ?8 AND next_attempt_at = ?7))",
         )?

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message};
+use hookd_core::model::{Application, Attempt, Delivery, DeliveryStatus, Endpoint, Message};
 use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 
 use crate::{Page, PageRequest, StoreError};
@@ -125,6 +125,20 @@ pub trait MessageStore: Send + Sync {
         &self,
         message: &Message,
         deliver_at: Timestamp,
+        payload_expires_at: Option<Timestamp>,
+    ) -> Result<CreatedMessage, StoreError>;
+    /// [`Self::create_message`] for a message carrying its application (Svix's inline
+    /// `application`): written into the application whose uid is `app`'s, made from `app` when
+    /// there is none, in the message's own transaction, so a publish refused leaves no
+    /// application behind and publishes racing to make one all land in it. The message's
+    /// `app_id` is replaced by that application's. Its `deliver_at`, when set, makes its
+    /// deliveries due then, as [`Self::create_scheduled_message`] does; `payload_expires_at`
+    /// keeps its content until then. None of its deliveries is handed to the engine: an
+    /// application's first message has no endpoint to go to anyway.
+    async fn create_message_in_app(
+        &self,
+        app: &Application,
+        message: &Message,
         payload_expires_at: Option<Timestamp>,
     ) -> Result<CreatedMessage, StoreError>;
     /// The message of `app` whose id or `eventId` is `id_or_event_id`.

@@ -98,10 +98,26 @@ pub fn example_dir(language: &str) -> std::path::PathBuf {
         .join(format!("../../examples/receivers/{language}"))
 }
 
-/// `node` with the Node receiver's packages installed (`npm ci` from its committed lockfile
-/// when they are missing), or `None` (after saying so) when the test is to be skipped;
-/// `HOOKD_TEST_REQUIRE_NODE=1` (CI) turns a missing Node into a failure.
+/// `node` with the Node receiver's packages installed (see [`node_packages`]), or `None`
+/// (after saying so) when the test is to be skipped.
 pub fn node() -> Option<&'static str> {
+    node_packages(&example_dir("node"), "standardwebhooks")
+}
+
+/// The official Svix JavaScript SDK's package folder (`node_modules/svix`), installed from
+/// `scripts/crosscheck/svix-js`'s committed lockfile (see [`node_packages`]), or `None` (after
+/// saying so) when the test is to be skipped.
+pub fn svix_js_package() -> Option<std::path::PathBuf> {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/crosscheck/svix-js");
+    node_packages(&dir, "svix")?;
+    Some(dir.join("node_modules/svix"))
+}
+
+/// `node`, with the packages of the npm project in `dir` installed (`npm ci` from its committed
+/// lockfile when `package` is missing), or `None` (after saying so) when the test is to be
+/// skipped; `HOOKD_TEST_REQUIRE_NODE=1` (CI) turns a missing Node or npm into a failure.
+pub fn node_packages(dir: &std::path::Path, package: &str) -> Option<&'static str> {
     let runs = |program: &str| {
         Command::new(program)
             .arg("--version")
@@ -115,16 +131,15 @@ pub fn node() -> Option<&'static str> {
         println!("SKIPPED: node or npm not on PATH");
         return None;
     }
-    let dir = example_dir("node");
     // Tests asking at once would run `npm ci` in one directory at once, each removing the
     // other's files: the first installs, the rest wait for it (a lock on the lockfile, which
     // `npm ci` only reads, so test processes wait for each other too).
     let lockfile = std::fs::File::open(dir.join("package-lock.json")).expect("open the lockfile");
     lockfile.lock().expect("lock the lockfile");
-    if !dir.join("node_modules/standardwebhooks").exists() {
+    if !dir.join("node_modules").join(package).exists() {
         let status = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund"])
-            .current_dir(&dir)
+            .current_dir(dir)
             .status()
             .expect("run npm ci");
         assert!(status.success(), "npm ci in {} failed", dir.display());
