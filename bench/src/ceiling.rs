@@ -263,24 +263,33 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What the section says of the method: everything before the figures.
+fn method(args: &Args) -> String {
+    format!(
+        "## The machine's ceiling\n\n\
+         A plain loop of signed POSTs, no hookd and no storage: a ~300-byte JSON body (one of \
+         1,024 built once) with `webhook-id`, `webhook-timestamp` and a fresh \
+         `webhook-signature` (HMAC-SHA256, the `webhook-signature` crate's `Signer`) per \
+         request, from the harness over one pooled HTTP/1.1 client to a plain receiver in \
+         another process (`hookd-bench receive`, answering 204); {} warm-up requests, then {} \
+         measured per concurrency. Every message hookd delivers crosses HTTP twice (publish, \
+         then delivery), so **half the best rate here is the ceiling for end-to-end delivery** \
+         on this machine; `deliver` and `fanout` measure it again in their own runs and judge \
+         their targets against that.\n",
+        report::thousands(args.run.warmup),
+        report::thousands(args.run.requests),
+    )
+}
+
 fn section(args: &Args, machine: &Machine, ceiling: &Ceiling) -> String {
     let best = ceiling.best();
     format!(
-        "## The machine's ceiling\n\n\
-         A plain loop of signed POSTs: a ~300-byte JSON body (one of 1,024 built once) with `webhook-id`, \
-         `webhook-timestamp` and a fresh `webhook-signature` (HMAC-SHA256, the \
-         `webhook-signature` crate's `Signer`) per request, from the harness over one pooled \
-         HTTP/1.1 client to a plain receiver in another process (`hookd-bench receive`, \
-         answering 204), no storage. {} warm-up requests then {} measured per concurrency. \
-         Every message hookd delivers crosses HTTP twice (publish, then delivery), so **half \
-         the best rate here is the ceiling for end-to-end delivery** on this machine.\n\n\
+        "{}\n\
          - Command: `cargo build --release -p hookd-bench && {}`\n\
-         - Date: {}\n\
-         - Machine: {}\n\n\
+         - Date: {}; machine: {}\n\n\
          {}\n\n\
          Best: {} requests/s at {} in flight; end-to-end ceiling (half): {} messages/s.\n",
-        report::thousands(args.run.warmup),
-        report::thousands(args.run.requests),
+        method(args),
         args.command(),
         report::now(),
         machine.summary(),
@@ -289,4 +298,19 @@ fn section(args: &Args, machine: &Machine, ceiling: &Ceiling) -> String {
         best.concurrency,
         report::thousands((ceiling.rate() / 2.0).round() as u64),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Ceiling(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        assert_eq!(args.command(), report::page::command(SECTION));
+        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_shows(SECTION, &Ceiling { points: Vec::new() }.table());
+    }
 }

@@ -25,7 +25,7 @@ use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
 use sqlx::postgres::PgPoolOptions;
 
-use crate::api::{Api, EngineWrites, SendLog, unix_nanos};
+use crate::api::{Api, EngineWrites, SendLog, StoreWrites, unix_nanos};
 use crate::deliver::drain;
 use crate::hookd::{Backend, Database, Hookd, PostgresServer, Setting, Tuning};
 use crate::load::{self, Outcome, Requests};
@@ -430,6 +430,7 @@ where
     std::mem::take(&mut *committed.lock().expect("commits"))
 }
 
+/// The console's table of single runs.
 fn scale_header() -> String {
     report::header(&[
         "in flight",
@@ -467,6 +468,93 @@ fn scale_row(run: &ScaleRun) -> String {
         report::percent(run.idle),
         run.writes.claims.rows_per_write(),
         run.writes.records.rows_per_write(),
+    ])
+}
+
+/// The docs table: a row per setting, publishes in flight and process count.
+fn docs_header() -> String {
+    report::header(&[
+        "hookd",
+        "in flight",
+        "processes",
+        "deliveries/s, median",
+        "each round",
+        "publish rate",
+        "CPU per process",
+        "machine idle",
+        "deliveries per claim",
+        "per record batch",
+        "missing / duplicates / bad signatures / publish errors (all rounds)",
+    ])
+}
+
+/// The runs of one setting grouped by publishes in flight, then process count, each group
+/// in the order its rounds ran.
+fn groups(scale: &[ScaleRun]) -> Vec<Vec<&ScaleRun>> {
+    let mut groups: Vec<Vec<&ScaleRun>> = Vec::new();
+    for run in scale {
+        let same = |g: &&mut Vec<&ScaleRun>| {
+            g[0].concurrency == run.concurrency && g[0].processes == run.processes
+        };
+        match groups.iter_mut().find(same) {
+            Some(group) => group.push(run),
+            None => groups.push(vec![run]),
+        }
+    }
+    groups.sort_by_key(|g| {
+        let order = scale.iter().position(|r| r.concurrency == g[0].concurrency);
+        (order, g[0].processes)
+    });
+    groups
+}
+
+/// A docs row for one group of rounds: each round's total, and the median of every figure
+/// over the rounds (as the verdict takes them); the counts that should be zero are summed.
+fn docs_row(setting: &Setting, rounds: &[&ScaleRun]) -> String {
+    let median = |value: &dyn Fn(&ScaleRun) -> Option<f64>| {
+        report::median(rounds.iter().filter_map(|r| value(r)).collect())
+    };
+    let per_write = |writes: fn(&ScaleRun) -> StoreWrites| {
+        median(&|r| {
+            let w = writes(r);
+            (w.writes > 0).then(|| w.rows as f64 / w.writes as f64)
+        })
+        .map_or_else(|| "-".to_owned(), |m| format!("{m:.1}"))
+    };
+    let each: Vec<String> = rounds
+        .iter()
+        .map(|r| report::thousands(r.deliveries_per_s.round() as u64))
+        .collect();
+    let processes = rounds[0].processes;
+    let cores: Vec<String> = (0..processes)
+        .map(|i| format!("{:.2}", median(&|r| r.cores.get(i).copied()).unwrap_or(0.0)))
+        .collect();
+    let sum = |count: fn(&ScaleRun) -> u64| rounds.iter().map(|r| count(r)).sum::<u64>();
+    report::row(&[
+        setting.name().to_owned(),
+        rounds[0].concurrency.to_string(),
+        processes.to_string(),
+        report::thousands(median(&|r| Some(r.deliveries_per_s)).unwrap_or(0.0).round() as u64),
+        each.join(" / "),
+        format!(
+            "{}/s",
+            report::thousands(
+                median(&|r| Some(r.publishes.throughput()))
+                    .unwrap_or(0.0)
+                    .round() as u64
+            )
+        ),
+        format!("{} cores", cores.join(" + ")),
+        report::percent(median(&|r| Some(r.idle)).unwrap_or(0.0)),
+        per_write(|r| r.writes.claims),
+        per_write(|r| r.writes.records),
+        [
+            report::flagged(sum(|r| r.missing)),
+            report::thousands(sum(|r| r.duplicates)),
+            report::flagged(sum(|r| r.bad_signatures)),
+            report::flagged(sum(|r| r.publishes.error_count())),
+        ]
+        .join(" / "),
     ])
 }
 
@@ -529,7 +617,7 @@ fn changes_at(args: &Args, scale: &[ScaleRun], concurrency: usize) -> Option<(St
 /// share, so the totals compare what they can deliver. With fewer in flight one process leaves
 /// more of the machine idle, waiting on its round trips, and the total is the number in flight
 /// over a publish's latency; those changes are shown, not judged.
-fn scale_verdict(args: &Args, scale: &[ScaleRun]) -> String {
+fn scale_verdict(args: &Args, setting: &Setting, scale: &[ScaleRun]) -> String {
     let judged = args.concurrency.iter().copied().max().unwrap_or(0);
     let (judged_changes, held) =
         changes_at(args, scale, judged).unwrap_or_else(|| ("no runs".to_owned(), false));
@@ -551,21 +639,16 @@ fn scale_verdict(args: &Args, scale: &[ScaleRun]) -> String {
         "one run".to_owned()
     };
     let mut verdict = format!(
-        "Scale-out target (the total does not drop as processes are added: at the most in \
-         flight, {judged}, where one process left {} of the machine idle, every total, \
-         {measure}, within {} of one process's): **{}** ({judged_changes}).",
+        "**{}**: scale-out target (the total does not drop as processes are added: at the \
+         most in flight, {judged}, where one process left {} of the machine idle, every \
+         total, {measure}, within {} of one process's): **{}** ({judged_changes}).",
+        setting.name(),
         idle_of_one(scale, judged),
         report::percent(HELD_WITHIN),
         if held { "met" } else { "not met" },
     );
     if !lighter.is_empty() {
-        verdict.push_str(&format!(
-            " Lighter loads, shown but not judged: one process leaves more of the machine idle, \
-             waiting on its round trips, so the total there is the number in flight over a \
-             publish's latency, and each added process commits smaller batches of the same \
-             load, each paying the database's fixed cost of a transaction ({}).",
-            lighter.join("; ")
-        ));
+        verdict.push_str(&format!(" Not judged: {}.", lighter.join("; ")));
     }
     verdict
 }
@@ -596,16 +679,54 @@ fn outbox_row(args: &Args, run: &OutboxRun) -> String {
     ])
 }
 
-/// How the runs were repeated, for the docs.
+/// How the runs were repeated and what a row shows, for the docs.
 fn rounds_text(args: &Args) -> String {
     match args.rounds {
-        1 => "one run per process count".to_owned(),
+        1 => "One run per process count.".to_owned(),
         n => format!(
             "{n} rounds, each running 1 to {} processes in turn, so the runs of each count \
-             alternate with the others'",
+             alternate with the others'; a row shows each round's deliveries/s and the median \
+             of every figure over the rounds.",
             args.max_processes
         ),
     }
+}
+
+/// What the section says of the method: everything before the figures.
+fn method(args: &Args) -> String {
+    format!(
+        "**Scale-out**: 1 to {} `hookd serve` processes (each API and engine) on one \
+         PostgreSQL database, all with `--max-connections` room for every publishing \
+         connection; the harness publishes {} messages ({} in flight, after {} warm-up \
+         messages) through their APIs in turn to one endpoint, whose ceiling \
+         (`--endpoint-max-concurrency`) holds across the cluster; deliveries/s from the first \
+         publish sent to the last receipt. {} With few cores the point is that the total holds \
+         while the work is shared, not that it grows, so the target is judged at the most in \
+         flight. With fewer, one process leaves more of the machine idle, waiting on its round \
+         trips, so the total is the number in flight over a publish's latency, and each added \
+         process commits smaller batches of the same load, each paying the database's fixed \
+         cost of a transaction. Machine idle is the share of all cores' time left idle (or \
+         waiting on I/O); deliveries per claim and per record batch are all engines' (from \
+         their `/metrics`): the fewer, the more statements each delivery costs the database, \
+         though deliveries a publish hands to its own process's engine need no claim at \
+         all.\n",
+        args.max_processes,
+        report::thousands(args.messages),
+        report::listed(args.concurrency.iter().map(|&c| c as u64), "or"),
+        report::thousands(args.warmup),
+        rounds_text(args),
+    )
+}
+
+/// What the section says of the outbox run before its figures.
+fn outbox_method(args: &Args) -> String {
+    format!(
+        "**Outbox commit-to-receipt**: one hookd process; a producer commits single-row \
+         transactions into `hookd.outbox` at {} per second for {} s (open loop); latency is \
+         the receiver's first verified receipt minus the moment the producer's `COMMIT` \
+         returned. hookd's relay wakes on the outbox trigger's NOTIFY.\n",
+        args.outbox_rate, args.outbox_seconds,
+    )
 }
 
 fn section(
@@ -615,50 +736,105 @@ fn section(
     outbox: &OutboxRun,
 ) -> String {
     let mut out = format!(
-        "**Scale-out**: 1 to {} `hookd serve` processes (each API and engine) on one fresh \
-         PostgreSQL database, first at hookd's defaults, then tuned with `{}` (both with \
-         `--max-connections` room for every publishing connection); the harness publishes {} \
-         messages ({} in flight, after {} warm-up messages; {}) through their APIs in turn to \
-         one endpoint, whose ceiling (`--endpoint-max-concurrency`) holds across the whole \
-         cluster; a receiver in its own process verifies every signature. Deliveries/s from \
-         the first publish sent to the last receipt. With few cores the point is that the \
-         total holds while the work is shared, not that it grows. Machine idle is the share \
-         of all cores' time left idle (or waiting on I/O) over the measured phase. Deliveries \
-         per claim and per record batch are the engines' (all processes', from their \
-         `/metrics`) over the measured phase: the fewer, the more statements each delivery \
-         costs the database. Deliveries a publish hands to its own process's engine need no \
-         claim at all, so few per claim can also mean that claims find little left to \
-         take.\n\n\
-         {}",
-        args.max_processes,
-        args.tuning.tuned.trim(),
-        report::thousands(args.messages),
-        report::listed(args.concurrency.iter().map(|&c| c as u64), "or"),
-        report::thousands(args.warmup),
-        rounds_text(args),
+        "{}\n{}\n{}\n",
+        method(args),
         report::provenance(&args.command(), machine),
+        docs_header(),
     );
     for (setting, scale) in scales {
-        out.push_str(&format!(
-            "\nhookd at {}:\n\n{}\n",
-            setting.label(),
-            scale_header()
-        ));
-        for run in scale {
-            out.push_str(&scale_row(run));
+        for rounds in groups(scale) {
+            out.push_str(&docs_row(setting, &rounds));
             out.push('\n');
         }
-        out.push_str(&format!("\n{}\n", scale_verdict(args, scale)));
+    }
+    out.push('\n');
+    for (setting, scale) in scales {
+        out.push_str(&format!("- {}\n", scale_verdict(args, setting, scale)));
     }
     out.push_str(&format!(
-        "\n**Outbox commit-to-receipt**: one hookd process; a producer commits single-row \
-         transactions into `hookd.outbox` at {} per second for {} s (open loop); latency is \
-         the receiver's first verified receipt minus the moment the producer's `COMMIT` \
-         returned. hookd's relay wakes on the outbox trigger's NOTIFY.\n\n{}\n{}\n",
-        args.outbox_rate,
-        args.outbox_seconds,
+        "\n{}\n{}\n{}\n",
+        outbox_method(args),
         outbox_header(),
         outbox_row(args, outbox),
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run as a table row shows it: per claim and per record batch as tenths.
+    fn run(
+        concurrency: usize,
+        processes: usize,
+        figures: (u64, f64, f64),
+        tenths: (u64, u64),
+    ) -> ScaleRun {
+        let (publish_rate, total, idle) = figures;
+        let per = |tenths: u64| StoreWrites {
+            writes: 10,
+            rows: tenths,
+        };
+        ScaleRun {
+            concurrency,
+            processes,
+            publishes: Outcome {
+                completed: publish_rate,
+                elapsed: Duration::from_secs(1),
+                ..Outcome::new()
+            },
+            delivered: 20_000,
+            missing: 0,
+            duplicates: 0,
+            bad_signatures: 0,
+            deliveries_per_s: total,
+            cores: vec![0.45; processes],
+            idle,
+            writes: EngineWrites {
+                claims: per(tenths.0),
+                records: per(tenths.1),
+            },
+        }
+    }
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Cluster(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        assert_eq!(args.command(), report::page::command(SECTION));
+        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_shows(SECTION, &outbox_method(&args));
+        report::page::assert_shows(SECTION, &docs_header());
+        report::page::assert_shows(SECTION, &outbox_header());
+    }
+
+    #[test]
+    fn a_row_shows_every_round_and_the_median_of_each_figure() {
+        let rounds = [
+            run(32, 1, (2_893, 2_894.0, 0.22), (0, 131)),
+            run(32, 1, (2_986, 2_986.0, 0.21), (0, 133)),
+            run(32, 1, (2_354, 2_354.0, 0.27), (0, 126)),
+        ];
+        let rounds: Vec<&ScaleRun> = rounds.iter().collect();
+        assert_eq!(
+            docs_row(&Setting::Defaults, &rounds),
+            "| defaults | 32 | 1 | 2,894 | 2,894 / 2,986 / 2,354 | 2,893/s | 0.45 cores | 22 % \
+             | 0.0 | 13.1 | 0 / 0 / 0 / 0 |"
+        );
+    }
+
+    #[test]
+    fn rows_go_by_publishes_in_flight_then_processes() {
+        let scale: Vec<ScaleRun> = [(32, 1), (32, 2), (32, 1), (32, 2), (512, 1), (512, 2)]
+            .into_iter()
+            .map(|(c, p)| run(c, p, (1, 1.0, 0.5), (10, 10)))
+            .collect();
+        let order: Vec<(usize, usize, usize)> = groups(&scale)
+            .iter()
+            .map(|g| (g[0].concurrency, g[0].processes, g.len()))
+            .collect();
+        assert_eq!(order, [(32, 1, 2), (32, 2, 2), (512, 1, 1), (512, 2, 1)]);
+    }
 }

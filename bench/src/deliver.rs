@@ -42,7 +42,7 @@ use crate::report;
 /// The docs section this benchmark owns.
 const SECTION: &str = "deliver";
 
-/// The targets at hookd's defaults (issue 31): deliveries/s as a share of half the ceiling
+/// The targets at hookd's defaults: deliveries/s as a share of half the ceiling
 /// loop's rate, per backend, and the latency at an eighth of that rate.
 const TARGET_SHARE_SQLITE: f64 = 0.5;
 const TARGET_SHARE_POSTGRES: f64 = 0.25;
@@ -377,10 +377,7 @@ fn header() -> String {
         "p99",
         "max",
         "delivered",
-        "missing",
-        "bad signatures",
-        "duplicates",
-        "publish errors",
+        "missing / bad signatures / duplicates / publish errors",
         "hookd peak RSS",
         "hookd CPU",
     ])
@@ -393,7 +390,7 @@ fn row(run: &Run) -> String {
     };
     report::row(&[
         run.backend.name().to_owned(),
-        run.setting.label(),
+        run.setting.name().to_owned(),
         mode,
         format!(
             "{}/s",
@@ -405,16 +402,19 @@ fn row(run: &Run) -> String {
         report::millis(run.latency(0.99)),
         report::millis(Duration::from_micros(run.latency_us.max())),
         report::thousands(run.delivered),
-        report::flagged(run.missing),
-        report::flagged(run.bad_signatures),
-        report::thousands(run.duplicates),
-        report::flagged(run.publishes.error_count()),
+        [
+            report::flagged(run.missing),
+            report::flagged(run.bad_signatures),
+            report::thousands(run.duplicates),
+            report::flagged(run.publishes.error_count()),
+        ]
+        .join(" / "),
         format!("{:.0} MiB", run.peak_rss_mib()),
         format!("{:.2} cores", run.hookd_cores),
     ])
 }
 
-/// Issue 31's targets, judged on the runs at hookd's defaults; throughput against
+/// The targets, judged on the runs at hookd's defaults; throughput against
 /// `target_ceiling`, the ceiling loop's rate. Memory holds for every run.
 fn verdicts(target_ceiling: f64, runs: &[Run]) -> Vec<String> {
     let met = |ok: bool| if ok { "met" } else { "not met" };
@@ -484,10 +484,9 @@ impl Ceilings<'_> {
         };
         match self.measured {
             Some((before, after)) => format!(
-                "Ceiling loop rate (see the ceiling section for the method): {} measured \
-                 first, which sets the latency runs' rate; {} measured again after the runs. \
-                 The throughput target is set against the higher, {} requests/s; end-to-end \
-                 ceiling (half): {} messages/s.",
+                "Ceiling loop rate, measured in this run: {} first, which sets the latency \
+                 runs' rate; {} again after the runs. The throughput target is set against the \
+                 higher, {} requests/s; end-to-end ceiling (half): {} messages/s.",
                 measured(before),
                 measured(after),
                 report::thousands(self.target.round() as u64),
@@ -503,6 +502,27 @@ impl Ceilings<'_> {
     }
 }
 
+/// What the section says of the method: everything before the figures.
+fn method(args: &Args) -> String {
+    format!(
+        "Publish (`POST /api/v1/app/{{app}}/msg`, ~300-byte payloads, one of 1,024 built once \
+         as the ceiling loop's are) → hookd stores and delivers → the verifying receiver. One \
+         application, one endpoint; each mode on a fresh hookd and database after {} warm-up \
+         messages have been delivered. Latencies run from a publish to its first verified \
+         receipt (both stamps from the unix clock of the same machine).\n\n\
+         - **throughput**: {} publishes in flight (one run each; as for the ceiling, the best \
+         counts), {} messages; deliveries/s from the first publish sent to the last receipt.\n\
+         - **latency**: publishes due open loop at an eighth of the ceiling loop rate for {} s, \
+         over at most {} connections (a publish due while all are busy waits for one); \
+         latency runs from the time a publish was due, so that wait counts.\n",
+        report::thousands(args.warmup),
+        report::listed(args.concurrency.iter().map(|&c| c as u64), "and"),
+        report::thousands(args.messages),
+        args.latency_seconds,
+        latency_connections(args),
+    )
+}
+
 /// The docs section: what was measured, how, where, the table and the verdicts.
 fn section(
     args: &Args,
@@ -512,31 +532,8 @@ fn section(
     verdicts: &[String],
 ) -> String {
     let mut out = format!(
-        "Publish through the API (`POST /api/v1/app/{{app}}/msg`, ~300-byte payload, one of \
-         1,024 built once, as the ceiling loop's bodies are) → hookd stores and delivers → a \
-         receiver in its own process (`hookd-bench receive`) verifies every \
-         `webhook-signature` with the endpoint's secret and stamps the first verified \
-         receipt of each `webhook-id`. Three processes on one machine: hookd, the publishing \
-         harness, the receiver. One application, one endpoint. Every mode runs first at \
-         hookd's defaults (only `--allow-http-endpoints --allow-subnet 127.0.0.1/32` added, \
-         which the loopback receiver needs), then tuned with `{}`; each on a fresh hookd and \
-         database after {} warm-up messages have been delivered. The targets are judged at \
-         the defaults.\n\n\
-         - **throughput**: {} publishes in flight (one run each; as for the ceiling, the best \
-         counts), {} messages; deliveries/s from the first publish sent to the last receipt.\n\
-         - **latency**: publishes due open loop at an eighth of the ceiling loop rate for {} s, \
-         over at most {} connections (a publish due while all are busy waits for one); \
-         publish-to-receipt latency is the receiver's receipt time minus the time the publish \
-         was due (both unix clock, same machine), so that wait counts.\n\n\
-         {}\n\n\
-         {}\n\
-         {}\n",
-        args.tuning.tuned.trim(),
-        report::thousands(args.warmup),
-        report::listed(args.concurrency.iter().map(|&c| c as u64), "and"),
-        report::thousands(args.messages),
-        args.latency_seconds,
-        latency_connections(args),
+        "{}\n{}\n\n{}\n{}\n",
+        method(args),
         ceilings.describe(),
         report::provenance(&args.command(), machine),
         header(),
@@ -545,14 +542,42 @@ fn section(
         out.push_str(&row(run));
         out.push('\n');
     }
-    out.push_str(
-        "\nDuplicates are repeated receipts of an id (retries after a lost answer, or an \
-         expired lease); they are allowed (at least once) but counted.\n",
-    );
+    out.push('\n');
     for verdict in verdicts {
-        out.push('\n');
-        out.push_str(verdict);
-        out.push('\n');
+        out.push_str(&format!("- {verdict}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Deliver(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        assert_eq!(args.command(), report::page::command(SECTION));
+        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_shows(SECTION, &header());
+        let ceiling = |concurrency: usize, rate: u64| Ceiling {
+            points: vec![ceiling::Point {
+                concurrency,
+                outcome: Outcome {
+                    completed: rate,
+                    elapsed: Duration::from_secs(1),
+                    ..Outcome::new()
+                },
+                sender_cores: 1.0,
+                receiver_cores: 1.0,
+            }],
+        };
+        let measured = (ceiling(32, 32_773), ceiling(64, 45_024));
+        let ceilings = Ceilings {
+            measured: Some(&measured),
+            target: 45_024.0,
+        };
+        report::page::assert_shows(SECTION, &ceilings.describe());
+    }
 }

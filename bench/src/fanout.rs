@@ -243,9 +243,7 @@ fn header() -> String {
         "p99",
         "max",
         "delivered",
-        "missing",
-        "bad signatures",
-        "duplicates",
+        "missing / bad signatures / duplicates",
         "hookd peak RSS",
         "hookd CPU",
     ])
@@ -255,7 +253,7 @@ fn row(run: &Run) -> String {
     let all = |q: f64| Duration::from_micros(run.all_arrived_us.value_at_quantile(q));
     report::row(&[
         run.backend.name().to_owned(),
-        run.setting.label(),
+        run.setting.name().to_owned(),
         report::thousands(run.publishes.throughput().round() as u64),
         report::millis(run.publishes.latency(0.50)),
         report::millis(run.publishes.latency(0.99)),
@@ -264,9 +262,12 @@ fn row(run: &Run) -> String {
         report::millis(all(0.99)),
         report::millis(Duration::from_micros(run.all_arrived_us.max())),
         report::thousands(run.delivered),
-        report::flagged(run.missing),
-        report::flagged(run.bad_signatures),
-        report::thousands(run.duplicates),
+        [
+            report::flagged(run.missing),
+            report::flagged(run.bad_signatures),
+            report::thousands(run.duplicates),
+        ]
+        .join(" / "),
         format!("{:.0} MiB", run.peak_rss_kib as f64 / 1024.0),
         format!("{:.2} cores", run.hookd_cores),
     ])
@@ -304,6 +305,38 @@ fn verdicts(ceiling_rate: f64, runs: &[Run]) -> Vec<String> {
     out
 }
 
+/// The ceiling loop's rate the target is judged against.
+fn ceiling_line(args: &Args, ceiling_rate: f64) -> String {
+    format!(
+        "Ceiling loop rate, {}: {} requests/s (half: {} messages/s).",
+        if args.ceiling.ceiling_rate.is_some() {
+            "given with `--ceiling-rate`"
+        } else {
+            "measured in this run"
+        },
+        report::thousands(ceiling_rate.round() as u64),
+        report::thousands((ceiling_rate / 2.0).round() as u64),
+    )
+}
+
+/// What the section says of the method: everything before the figures.
+fn method(args: &Args) -> String {
+    format!(
+        "One application with {} endpoints subscribed to every event type, each aimed at its \
+         own path of the verifying receiver, which counts receipts per endpoint; {} messages \
+         published, {} in flight, so {} deliveries per run. A publish commits the message and \
+         one delivery row per endpoint before its 202, so its latency is the producer's cost \
+         of the fan-out; \"all endpoints reached\" runs from a publish sent until the last of \
+         its {} endpoints has it.\n",
+        args.endpoints,
+        report::thousands(args.messages),
+        args.concurrency,
+        report::thousands(args.messages * args.endpoints as u64),
+        args.endpoints,
+    )
+}
+
+/// The docs section: what was measured, how, where, the table and the verdicts.
 fn section(
     args: &Args,
     machine: &Machine,
@@ -312,26 +345,8 @@ fn section(
     verdicts: &[String],
 ) -> String {
     let mut out = format!(
-        "One message to {} endpoints: one application with {} endpoints subscribed to every \
-         event type, each aimed at its own path of one receiver process that verifies every \
-         signature with that endpoint's secret and counts receipts per endpoint. {} messages \
-         published, {} in flight, so {} deliveries per run. A publish commits the message \
-         and one delivery row per endpoint before its 202, so its latency is the producer's \
-         cost of the fan-out. \"All endpoints reached\" is from a publish sent to the last of \
-         its {} endpoints receiving it. Each backend runs at hookd's defaults first, then \
-         tuned with `{}`; the target is judged at the defaults, against the ceiling loop's \
-         rate ({} requests/s, half: {} messages/s).\n\n\
-         {}\n\
-         {}\n",
-        args.endpoints,
-        args.endpoints,
-        report::thousands(args.messages),
-        args.concurrency,
-        report::thousands(args.messages * args.endpoints as u64),
-        args.endpoints,
-        args.tuning.tuned.trim(),
-        report::thousands(ceiling_rate.round() as u64),
-        report::thousands((ceiling_rate / 2.0).round() as u64),
+        "{}\n{}\n{}\n",
+        method(args),
         report::provenance(&args.command(), machine),
         header(),
     );
@@ -339,10 +354,25 @@ fn section(
         out.push_str(&row(run));
         out.push('\n');
     }
+    out.push_str(&format!("\n{}\n\n", ceiling_line(args, ceiling_rate)));
     for verdict in verdicts {
-        out.push('\n');
-        out.push_str(verdict);
-        out.push('\n');
+        out.push_str(&format!("- {verdict}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Fanout(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        assert_eq!(args.command(), report::page::command(SECTION));
+        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_shows(SECTION, &header());
+        report::page::assert_shows(SECTION, &ceiling_line(&args, 36_684.0));
+    }
 }

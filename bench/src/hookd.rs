@@ -51,7 +51,15 @@ pub enum Setting {
 }
 
 impl Setting {
-    /// How reports name it.
+    /// How a table cell names it; the tuned flags are in the section's command.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Defaults => "defaults",
+            Self::Tuned(_) => "tuned",
+        }
+    }
+
+    /// How prose names it, with the tuned flags.
     pub fn label(&self) -> String {
         match self {
             Self::Defaults => "defaults".to_owned(),

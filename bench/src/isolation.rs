@@ -252,26 +252,31 @@ fn row(run: &Run, idle_endpoints: u64) -> String {
     ])
 }
 
-fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
-    let mut out = format!(
+/// What the section says of the method: everything before the figures.
+fn method(args: &Args) -> String {
+    format!(
         "## Slow-endpoint isolation\n\n\
-         Messages published open loop at {}/s for {} s to one application. Its fast endpoint \
-         is a verifying receiver process that answers at once; \"fast\" columns are publish \
-         sent → verified receipt there. Each backend runs twice on a fresh hookd and \
-         database: the fast endpoint alone, then beside a second endpoint of the same \
-         application that answers only after {} s (every message goes to both; with hookd's \
-         default 15 s attempt timeout each attempt to it holds a connection until it times \
-         out, and is retried on the schedule). Before publishing, {} endpoints of another \
-         application are created, which get nothing (a deployment has many more endpoints than \
-         endpoints with work). hookd runs with its default engine settings. If one slow \
-         endpoint held up the others, the fast endpoint's latency would grow in the second row \
-         of each backend.\n\n\
-         {}\n\
-         {}\n",
+         Messages published open loop at {}/s for {} s to one application; its fast endpoint \
+         is the verifying receiver, answering at once (\"fast\" columns: publish sent → \
+         verified receipt there). Each backend runs twice: the fast endpoint alone, then \
+         beside a second endpoint of the same application that answers only after {} s (every \
+         message goes to both; each attempt to it holds a connection until hookd's default \
+         15 s attempt timeout, and is retried on the schedule). {} endpoints of another \
+         application, which get nothing, are created first (a deployment has many more \
+         endpoints than endpoints with work). If one slow endpoint held up the others, the \
+         fast endpoint's latency would grow in the second row of each backend.\n",
         args.rate,
         args.seconds,
         args.slow_seconds,
         report::thousands(args.idle_endpoints),
+    )
+}
+
+/// The docs section: what was measured, how, where, and the table.
+fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
+    let mut out = format!(
+        "{}\n{}\n{}\n",
+        method(args),
         report::provenance(&args.command(), machine),
         header(),
     );
@@ -280,4 +285,19 @@ fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Isolation(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        assert_eq!(args.command(), report::page::command(SECTION));
+        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_shows(SECTION, &header());
+    }
 }

@@ -95,6 +95,16 @@ enum Command {
     },
 }
 
+/// The benchmark and its arguments as section `name` of the docs records them (tests).
+#[cfg(test)]
+fn recorded(name: &str) -> Command {
+    let argv = report::page::split(&report::page::command(name));
+    match Cli::try_parse_from(&argv) {
+        Ok(cli) => cli.command,
+        Err(error) => panic!("the `{name}` section's command does not parse: {error}"),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -187,20 +187,26 @@ fn row(run: &Run) -> String {
     ])
 }
 
-fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
-    let mut out = format!(
+/// What the section says of the method: everything before the figures.
+fn method(args: &Args) -> String {
+    format!(
         "## Memory\n\n\
          hookd's resident set (`VmRSS`, and the peak `VmHWM`, from `/proc/PID/status`) while a \
-         backlog builds and drains. One endpoint is down (a closed port) while {} messages \
-         are published ({} in flight); each first attempt fails and is retried 15 s later \
-         (`--retry-schedule {SCHEDULE}`). Then the endpoint is aimed at a verifying receiver \
-         process and the backlog drains. A backlog lives in the database, so the columns \
-         should stay close to the idle figure whatever its size. The other sections show \
-         hookd's peak RSS under their own loads too.\n\n\
-         {}\n\
-         {}\n",
+         backlog builds and drains: one endpoint is down (a closed port) while {} messages are \
+         published ({} in flight), each first attempt failing and retried 15 s later \
+         (`--retry-schedule {SCHEDULE}`); then the endpoint is aimed at the verifying receiver \
+         and the backlog drains. A backlog lives in the database, so the columns should stay \
+         close to the idle figure whatever its size.\n",
         report::thousands(args.backlog),
         args.concurrency,
+    )
+}
+
+/// The docs section: what was measured, how, where, and the table.
+fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
+    let mut out = format!(
+        "{}\n{}\n{}\n",
+        method(args),
         report::provenance(&args.command(), machine),
         header(),
     );
@@ -209,4 +215,19 @@ fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Memory(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        assert_eq!(args.command(), report::page::command(SECTION));
+        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_shows(SECTION, &header());
+    }
 }

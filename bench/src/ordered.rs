@@ -310,7 +310,7 @@ fn row(run: &Run) -> String {
     };
     report::row(&[
         run.backend.name().to_owned(),
-        run.setting.label(),
+        run.setting.name().to_owned(),
         label,
         report::thousands(s.deliveries_per_s.round() as u64),
         per_key.map_or("–".to_owned(), |r| format!("{r:.1}/s")),
@@ -323,33 +323,52 @@ fn row(run: &Run) -> String {
     ])
 }
 
-fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
-    let mut out = format!(
-        "Messages published closed loop ({} in flight) to one application whose endpoint is \
-         aimed at a receiver process that verifies every signature. Each run has a fresh \
-         hookd and database: without ordering keys, then with {} keys (message `i` gets key \
-         `i mod K`; {} messages, {} with one key). A key moves one message at a time (its \
-         attempt, the record that settles it, the claim of the next), so \"one key's round\" \
-         is how long one message of a key takes (shown where each key has at least {MIN_PER_KEY} \
-         messages). The last two runs of each setting publish \
-         unordered messages to one endpoint while as many more go to another endpoint, first \
-         unordered, then ordered ({} keys); the first endpoint's rate in the two shows what \
-         ordered traffic costs the rest (the two streams share the machine in both). Each \
-         backend runs at hookd's defaults first, then tuned with `{}`.\n\n\
-         {}\n",
+/// What the section says of the method: everything before the figures.
+fn method(args: &Args) -> String {
+    format!(
+        "Messages published closed loop ({} in flight) to one application with one endpoint: \
+         without ordering keys, then with {} keys (message `i` gets key `i mod K`; {} \
+         messages, {} with one key). A key moves one message at a time (its attempt, the \
+         record that settles it, the claim of the next), so \"one key's round\" is how long \
+         one message of a key takes (shown where each key has at least {MIN_PER_KEY} \
+         messages). The last two runs of each setting publish unordered messages to one \
+         endpoint while as many more go to another endpoint, first unordered, then ordered \
+         ({} keys); the first endpoint's rate in the two shows what ordered traffic costs the \
+         rest (the two streams share the machine in both).\n",
         args.concurrency,
         report::listed(args.keys.iter().copied(), "and"),
         report::thousands(args.messages),
         report::thousands(args.one_key_messages),
         report::thousands(args.beside_keys),
-        args.tuning.tuned,
+    )
+}
+
+/// The docs section: what was measured, how, where, and the table.
+fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
+    let mut out = format!(
+        "{}\n{}\n{}\n",
+        method(args),
         report::provenance(&args.command(), machine),
+        header(),
     );
-    out.push_str(&header());
-    out.push('\n');
     for run in runs {
         out.push_str(&row(run));
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Ordered(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        assert_eq!(args.command(), report::page::command(SECTION));
+        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_shows(SECTION, &header());
+    }
 }

@@ -23,7 +23,7 @@ use crate::report;
 /// The docs section this benchmark owns.
 const SECTION: &str = "publish";
 
-/// Issue 3's target, for SQLite at 32 in flight.
+/// The target, for SQLite at 32 in flight.
 const TARGET_MSGS_PER_S: f64 = 5_000.0;
 const TARGET_P99: Duration = Duration::from_millis(10);
 const TARGET_CONCURRENCY: usize = 32;
@@ -42,8 +42,7 @@ pub struct Args {
     /// Messages published first and not measured.
     #[arg(long, default_value_t = 2_000)]
     warmup: u64,
-    /// Runs per backend, each on a fresh hookd and database; the best (by msgs/s) is reported
-    /// with the spread.
+    /// Runs per backend, each on a fresh hookd and database; the best (by msgs/s) is reported.
     #[arg(long, default_value_t = 2)]
     runs: u32,
     #[command(flatten)]
@@ -121,9 +120,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         for _ in 0..args.runs {
             machine::settle(args.output.quiet_below).await?;
             let run = one_run(backend, &args).await?;
-            println!("{}", row(backend, &run, None));
+            println!("{}", row(backend, &run));
             println!(
-                "  (the receiver got {} webhooks during the run)",
+                "  (load {:.2} before; the receiver got {} webhooks during the run)",
+                run.load_before,
                 report::thousands(run.delivered)
             );
             for (reason, n) in &run.outcome.errors {
@@ -136,7 +136,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     println!("\nbest of {} run(s) per backend:", args.runs);
     println!("{}", header());
     for series in &all {
-        println!("{}", row(series.backend, series.best(), Some(series)));
+        println!("{}", row(series.backend, series.best()));
     }
     let verdict = target_verdict(&args, &all);
     if let Some(verdict) = &verdict {
@@ -261,30 +261,12 @@ fn header() -> String {
         "hookd peak RSS",
         "hookd CPU",
         "harness CPU",
-        "runs (msgs/s, p99)",
     ])
 }
 
-/// A table row; with the series, the last cell lists every run.
-fn row(backend: Backend, run: &Run, series: Option<&Series>) -> String {
+/// A table row: one run's figures.
+fn row(backend: Backend, run: &Run) -> String {
     let o = &run.outcome;
-    let errors = report::flagged(run.errors());
-    let runs = series.map_or_else(
-        || format!("load {:.2} before", run.load_before),
-        |s| {
-            s.runs
-                .iter()
-                .map(|r| {
-                    format!(
-                        "{} ({})",
-                        report::thousands(r.outcome.throughput().round() as u64),
-                        report::millis(r.outcome.latency(0.99))
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; ")
-        },
-    );
     report::row(&[
         backend.name().to_owned(),
         report::thousands(o.throughput().round() as u64),
@@ -292,15 +274,14 @@ fn row(backend: Backend, run: &Run, series: Option<&Series>) -> String {
         report::millis(o.latency(0.90)),
         report::millis(o.latency(0.99)),
         report::millis(o.max_latency()),
-        errors,
+        report::flagged(run.errors()),
         format!("{:.0} MiB", run.peak_rss_kib as f64 / 1024.0),
         format!("{:.2} cores", run.hookd_cores),
         format!("{:.2} cores", run.harness_cores),
-        runs,
     ])
 }
 
-/// Whether issue 3's target is met, when this run measured it (SQLite at 32 in flight).
+/// Whether the target is met, when this run measured it (SQLite at 32 in flight).
 fn target_verdict(args: &Args, all: &[Series]) -> Option<String> {
     if args.concurrency != TARGET_CONCURRENCY {
         return None;
@@ -310,7 +291,7 @@ fn target_verdict(args: &Args, all: &[Series]) -> Option<String> {
     let (rate, p99) = (best.outcome.throughput(), best.outcome.latency(0.99));
     let met = rate >= TARGET_MSGS_PER_S && p99 < TARGET_P99 && best.errors() == 0;
     Some(format!(
-        "Target (issue 3: SQLite, {TARGET_CONCURRENCY} in flight, ≥ {} msgs/s with p99 < {} ms): \
+        "Target (SQLite, {TARGET_CONCURRENCY} in flight, ≥ {} msgs/s with p99 < {} ms): \
          **{}** ({} msgs/s, p99 {}).",
         report::thousands(TARGET_MSGS_PER_S as u64),
         TARGET_P99.as_millis(),
@@ -320,43 +301,47 @@ fn target_verdict(args: &Args, all: &[Series]) -> Option<String> {
     ))
 }
 
-/// The docs section: what was measured, how, where, and the table.
-fn section(args: &Args, machine: &Machine, all: &[Series], verdict: Option<String>) -> String {
-    let mut out = format!(
+/// What the section says of the method: everything before the figures.
+fn method(args: &Args) -> String {
+    let runs = match args.runs {
+        1 => "One run per backend.".to_owned(),
+        n => format!("The best of {n} runs per backend, by msgs/s."),
+    };
+    format!(
         "## Publish throughput\n\n\
-         `POST /api/v1/app/{{app}}/msg` with a ~300-byte JSON payload, answered `202 Accepted` \
-         once the message and its delivery row are committed. One application with one \
-         subscribed endpoint (pointing at a local receiver), so every publish writes a \
-         delivery row as in production. {} requests in flight from one pooled HTTP/1.1 client \
-         on the same machine; {} warm-up publishes, then {} measured. Latency is per request \
-         at the client, from send to the full answer. Each backend ran {} time(s) on a fresh \
-         hookd and database; the table shows the best run by msgs/s, and the last column \
-         every run. CPU columns are cores kept busy on average during the measured phase \
-         (PostgreSQL's own server processes are not counted). hookd's delivery engine runs \
-         meanwhile, as in production, delivering to the receiver.\n\n\
-         {}\n",
+         `POST /api/v1/app/{{app}}/msg`, answered `202 Accepted` once the message and its \
+         delivery row are committed (one application, one endpoint aimed at a receiver in the \
+         harness; the engine delivers meanwhile, as in production). {} requests in flight \
+         from one pooled HTTP/1.1 client; {} warm-up publishes, then {} measured; latency is \
+         the client's, from send to the full answer. {runs}\n",
         args.concurrency,
         report::thousands(args.warmup),
         report::thousands(args.messages),
-        args.runs,
+    )
+}
+
+/// The docs section: what was measured, how, where, and the table.
+fn section(args: &Args, machine: &Machine, all: &[Series], verdict: Option<String>) -> String {
+    let mut out = format!(
+        "{}\n{}\n{}\n",
+        method(args),
         report::provenance(&args.command(), machine),
+        header()
     );
-    out.push_str(&header());
-    out.push('\n');
     for series in all {
-        out.push_str(&row(series.backend, series.best(), Some(series)));
+        out.push_str(&row(series.backend, series.best()));
         out.push('\n');
     }
     let delivered: u64 = all.iter().flat_map(|s| &s.runs).map(|r| r.delivered).sum();
     out.push_str(&format!(
-        "\nWebhooks delivered to the receiver while publishing, all runs: {}.\n",
+        "\nWebhooks delivered to the receiver while publishing, all runs: {}.",
         report::thousands(delivered)
     ));
     if let Some(verdict) = verdict {
-        out.push('\n');
+        out.push(' ');
         out.push_str(&verdict);
-        out.push('\n');
     }
+    out.push('\n');
     out
 }
 
@@ -377,5 +362,15 @@ mod tests {
             assert_eq!(body["eventType"], "invoice.paid");
         }
         assert_ne!(message(1), message(2));
+    }
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Publish(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        assert_eq!(args.command(), report::page::command(SECTION));
+        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_shows(SECTION, &header());
     }
 }

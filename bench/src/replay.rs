@@ -388,24 +388,31 @@ fn latencies(outcome: &Outcome) -> String {
     )
 }
 
-fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
-    let mut out = format!(
+/// What the section says of the method: everything before the figures.
+fn method(args: &Args) -> String {
+    format!(
         "## Replaying what an endpoint missed\n\n\
          `replay-missing` for an endpoint added to an application after {} messages were \
          published to it ({} in flight, so nothing was delivered): a background task queues \
          each of them to the endpoint, 1,000 messages a transaction, and the engine delivers \
-         them to a receiver process that verifies every signature. hookd at its defaults, on \
-         a fresh database per backend. The task's time runs from the request until `GET \
+         them to the verifying receiver. The task's time runs from the request until `GET \
          /background-task/{{id}}`, polled every 50 ms, says `finished` (replayed/s is the \
          messages over it); all delivered, until the receiver had every message. A second \
          application with its own endpoint gets single publishes at {}/s (open loop) \
          throughout: their latency for {} s before the replay, while its task runs, and from \
-         then until the replay is delivered.\n\n\
-         {}\n{}\n",
+         then until the replay is delivered.\n",
         report::thousands(args.messages),
         args.concurrency,
         args.rate,
         args.baseline_seconds,
+    )
+}
+
+/// The docs section: what was measured, how, where, and the table.
+fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
+    let mut out = format!(
+        "{}\n{}\n{}\n",
+        method(args),
         report::provenance(&args.command(), machine),
         header(),
     );
@@ -414,4 +421,19 @@ fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Replay(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        assert_eq!(args.command(), report::page::command(SECTION));
+        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_shows(SECTION, &header());
+    }
 }

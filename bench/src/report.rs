@@ -14,26 +14,17 @@ use anyhow::Context;
 const INTRO: &str = "\
 # Benchmarks
 
-Speed is measured, not asserted in tests. Every number below comes from `hookd-bench` (the
-`bench/` crate), which runs the real release binary `target/release/hookd` as a child process
-on a fresh database, drives it over loopback HTTP from the same machine, and writes its own
-section of this file together with the exact command, the date and the machine. The load
-generator shares the machine's cores with hookd (and with PostgreSQL), so the numbers are
-what one box does end to end, not what hookd would do with the cores to itself.
+Speed is measured, not asserted in tests. Every table below is written by `hookd-bench` (the
+`bench/` crate) with the command that reproduces it, the date, the machine and the commit of
+hookd it measured. It runs the release binary `target/release/hookd` as a child process on a
+fresh database and drives it over loopback HTTP from the same machine.
 
-To rerun everything and rewrite this file's sections, with one command:
+One command reruns them all and rewrites their sections:
 
 ```sh
 cargo build --release -p hookd -p hookd-bench
 target/release/hookd-bench suite --backend both --quiet-below 0.7 --write-docs
 ```
-
-It runs `publish`, `ceiling`, `deliver`, `fanout`, `isolation`, `memory` and (with PostgreSQL)
-`cluster` in turn, each as its own child process; every section records its own command, so any one benchmark can be
-rerun alone. `hookd-bench suite --quick` shrinks everything to check that the suite works.
-
-Wait for an idle machine first (no compiles running; `--quiet-below 0.7` waits for the load
-average before each run): a busy core changes the numbers more than most code changes do.
 ";
 
 fn markers(name: &str) -> (String, String) {
@@ -141,14 +132,12 @@ pub fn percent(share: f64) -> String {
     format!("{:.0} %", share * 100.0)
 }
 
-/// The record that opens every section: the command that reproduces it (after the release
-/// build), the date, the machine and the commit hookd was built from, a line each.
+/// The record that opens every section's figures: the command that reproduces them (after the
+/// release build), then the date, the machine and the commit hookd was built from.
 pub fn provenance(command: &str, machine: &crate::machine::Machine) -> String {
     format!(
         "- Command: `cargo build --release -p hookd -p hookd-bench && {command}`\n\
-         - Date: {}\n\
-         - Machine: {}\n\
-         - hookd: {}\n",
+         - Date: {}; machine: {}; hookd: {}\n",
         now(),
         machine.summary(),
         revision()
@@ -272,10 +261,15 @@ mod tests {
             &crate::machine::Machine::describe(),
         );
         let lines: Vec<&str> = record.lines().collect();
-        assert_eq!(lines.len(), 4, "{record}");
-        for (line, starts) in lines.iter().zip(["- Command: `cargo build --release -p hookd -p hookd-bench && target/release/hookd-bench x`", "- Date: ", "- Machine: ", "- hookd: "]) {
-            assert!(line.starts_with(starts), "{line}");
-        }
+        assert_eq!(lines.len(), 2, "{record}");
+        assert_eq!(
+            lines[0],
+            "- Command: `cargo build --release -p hookd -p hookd-bench && \
+             target/release/hookd-bench x`"
+        );
+        assert!(lines[1].starts_with("- Date: "), "{record}");
+        assert!(lines[1].contains("; machine: "), "{record}");
+        assert!(lines[1].contains("; hookd: built from "), "{record}");
         assert_eq!(flagged(0), "0");
         assert_eq!(flagged(1_200), "**1,200 (flagged)**");
     }
@@ -286,6 +280,129 @@ mod tests {
         assert_eq!(median(vec![7.0]), Some(7.0));
         assert_eq!(median(vec![9.0, 1.0, 5.0]), Some(5.0));
         assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    }
+}
+
+/// The committed `docs/benchmarks.md`, for tests that check that each generator writes the
+/// text its section shows.
+#[cfg(test)]
+pub mod page {
+    /// Section `name` of the page, between its markers.
+    pub fn section(name: &str) -> String {
+        let document = std::fs::read_to_string(super::docs_path()).expect("docs/benchmarks.md");
+        let (begin, end) = super::markers(name);
+        let start = document.find(&begin).expect("the section's begin marker") + begin.len();
+        let stop = document.find(&end).expect("the section's end marker");
+        document[start..stop].trim_matches('\n').to_owned()
+    }
+
+    /// The `hookd-bench` command section `name` records (without the build before it).
+    pub fn command(name: &str) -> String {
+        let section = section(name);
+        let start = section
+            .find("target/release/hookd-bench ")
+            .expect("the section records its command");
+        let command = &section[start..];
+        command[..command.find('`').expect("the command is in backticks")].to_owned()
+    }
+
+    /// `command` split into arguments as a shell would: at spaces, except inside single
+    /// quotes.
+    pub fn split(command: &str) -> Vec<String> {
+        let (mut args, mut current, mut quoted, mut started) =
+            (Vec::new(), String::new(), false, false);
+        for c in command.chars() {
+            match c {
+                '\'' => (quoted, started) = (!quoted, true),
+                ' ' if !quoted => {
+                    if started {
+                        args.push(std::mem::take(&mut current));
+                    }
+                    started = false;
+                }
+                c => {
+                    current.push(c);
+                    started = true;
+                }
+            }
+        }
+        if started {
+            args.push(current);
+        }
+        args
+    }
+
+    /// Asserts that section `name` holds `text` (a generator's output for its figures).
+    #[track_caller]
+    pub fn assert_shows(name: &str, text: &str) {
+        let section = section(name);
+        assert!(
+            section.contains(text.trim_matches('\n')),
+            "the `{name}` section does not show\n{text}\n\nIt reads:\n{section}"
+        );
+    }
+
+    /// Every marked section of the page, by name.
+    fn names() -> Vec<String> {
+        let document = std::fs::read_to_string(super::docs_path()).expect("docs/benchmarks.md");
+        document
+            .match_indices("<!-- ")
+            .filter_map(|(at, _)| {
+                let name = document[at + 5..].split(':').next()?;
+                // Lowercase, as the benchmarks' names are (the page also shows `NAME`).
+                if !name.chars().all(|c| c.is_ascii_lowercase()) {
+                    return None;
+                }
+                document[at..]
+                    .starts_with(&format!("<!-- {name}:begin -->"))
+                    .then(|| name.to_owned())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_section_records_its_run_and_its_tables_are_whole() {
+        let names = names();
+        assert!(names.len() >= 14, "{names:?}");
+        for name in names {
+            let section = section(&name);
+            let lines: Vec<&str> = section.lines().collect();
+            let command = lines
+                .iter()
+                .position(|l| l.starts_with("- Command: `cargo build --release -p hookd"))
+                .unwrap_or_else(|| panic!("`{name}` records no command"));
+            let run = lines.get(command + 1).copied().unwrap_or_default();
+            assert!(
+                run.starts_with("- Date: ") && run.contains("; machine: "),
+                "`{name}` records no date and machine: {run}"
+            );
+            let mut columns = None;
+            for line in lines.into_iter().filter(|l| !l.starts_with("|---")) {
+                let cells = line.starts_with('|').then(|| line.matches(" | ").count());
+                match (columns, cells) {
+                    (None, Some(n)) => columns = Some(n),
+                    (Some(header), Some(n)) => {
+                        assert_eq!(n, header, "`{name}`: a row unlike its header: {line}")
+                    }
+                    (_, None) => columns = None,
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn commands_split_as_a_shell_would() {
+        assert_eq!(
+            split("hookd-bench deliver --tuned '--workers 1024' --write-docs"),
+            [
+                "hookd-bench",
+                "deliver",
+                "--tuned",
+                "--workers 1024",
+                "--write-docs"
+            ]
+        );
+        assert_eq!(split("a --tuned ''"), ["a", "--tuned", ""]);
     }
 }
 

@@ -253,25 +253,32 @@ fn row(run: &Run) -> String {
     ])
 }
 
-fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
-    let mut out = format!(
+/// What the section says of the method: everything before the figures.
+fn method(args: &Args) -> String {
+    format!(
         "## Retention under load\n\n\
-         What the retention purge costs publishers. hookd runs at its defaults on a clock the \
-         harness moves. {} messages are published and delivered; then publishes go at {}/s \
-         (open loop, one endpoint) for {} s without a purge; then the clock jumps 100 days (past \
-         `--retention` 30d and `--keep-records` 90d) and, once the purger's next pass has \
-         started, the same load runs again, {} s at a time, until the purger has dropped the \
-         content and then the records of everything published before the jump (the backlog \
-         and the first phase). Rows and sizes come from `/metrics`; the database's size is the SQLite file \
+         What the retention purge costs publishers. hookd runs on a clock the harness moves. {} \
+         messages are published and delivered; then publishes go at {}/s (open loop, one \
+         endpoint) for {} s without a purge; then the clock jumps 100 days (past `--retention` \
+         30d and `--keep-records` 90d) and, once the purger's next pass has started, the same \
+         load runs again, {} s at a time, until the purger has dropped the content and then \
+         the records of everything published before the jump (the backlog and the first \
+         phase). Rows and sizes come from `/metrics`; the database's size is the SQLite file \
          (freed pages are reused, the file does not shrink) or hookd's PostgreSQL tables \
-         (deleted rows' space is reused only once vacuumed, and autovacuum is off on the \
-         benchmark machines; the second phase also adds its own messages).\n\n\
-         {}\n\
-         {}\n",
+         (deleted rows' space is reused only once vacuumed, and autovacuum is off here; the \
+         second phase also adds its own messages).\n",
         report::thousands(args.backlog),
         args.rate,
         args.seconds,
         args.seconds,
+    )
+}
+
+/// The docs section: what was measured, how, where, and the table.
+fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
+    let mut out = format!(
+        "{}\n{}\n{}\n",
+        method(args),
         report::provenance(&args.command(), machine),
         header(),
     );
@@ -280,4 +287,19 @@ fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Retention(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        assert_eq!(args.command(), report::page::command(SECTION));
+        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_shows(SECTION, &header());
+    }
 }

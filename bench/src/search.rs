@@ -434,36 +434,98 @@ fn table_row(t: &Timed) -> String {
     ])
 }
 
-fn section(args: &Args, machine: &Machine, results: &[(Backend, f64, Vec<Timed>)]) -> String {
-    let mut out = format!(
+/// What the section says of the method: everything before the figures.
+fn method(args: &Args) -> String {
+    format!(
         "## Delivery log search on {} messages\n\n\
-         `{}` (on {}, {}; {}).\n\n\
-         One application with {} messages over 30 days (ten event types, one of them 1 in 1,000; \
-         an endpoint taking everything: 97 % delivered, 2 % failed, 1 % waiting for a retry; \
-         one taking `invoice.paid`), written through hookd's store; on PostgreSQL then \
+         One application with {} messages over 30 days (ten event types, one of them 1 in \
+         1,000; an endpoint taking everything: 97 % delivered, 2 % failed, 1 % waiting for a \
+         retry; one taking `invoice.paid`), written through hookd's store; on PostgreSQL then \
          `ANALYZE`d, as autovacuum would have over those 30 days (this machine's server runs \
          with autovacuum off, and a planner without statistics sorts whole index ranges); then \
          each query the portal makes is asked {} times over HTTP of the release binary, one at \
          a time. Times are the client's, request to parsed answer.\n",
         report::thousands(args.messages),
-        args.command(),
-        report::now(),
-        report::revision(),
-        machine.summary(),
         report::thousands(args.messages),
         args.repeat,
+    )
+}
+
+/// The docs table's header: each query's rows, then each backend's median and p95.
+fn docs_header(backends: &[Backend]) -> String {
+    let mut cells = vec!["query".to_owned(), "rows".to_owned()];
+    for backend in backends {
+        cells.push(format!("{} median", backend.name()));
+        cells.push(format!("{} p95", backend.name()));
+    }
+    let cells: Vec<&str> = cells.iter().map(String::as_str).collect();
+    report::header(&cells)
+}
+
+/// The docs table's row for query number `i`: its rows (one figure if every backend found
+/// as many), then each backend's times.
+fn docs_row(results: &[(Backend, f64, Vec<Timed>)], i: usize) -> String {
+    let timed: Vec<&Timed> = results.iter().map(|(_, _, timed)| &timed[i]).collect();
+    let mut rows: Vec<String> = timed.iter().map(|t| t.rows.to_string()).collect();
+    rows.dedup();
+    let mut cells = vec![timed[0].name.to_owned(), rows.join(" / ")];
+    for t in timed {
+        cells.push(report::millis(t.median));
+        cells.push(report::millis(t.p95));
+    }
+    report::row(&cells)
+}
+
+/// How long each backend's history took to write.
+fn history_line(results: &[(Backend, f64, Vec<Timed>)]) -> String {
+    let written: Vec<String> = results
+        .iter()
+        .map(|(backend, seconds, _)| format!("{seconds:.0} s on {}", backend.name()))
+        .collect();
+    format!("History written in {}.", written.join(", "))
+}
+
+/// The docs section: what was measured, how, where, and the table.
+fn section(args: &Args, machine: &Machine, results: &[(Backend, f64, Vec<Timed>)]) -> String {
+    let backends: Vec<Backend> = results.iter().map(|(backend, _, _)| *backend).collect();
+    let mut out = format!(
+        "{}\n{}\n{}\n\n{}\n",
+        method(args),
+        report::provenance(&args.command(), machine),
+        history_line(results),
+        docs_header(&backends),
     );
-    for (backend, seconds, timed) in results {
-        out.push_str(&format!(
-            "\n{} (history written in {:.0} s):\n\n{}\n",
-            backend.name(),
-            seconds,
-            table_header()
-        ));
-        for t in timed {
-            out.push_str(&table_row(t));
-            out.push('\n');
-        }
+    let queries = results.iter().map(|(_, _, timed)| timed.len()).min();
+    for i in 0..queries.unwrap_or(0) {
+        out.push_str(&docs_row(results, i));
+        out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Search(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        assert_eq!(args.command(), report::page::command(SECTION));
+        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_shows(SECTION, &docs_header(&args.backend.list()));
+        let timed = |median: u64, p95: u64| Timed {
+            name: "newest messages",
+            rows: 50,
+            median: Duration::from_micros(median),
+            p95: Duration::from_micros(p95),
+        };
+        let results = [
+            (Backend::Sqlite, 107.0, vec![timed(360, 920)]),
+            (Backend::Postgres, 835.0, vec![timed(440, 7_850)]),
+        ];
+        report::page::assert_shows(SECTION, &docs_row(&results, 0));
+        report::page::assert_shows(SECTION, &history_line(&results));
+    }
 }

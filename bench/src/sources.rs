@@ -595,28 +595,34 @@ fn row(run: &Run) -> String {
     ])
 }
 
-fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
-    let mut out = format!(
+/// What the section says of the method: everything before the figures.
+fn method(args: &Args) -> String {
+    format!(
         "## Outbox sources\n\n\
          An application commits rows into `hookd_outbox` in its own database (made by `hookd \
          outbox install`, written with the `hookd-outbox` crate) and one hookd process, on its \
-         default SQLite database, relays it (`--outbox-source`; only `--allow-http-endpoints \
-         --allow-subnet 127.0.0.1/32` added, which the loopback receiver needs). Sources have \
-         no tuning flags (256 rows a pass; PostgreSQL woken by NOTIFY, MySQL/MariaDB and SQLite \
-         looked at every 50 ms), so there is one run per kind, at the defaults, each on fresh \
-         databases.\n\n\
+         default SQLite database, relays it (`--outbox-source`). Sources have no tuning flags \
+         (256 rows a pass; PostgreSQL woken by NOTIFY, MySQL/MariaDB and SQLite looked at \
+         every 50 ms), so there is one run per kind, at the defaults.\n\n\
          - **commit-to-receipt** (arrived, missing, p50, p99, max): single-row transactions \
          at {} per second for {} s (open loop), one endpoint; latency is the verifying \
          receiver's first receipt minus the return of the producer's `COMMIT`; a source looked \
          at every 50 ms adds a wait of up to 50 ms (25 on average) to that.\n\
          - **relay rate**: {} rows committed ({} per transaction) while hookd is stopped, to an \
          application without endpoints, so the figure is the relay's, not delivery's; rows/s \
-         from starting hookd (its start included) until it has made them all messages.\n\n\
-         {}\n{}\n",
+         from starting hookd (its start included) until it has made them all messages.\n",
         args.rate,
         args.seconds,
         report::thousands(args.backlog),
         report::thousands(BACKLOG_BATCH),
+    )
+}
+
+/// The docs section: what was measured, how, where, and the table.
+fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
+    let mut out = format!(
+        "{}\n{}\n{}\n",
+        method(args),
         report::provenance(&args.command(), machine),
         header(),
     );
@@ -625,4 +631,19 @@ fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Sources(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        assert_eq!(args.command(), report::page::command(SECTION));
+        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_shows(SECTION, &header());
+    }
 }

@@ -180,37 +180,79 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         })
         .await?
         .with_context(|| format!("cannot run hookd-bench {name}"))?;
-        let verdict = if status.success() {
-            "completed".to_owned()
-        } else {
-            format!("**failed or flagged ({status})**")
-        };
-        outcomes.push((name, verdict, ran.elapsed().as_secs()));
+        let failed = (!status.success()).then(|| status.to_string());
+        outcomes.push((name, failed, ran.elapsed().as_secs()));
     }
-    let mut body = format!(
-        "## The suite\n\n\
-         Every section below was written by one command, which runs each benchmark in turn \
-         as its own `hookd-bench` child process (each section records its own command, so a \
-         single benchmark can be rerun alone):\n\n\
-         {}\
-         - Took {} min in all.\n\n\
-         {}\n",
-        report::provenance(&args.command(), &machine),
-        started.elapsed().as_secs() / 60,
-        report::header(&["benchmark", "outcome", "seconds"]),
-    );
-    for (name, verdict, seconds) in &outcomes {
-        body.push_str(&report::row(&[
-            (*name).to_owned(),
-            verdict.clone(),
-            seconds.to_string(),
-        ]));
-        body.push('\n');
-    }
+    let minutes = started.elapsed().as_secs() / 60;
+    let body = section(&args.command(), &machine, minutes, &outcomes);
     println!("\n{body}");
     args.output.write(SECTION, &body)?;
-    if outcomes.iter().any(|(_, v, _)| v != "completed") {
+    if outcomes.iter().any(|(_, failed, _)| failed.is_some()) {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How each benchmark ended: its name, how it failed (if it did) and the seconds it took.
+type Outcome = (&'static str, Option<String>, u64);
+
+/// The docs section: the suite's command, where and when it ran, and how each part ended.
+fn section(command: &str, machine: &Machine, minutes: u64, outcomes: &[Outcome]) -> String {
+    format!(
+        "The suite's last run, each benchmark as its own `hookd-bench` child process:\n\n\
+         {}\
+         - {}\n",
+        report::provenance(command, machine),
+        took(minutes, outcomes),
+    )
+}
+
+/// The suite's last line: how long it took, each benchmark's time and how it ended.
+fn took(minutes: u64, outcomes: &[Outcome]) -> String {
+    let parts: Vec<String> = outcomes
+        .iter()
+        .map(|(name, failed, seconds)| match failed {
+            None => format!("{name} {seconds} s"),
+            Some(status) => format!("{name} {seconds} s (**failed or flagged: {status}**)"),
+        })
+        .collect();
+    let all = if outcomes.iter().all(|(_, failed, _)| failed.is_none()) {
+        "; every benchmark completed"
+    } else {
+        ""
+    };
+    format!("Took {minutes} min: {}{all}.", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Suite(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        assert_eq!(args.command(), report::page::command(SECTION));
+        let ran = [
+            ("publish", 106),
+            ("ceiling", 34),
+            ("deliver", 205),
+            ("fanout", 114),
+            ("isolation", 206),
+            ("memory", 178),
+            ("cluster", 188),
+        ];
+        let outcomes: Vec<Outcome> = ran.iter().map(|&(n, s)| (n, None, s)).collect();
+        report::page::assert_shows(SECTION, &took(17, &outcomes));
+        assert_eq!(
+            took(1, &[("publish", None, 3)]),
+            "Took 1 min: publish 3 s; every benchmark completed."
+        );
+        let failed = [("deliver", Some("exit status: 1".to_owned()), 9)];
+        assert_eq!(
+            took(1, &failed),
+            "Took 1 min: deliver 9 s (**failed or flagged: exit status: 1**)."
+        );
+    }
 }
