@@ -78,7 +78,11 @@ PUBLIC_KEY = {
 }
 FILTER_TYPES = {
     "description": "hookd: the same as `eventTypes`, under the name Svix's cloud API gives it; "
-    "send one of the two. Answers show it as `eventTypes`.",
+    "send one of the two. Answers show both.",
+}
+FILTER_TYPES_OUT = {
+    "description": "hookd: the same list as `eventTypes`, under the name Svix's cloud API "
+    "gives it.",
 }
 HEADERS = {
     "description": "hookd: custom headers sent with every delivery to the endpoint, as the "
@@ -91,6 +95,8 @@ BORROWED = {
     ("EndpointIn", "filterTypes"): ("EndpointIn", "eventTypes", FILTER_TYPES),
     ("EndpointUpdate", "filterTypes"): ("EndpointUpdate", "eventTypes", FILTER_TYPES),
     ("EndpointPatch", "filterTypes"): ("EndpointPatch", "eventTypes", FILTER_TYPES),
+    ("EndpointOut", "filterTypes"): ("EndpointOut", "eventTypes", FILTER_TYPES_OUT),
+    ("MessageEndpointOut", "filterTypes"): ("MessageEndpointOut", "eventTypes", FILTER_TYPES_OUT),
     ("EndpointIn", "headers"): ("EndpointHeadersIn", "headers", HEADERS),
     ("EndpointUpdate", "headers"): (
         "EndpointHeadersIn", "headers",

@@ -310,3 +310,31 @@ async fn an_endpoints_ordering_is_per_key_unless_made_strict() {
         .await;
     assert_invalid_field(status, &body, "ordering");
 }
+
+/// Svix's cloud API names an endpoint's event types `filterTypes`, the open-source server
+/// `eventTypes`: either is taken, and every answer carries both.
+#[tokio::test]
+async fn event_types_are_answered_under_both_names() {
+    let api = start_default().await;
+    let app = api.app("Acme", None).await;
+    let created = api
+        .endpoint(
+            &app,
+            json!({"url": "https://example.com/hook", "uid": "main", "filterTypes": ["invoice.paid"]}),
+        )
+        .await;
+    assert_eq!(created["eventTypes"], json!(["invoice.paid"]), "{created}");
+    assert_eq!(created["filterTypes"], json!(["invoice.paid"]), "{created}");
+    let path = format!("/app/{app}/endpoint/main");
+    let (status, patched) = api
+        .call(
+            Method::PATCH,
+            &path,
+            Some(json!({"eventTypes": ["order.shipped"]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{patched}");
+    let (_, read) = api.call(Method::GET, &path, None).await;
+    assert_eq!(read["eventTypes"], json!(["order.shipped"]), "{read}");
+    assert_eq!(read["filterTypes"], json!(["order.shipped"]), "{read}");
+}

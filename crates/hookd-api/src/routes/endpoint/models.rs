@@ -79,6 +79,8 @@ pub struct EndpointOut {
     /// When it was disabled (RFC 3339), while it is.
     disabled_at: Option<String>,
     event_types: Option<Vec<String>>,
+    /// The same list as `eventTypes`, under the name Svix's cloud API gives it.
+    filter_types: Option<Vec<String>>,
     channels: Option<Vec<String>>,
     throttle_rate: Option<u16>,
     rate_limit: Option<u16>,
@@ -120,6 +122,7 @@ impl From<Endpoint> for EndpointOut {
             disabled: ep.disabled,
             disabled_reason: ep.disabled_reason,
             disabled_at: ep.disabled_at.map(|t| t.to_rfc3339()),
+            filter_types: ep.event_types.clone(),
             event_types: ep.event_types,
             channels: ep.channels,
             throttle_rate: ep.throttle_rate,
@@ -391,6 +394,7 @@ mod tests {
             disabled_reason: some(DISABLED_THROUGH_API),
             disabled_at: some("2026-01-01T00:00:00+00:00"),
             event_types: Some(vec!["user.signup".into()]),
+            filter_types: Some(vec!["user.signup".into()]),
             channels: Some(vec!["project_1".into()]),
             throttle_rate: Some(5),
             rate_limit: Some(5),
