@@ -578,6 +578,6 @@ mod tests {
             measured: Some(&measured),
             target: 45_024.0,
         };
-        report::page::assert_shows(SECTION, &ceilings.describe());
+        report::page::assert_shows_shape(SECTION, &ceilings.describe());
     }
 }

@@ -373,6 +373,6 @@ mod tests {
         assert_eq!(args.command(), report::page::command(SECTION));
         report::page::assert_shows(SECTION, &method(&args));
         report::page::assert_shows(SECTION, &header());
-        report::page::assert_shows(SECTION, &ceiling_line(&args, 36_684.0));
+        report::page::assert_shows_shape(SECTION, &ceiling_line(&args, 36_684.0));
     }
 }

@@ -231,6 +231,9 @@ mod tests {
         assert_eq!(args.command(), report::page::command(SECTION));
         report::page::assert_shows(SECTION, &method(&args));
         let counted = result(&args, &Setting::Defaults, 452_715_397, 1_282_053_943);
-        report::page::assert_shows(SECTION, &counted.expect("more counted in the larger run"));
+        report::page::assert_shows_shape(
+            SECTION,
+            &counted.expect("more counted in the larger run"),
+        );
     }
 }

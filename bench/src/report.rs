@@ -342,6 +342,41 @@ pub mod page {
         );
     }
 
+    /// Panics unless section `name` shows a line of `text`'s shape: the same words with any
+    /// figures. For lines a rerun rewrites with new figures, built here from sample ones.
+    pub fn assert_shows_shape(name: &str, text: &str) {
+        let section = section(name);
+        assert!(
+            shape(&section).contains(&shape(text.trim_matches('\n'))),
+            "the `{name}` section has no line shaped as\n{text}\n\nIt reads:\n{section}"
+        );
+    }
+
+    /// `text` with every figure (digits, with their thousands commas and decimal point) as `#`.
+    fn shape(text: &str) -> String {
+        let mut shaped = String::with_capacity(text.len());
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            if !c.is_ascii_digit() {
+                shaped.push(c);
+                continue;
+            }
+            shaped.push('#');
+            while let Some(&next) = chars.peek() {
+                let inside = matches!(next, ',' | '.')
+                    && chars
+                        .clone()
+                        .nth(1)
+                        .is_some_and(|after| after.is_ascii_digit());
+                if !next.is_ascii_digit() && !inside {
+                    break;
+                }
+                chars.next();
+            }
+        }
+        shaped
+    }
+
     /// Every marked section of the page, by name.
     fn names() -> Vec<String> {
         let document = std::fs::read_to_string(super::docs_path()).expect("docs/benchmarks.md");
@@ -358,6 +393,18 @@ pub mod page {
                     .then(|| name.to_owned())
             })
             .collect()
+    }
+
+    #[test]
+    fn a_shape_keeps_the_words_and_forgets_the_figures() {
+        assert_eq!(
+            shape("31,759 requests/s (best at 128 in flight); p99 0.25 ms, 1,024."),
+            "# requests/s (best at # in flight); p# # ms, #."
+        );
+        assert_ne!(
+            shape("7,494 deliveries/s"),
+            shape("7,494 deliveries a second")
+        );
     }
 
     #[test]

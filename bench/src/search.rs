@@ -525,7 +525,7 @@ mod tests {
             (Backend::Sqlite, 107.0, vec![timed(360, 920)]),
             (Backend::Postgres, 835.0, vec![timed(440, 7_850)]),
         ];
-        report::page::assert_shows(SECTION, &docs_row(&results, 0));
-        report::page::assert_shows(SECTION, &history_line(&results));
+        report::page::assert_shows_shape(SECTION, &docs_row(&results, 0));
+        report::page::assert_shows_shape(SECTION, &history_line(&results));
     }
 }

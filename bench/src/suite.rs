@@ -244,7 +244,7 @@ mod tests {
             ("cluster", 188),
         ];
         let outcomes: Vec<Outcome> = ran.iter().map(|&(n, s)| (n, None, s)).collect();
-        report::page::assert_shows(SECTION, &took(17, &outcomes));
+        report::page::assert_shows_shape(SECTION, &took(17, &outcomes));
         assert_eq!(
             took(1, &[("publish", None, 3)]),
             "Took 1 min: publish 3 s; every benchmark completed."
