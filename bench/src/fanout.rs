@@ -344,16 +344,13 @@ fn section(
     runs: &[Run],
     verdicts: &[String],
 ) -> String {
-    let mut out = format!(
-        "{}\n{}\n{}\n",
-        method(args),
-        report::provenance(&args.command(), machine),
-        header(),
+    let mut out = report::table_section(
+        &method(args),
+        &args.command(),
+        machine,
+        &header(),
+        runs.iter().map(row),
     );
-    for run in runs {
-        out.push_str(&row(run));
-        out.push('\n');
-    }
     out.push_str(&format!("\n{}\n\n", ceiling_line(args, ceiling_rate)));
     for verdict in verdicts {
         out.push_str(&format!("- {verdict}\n"));

@@ -274,17 +274,13 @@ fn method(args: &Args) -> String {
 
 /// The docs section: what was measured, how, where, and the table.
 fn section(args: &Args, machine: &Machine, runs: &[Run]) -> String {
-    let mut out = format!(
-        "{}\n{}\n{}\n",
-        method(args),
-        report::provenance(&args.command(), machine),
-        header(),
-    );
-    for run in runs {
-        out.push_str(&row(run, args.idle_endpoints));
-        out.push('\n');
-    }
-    out
+    report::table_section(
+        &method(args),
+        &args.command(),
+        machine,
+        &header(),
+        runs.iter().map(|run| row(run, args.idle_endpoints)),
+    )
 }
 
 #[cfg(test)]

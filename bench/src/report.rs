@@ -144,6 +144,23 @@ pub fn provenance(command: &str, machine: &crate::machine::Machine) -> String {
     )
 }
 
+/// A section that is a method, the run's provenance, then one table: `header` and a line per
+/// row.
+pub fn table_section(
+    method: &str,
+    command: &str,
+    machine: &crate::machine::Machine,
+    header: &str,
+    rows: impl IntoIterator<Item = String>,
+) -> String {
+    let mut out = format!("{method}\n{}\n{header}\n", provenance(command, machine));
+    for row in rows {
+        out.push_str(&row);
+        out.push('\n');
+    }
+    out
+}
+
 /// A count that should be zero: `0`, or the count in bold, flagged.
 pub fn flagged(n: u64) -> String {
     match n {
