@@ -309,8 +309,7 @@ mod tests {
         let crate::Command::Ceiling(args) = crate::recorded(SECTION) else {
             panic!("the `{SECTION}` section records another benchmark");
         };
-        assert_eq!(args.command(), report::page::command(SECTION));
-        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_records(SECTION, &args.command(), &[&method(&args)]);
         report::page::assert_shows(SECTION, &Ceiling { points: Vec::new() }.table());
     }
 }

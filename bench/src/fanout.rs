@@ -367,9 +367,7 @@ mod tests {
         let crate::Command::Fanout(args) = crate::recorded(SECTION) else {
             panic!("the `{SECTION}` section records another benchmark");
         };
-        assert_eq!(args.command(), report::page::command(SECTION));
-        report::page::assert_shows(SECTION, &method(&args));
-        report::page::assert_shows(SECTION, &header());
+        report::page::assert_records(SECTION, &args.command(), &[&method(&args), &header()]);
         report::page::assert_shows_shape(SECTION, &ceiling_line(&args, 36_684.0));
     }
 }

@@ -228,8 +228,7 @@ mod tests {
         let crate::Command::Instructions(args) = crate::recorded(SECTION) else {
             panic!("the `{SECTION}` section records another benchmark");
         };
-        assert_eq!(args.command(), report::page::command(SECTION));
-        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_records(SECTION, &args.command(), &[&method(&args)]);
         let counted = result(&args, &Setting::Defaults, 452_715_397, 1_282_053_943);
         report::page::assert_shows_shape(
             SECTION,

@@ -292,8 +292,6 @@ mod tests {
         let crate::Command::Isolation(args) = crate::recorded(SECTION) else {
             panic!("the `{SECTION}` section records another benchmark");
         };
-        assert_eq!(args.command(), report::page::command(SECTION));
-        report::page::assert_shows(SECTION, &method(&args));
-        report::page::assert_shows(SECTION, &header());
+        report::page::assert_records(SECTION, &args.command(), &[&method(&args), &header()]);
     }
 }

@@ -359,6 +359,18 @@ pub mod page {
         );
     }
 
+    /// Panics unless section `name` records `command` as its run and shows each of `texts`.
+    pub fn assert_records(name: &str, command: &str, texts: &[&str]) {
+        assert_eq!(
+            self::command(name),
+            command,
+            "the `{name}` section's command"
+        );
+        for text in texts {
+            assert_shows(name, text);
+        }
+    }
+
     /// Panics unless section `name` shows a line of `text`'s shape: the same words with any
     /// figures. For lines a rerun rewrites with new figures, built here from sample ones.
     pub fn assert_shows_shape(name: &str, text: &str) {

@@ -512,8 +512,7 @@ mod tests {
         let crate::Command::Search(args) = crate::recorded(SECTION) else {
             panic!("the `{SECTION}` section records another benchmark");
         };
-        assert_eq!(args.command(), report::page::command(SECTION));
-        report::page::assert_shows(SECTION, &method(&args));
+        report::page::assert_records(SECTION, &args.command(), &[&method(&args)]);
         report::page::assert_shows(SECTION, &docs_header(&args.backend.list()));
         let timed = |median: u64, p95: u64| Timed {
             name: "newest messages",
