@@ -3,9 +3,39 @@
 use std::collections::BTreeMap;
 
 use axum::http::HeaderName;
-use hookd_core::validate;
+use hookd_core::{Timestamp, validate};
 
 use crate::ApiError;
+
+/// A `since` and optional `until` RFC 3339 range, `until` later than `since`.
+pub fn time_range(
+    since: &str,
+    until: Option<&str>,
+) -> Result<(Timestamp, Option<Timestamp>), ApiError> {
+    let since = time("since", since)?;
+    let until = until.map(|until| later_than(since, until)).transpose()?;
+    Ok((since, until))
+}
+
+/// A `since` and `until` RFC 3339 range, `until` later than `since`.
+pub fn closed_time_range(since: &str, until: &str) -> Result<(Timestamp, Timestamp), ApiError> {
+    let since = time("since", since)?;
+    Ok((since, later_than(since, until)?))
+}
+
+/// An `until` later than `since`.
+fn later_than(since: Timestamp, until: &str) -> Result<Timestamp, ApiError> {
+    let until = time("until", until)?;
+    if until <= since {
+        return Err(ApiError::body_field("until", "must be later than `since`"));
+    }
+    Ok(until)
+}
+
+/// An RFC 3339 time.
+fn time(field: &str, value: &str) -> Result<Timestamp, ApiError> {
+    Timestamp::parse_rfc3339(value).map_err(|e| ApiError::body_field(field, e.to_string()))
+}
 
 /// An optional uid (or event id) field.
 pub fn uid(field: &str, value: Option<&str>) -> Result<(), ApiError> {

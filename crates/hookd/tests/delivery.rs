@@ -151,7 +151,7 @@ async fn resend_and_recover_send_again_with_the_same_id() {
 }
 
 #[tokio::test]
-async fn recover_and_resend_of_unknown_things_are_404() {
+async fn recover_and_resend_of_unknown_things_are_404_and_bad_ranges_422() {
     let (database, _dir) = hookd_store::testing::fresh_sqlite();
     let hookd = serve(&database, &[]);
     let api = Api::new(&hookd, TOKEN);
@@ -186,6 +186,17 @@ async fn recover_and_resend_of_unknown_things_are_404() {
     assert_eq!(
         (status, body["detail"][0]["loc"][1].clone()),
         (422, json!("since"))
+    );
+    let (status, body) = api
+        .post(
+            &format!("/app/{app}/endpoint/{endpoint}/recover"),
+            json!({"since": "2024-01-02T00:00:00Z", "until": "2024-01-01T00:00:00Z"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (status, body["detail"][0]["loc"][1].clone()),
+        (422, json!("until"))
     );
 }
 

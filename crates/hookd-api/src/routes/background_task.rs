@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::extract::{JsonBody, QueryParams};
 use crate::list::{ListOut, page_request};
 use crate::routes::endpoint;
-use crate::{ApiError, ApiState, Principal};
+use crate::{ApiError, ApiState, Principal, validate};
 
 pub fn routes() -> Router<ApiState> {
     Router::new()
@@ -188,10 +188,6 @@ impl From<BackgroundTask> for BackgroundTaskOut {
     }
 }
 
-fn time_field(field: &str, value: &str) -> Result<Timestamp, ApiError> {
-    Timestamp::parse_rfc3339(value).map_err(|e| ApiError::body_field(field, e.to_string()))
-}
-
 /// Starts `task` and answers 202 with it.
 async fn start(
     state: &ApiState,
@@ -203,15 +199,6 @@ async fn start(
 }
 
 /// `since` and `until` (when given) of a replay, checked.
-fn range(since: &str, until: Option<&str>) -> Result<(Timestamp, Option<Timestamp>), ApiError> {
-    let since = time_field("since", since)?;
-    let until = until.map(|until| time_field("until", until)).transpose()?;
-    if until.is_some_and(|until| until <= since) {
-        return Err(ApiError::body_field("until", "must be later than `since`"));
-    }
-    Ok((since, until))
-}
-
 async fn replay_missing(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
@@ -219,7 +206,7 @@ async fn replay_missing(
     JsonBody(input): JsonBody<ReplayIn>,
 ) -> Result<(StatusCode, Json<TaskStarted>), ApiError> {
     let ep = endpoint::find(&state, &principal, &app_id, &endpoint_id).await?;
-    let (since, until) = range(&input.since, input.until.as_deref())?;
+    let (since, until) = validate::time_range(&input.since, input.until.as_deref())?;
     let work = TaskWork::ReplayMissing {
         endpoint: ep.id,
         since,
@@ -236,7 +223,7 @@ async fn bulk_replay(
     JsonBody(input): JsonBody<BulkReplayIn>,
 ) -> Result<(StatusCode, Json<TaskStarted>), ApiError> {
     let ep = endpoint::find(&state, &principal, &app_id, &endpoint_id).await?;
-    let (since, until) = range(&input.since, input.until.as_deref())?;
+    let (since, until) = validate::time_range(&input.since, input.until.as_deref())?;
     let work = TaskWork::BulkReplay {
         endpoint: ep.id,
         since,
@@ -269,11 +256,7 @@ async fn app_stats(
     JsonBody(input): JsonBody<AppUsageStatsIn>,
 ) -> Result<(StatusCode, Json<AppUsageStatsOut>), ApiError> {
     principal.require_admin()?;
-    let since = time_field("since", &input.since)?;
-    let until = time_field("until", &input.until)?;
-    if until <= since {
-        return Err(ApiError::body_field("until", "must be later than `since`"));
-    }
+    let (since, until) = validate::closed_time_range(&input.since, &input.until)?;
     let (mut apps, mut unresolved) = (None, Vec::new());
     if let Some(asked) = input.app_ids {
         let mut found = Vec::new();

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Extension, Json, Router};
 use hookd_core::model::Message;
-use hookd_core::{MessageId, TaskId, Timestamp};
+use hookd_core::{MessageId, TaskId};
 use hookd_store::{Route, Skipped};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -106,10 +106,6 @@ struct RecoverOut {
     recovered: u64,
 }
 
-fn time_field(field: &str, value: &str) -> Result<Timestamp, ApiError> {
-    Timestamp::parse_rfc3339(value).map_err(|e| ApiError::body_field(field, e.to_string()))
-}
-
 async fn recover(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
@@ -117,12 +113,7 @@ async fn recover(
     JsonBody(input): JsonBody<RecoverIn>,
 ) -> Result<(StatusCode, Json<RecoverOut>), ApiError> {
     let ep = endpoint::find(&state, &principal, &app_id, &endpoint_id).await?;
-    let since = time_field("since", &input.since)?;
-    let until = input
-        .until
-        .as_deref()
-        .map(|u| time_field("until", u))
-        .transpose()?;
+    let (since, until) = validate::time_range(&input.since, input.until.as_deref())?;
     let now = state.clock().now();
     let recovered = state.store().recover(&ep.id, since, until, now).await?;
     if recovered > 0 {
