@@ -113,16 +113,18 @@ impl Source {
     }
 }
 
+/// The columns a pass reads of each row, for `SELECT … FROM` the rows it takes.
 const COLUMNS: &str = "SELECT id, app, event_type, payload, event_id, channels, ordering_key
-     FROM hookd_outbox";
+     FROM ";
 
 /// The oldest waiting rows nobody holds: what the relay holding the contract row takes.
 async fn take_all(
     tx: &mut MySqlConnection,
     limit: usize,
 ) -> Result<Vec<OutboxColumns>, SourceError> {
-    let sql =
-        format!("{COLUMNS} WHERE failed_at IS NULL ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED");
+    let sql = format!(
+        "{COLUMNS}hookd_outbox WHERE failed_at IS NULL ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED"
+    );
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(u64::try_from(limit).unwrap_or(u64::MAX))
         .fetch_all(tx)
@@ -130,7 +132,7 @@ async fn take_all(
 }
 
 /// The oldest waiting rows without an ordering key that nobody holds: what the other relays
-/// take. Found by a read that locks nothing, then locked by primary key (see [`push_ids`]): a
+/// take. Found by a read that locks nothing, then locked by primary key (see [`push_rows_of`]): a
 /// locking scan would lock every row it passes while it checks the key.
 async fn take_unkeyed(
     tx: &mut MySqlConnection,
@@ -146,26 +148,20 @@ async fn take_unkeyed(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let mut select = QueryBuilder::<MySql>::new(
-        "SELECT o.id, o.app, o.event_type, o.payload, o.event_id, o.channels, o.ordering_key
-         FROM ",
-    );
-    push_ids(&mut select, &ids);
-    select.push(
-        " STRAIGHT_JOIN hookd_outbox o FORCE INDEX (PRIMARY) ON o.id = ids.id
-         WHERE o.failed_at IS NULL ORDER BY o.id FOR UPDATE SKIP LOCKED",
-    );
+    let mut select = QueryBuilder::<MySql>::new(COLUMNS);
+    push_rows_of(&mut select, &ids);
+    select.push(" WHERE failed_at IS NULL ORDER BY id FOR UPDATE SKIP LOCKED");
     Ok(select.build_query_as().fetch_all(tx).await?)
 }
 
-/// `ids` as a derived table `ids(id)`. Joined first (`STRAIGHT_JOIN`) to the outbox by its
-/// primary key, each row is found by key whatever the optimizer makes of the table's size:
-/// given `id IN (…)` naming a large share of the rows (a sixth, on MariaDB 10.11), the plan is
-/// a scan of the whole table, and a locking scan locks every row it passes (a `DELETE` waits
-/// for each). Relays settling their
-/// own rows would then deadlock on each other's, and the relay taking keyed rows would skip a
-/// keyed row so held and take the ones after it out of order.
-fn push_ids(query: &mut QueryBuilder<MySql>, ids: &[i64]) {
+/// The outbox rows of `ids`, as a table to select or delete from: a derived table of the ids
+/// (`wanted`) joined first (`STRAIGHT_JOIN`) to the outbox `o` by its primary key, so that
+/// each row is found by key whatever the optimizer makes of the table's size. Given
+/// `id IN (…)` naming a large share of the rows (a sixth, on MariaDB 10.11), the plan is a
+/// scan of the whole table, and a locking scan locks every row it passes (a `DELETE` waits for
+/// each): relays settling their own rows would then deadlock on each other's, and the relay
+/// taking keyed rows would skip a keyed row so held and take the ones after it out of order.
+fn push_rows_of(query: &mut QueryBuilder<MySql>, ids: &[i64]) {
     query.push("(");
     for (i, id) in ids.iter().enumerate() {
         query.push(if i == 0 {
@@ -175,10 +171,10 @@ fn push_ids(query: &mut QueryBuilder<MySql>, ids: &[i64]) {
         });
         query.push_bind(*id);
         if i == 0 {
-            query.push(" AS id");
+            query.push(" AS wanted");
         }
     }
-    query.push(") ids");
+    query.push(") ids STRAIGHT_JOIN hookd_outbox o FORCE INDEX (PRIMARY) ON o.id = ids.wanted");
 }
 
 /// Reads the contract row, and whether this pass holds its lock (so may take keyed rows).
@@ -207,8 +203,7 @@ pub async fn settle(
 ) -> Result<(), SourceError> {
     if !outcome.published.is_empty() {
         let mut delete = QueryBuilder::<MySql>::new("DELETE o FROM ");
-        push_ids(&mut delete, &outcome.published);
-        delete.push(" STRAIGHT_JOIN hookd_outbox o FORCE INDEX (PRIMARY) ON o.id = ids.id");
+        push_rows_of(&mut delete, &outcome.published);
         delete.build().execute(&mut *tx).await?;
     }
     for (id, why) in &outcome.refused {
