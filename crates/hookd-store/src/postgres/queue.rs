@@ -76,7 +76,8 @@ impl DeliveryQueue for PgStore {
             .bind(self.cluster_limits)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter().map(|row| rows::claimed(row)).collect()
+        let mut claimed = rows::ClaimedRows::default();
+        rows.iter().map(|row| claimed.decode(row)).collect()
     }
 
     fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> Handover {

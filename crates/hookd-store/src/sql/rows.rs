@@ -5,6 +5,8 @@
 //! type: so the two cannot read a record differently. Integers are stored as 64 bits and
 //! narrowed here; a value that does not fit is corrupt data, not a reason to wrap around.
 
+use std::collections::HashMap;
+
 use hookd_core::model::{
     Application, Attempt, Delivery, DeliveryStatus, Endpoint, EventType, Message, SealedKeys,
     TriggerType,
@@ -177,14 +179,34 @@ pub fn attempt(row: &dyn Columns) -> Decoded<Attempt> {
     })
 }
 
-/// A row of `{DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}, {ENDPOINT_COLUMNS}`.
-pub fn claimed(row: &dyn Columns) -> Decoded<ClaimedDelivery> {
-    Ok(ClaimedDelivery {
-        delivery: delivery_at(row, 0)?,
-        manual: row.bool(DELIVERY_WIDTH)?,
-        message: message_at(row, DELIVERY_WIDTH + 1)?,
-        endpoint: endpoint_at(row, DELIVERY_WIDTH + 1 + MESSAGE_WIDTH)?,
-    })
+/// Decodes the rows of one claim, `{DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS},
+/// {ENDPOINT_COLUMNS}`, each endpoint once: a claim's rows share a few endpoints, and an
+/// endpoint's columns (four of them JSON) cost several times more to decode than to clone.
+#[derive(Default)]
+pub struct ClaimedRows {
+    endpoints: HashMap<EndpointId, Endpoint>,
+}
+
+impl ClaimedRows {
+    /// One row.
+    pub fn decode(&mut self, row: &dyn Columns) -> Decoded<ClaimedDelivery> {
+        Ok(ClaimedDelivery {
+            delivery: delivery_at(row, 0)?,
+            manual: row.bool(DELIVERY_WIDTH)?,
+            message: message_at(row, DELIVERY_WIDTH + 1)?,
+            endpoint: self.endpoint(row, DELIVERY_WIDTH + 1 + MESSAGE_WIDTH)?,
+        })
+    }
+
+    fn endpoint(&mut self, row: &dyn Columns, offset: usize) -> Decoded<Endpoint> {
+        let id = EndpointId::from_stored(text(row, offset)?);
+        if let Some(endpoint) = self.endpoints.get(&id) {
+            return Ok(endpoint.clone());
+        }
+        let endpoint = endpoint_at(row, offset)?;
+        self.endpoints.insert(id, endpoint.clone());
+        Ok(endpoint)
+    }
 }
 
 /// A row of [`TOKEN_COLUMNS`].

@@ -460,7 +460,8 @@ fn load_claimed(
              ORDER BY d.message_id, d.endpoint_id"
         )
     });
-    rows::collect(conn, &CLAIMED, [encode(&claimed)], rows::claimed)
+    let mut rows = rows::ClaimedRows::default();
+    rows::collect(conn, &CLAIMED, [encode(&claimed)], |row| rows.decode(row))
 }
 
 /// Hands `handoff` the deliveries these records made due next in their ordering keys (the

@@ -68,7 +68,7 @@ pub fn run(conn: &Connection, statement: &Statement<'_>) -> rusqlite::Result<usi
 pub fn fetch<T>(
     conn: &Connection,
     statement: &Statement<'_>,
-    decode_row: impl Fn(&dyn Columns) -> Decoded<T>,
+    decode_row: impl FnMut(&dyn Columns) -> Decoded<T>,
 ) -> Result<Vec<T>, StoreError> {
     let params = params_from_iter(&statement.args);
     collect(conn, statement.sql.sqlite(), params, decode_row)
@@ -98,7 +98,7 @@ pub fn collect<T>(
     conn: &Connection,
     sql: &str,
     params: impl rusqlite::Params,
-    decode_row: impl Fn(&dyn Columns) -> Decoded<T>,
+    mut decode_row: impl FnMut(&dyn Columns) -> Decoded<T>,
 ) -> Result<Vec<T>, StoreError> {
     let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query(params)?;
