@@ -1,4 +1,4 @@
--- hookd function record_batch, definition 2.
+-- hookd function record_batch, definition 3.
 -- Records a batch of finished attempts in one call and one transaction: locks the endpoints,
 -- then the deliveries, each in key order (as deleting an endpoint does), then their ordering
 -- keys, writes the attempts in the order they were made and moves each delivery still
@@ -14,7 +14,12 @@ CREATE OR REPLACE FUNCTION record_batch(
     lock_endpoints TEXT[], lock_delivery_endpoints TEXT[], lock_delivery_messages TEXT[],
     sending BIGINT, success BIGINT, set_from INT)
 RETURNS TABLE (was_logged BOOLEAN, was_moved BOOLEAN, streak_since BIGINT)
-LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
+-- Every statement keeps its generic plan from the first call on a connection, made perhaps on
+-- empty tables: with joins by hash or merge and whole-table scans priced out, each joins the
+-- arrays to the tables by key, however large the tables grow.
+LANGUAGE plpgsql VOLATILE
+SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off
+SET enable_seqscan = off AS $$
 DECLARE
     n INT := cardinality(message_ids);
     logged BOOLEAN[] := array_fill(false, ARRAY[n]);
@@ -31,6 +36,8 @@ DECLARE
     did_log BOOLEAN;
     key_endpoints TEXT[];
     keys TEXT[];
+    moved_ords INT[];
+    moved_at INT;
 BEGIN
     -- The function scan is the outer side of each nested loop: rows are locked in array order.
     SELECT array_agg(e.failing_since ORDER BY k.ord) INTO befores
@@ -52,44 +59,42 @@ BEGIN
     END IF;
 
     IF n >= set_from AND cardinality(lock_delivery_messages) = n THEN
-        -- A large batch, each delivery once: one statement for all, planned for this call (an
-        -- `UPDATE` joined to arrays has no plan safe to keep), which then costs less than a
-        -- statement per attempt.
-        EXECUTE 'WITH input AS (
-                SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-                                     $14, $15, $16) WITH ORDINALITY
-                AS i(message_id, endpoint_id, status, attempt_count, next_attempt_at,
-                     updated_at, attempt_id, url, response_status_code, response,
-                     response_head, response_duration_ms, attempt_status, trigger_type,
-                     created_at, lease, ord)
-            ), moving AS (
-                UPDATE deliveries d SET status = i.status, attempt_count = i.attempt_count,
-                    next_attempt_at = i.next_attempt_at, updated_at = i.updated_at,
-                    manual = false
-                FROM input i
-                WHERE d.message_id = i.message_id AND d.endpoint_id = i.endpoint_id
-                  AND (i.lease IS NULL OR (d.status = $17 AND d.next_attempt_at = i.lease))
-                RETURNING d.message_id, d.endpoint_id
-            ), logging AS (
-                INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code,
-                    response, response_head, response_duration_ms, status, trigger_type,
-                    created_at)
-                SELECT i.attempt_id, i.message_id, i.endpoint_id, i.url,
-                    i.response_status_code, i.response, i.response_head,
-                    i.response_duration_ms, i.attempt_status, i.trigger_type, i.created_at
-                FROM input i WHERE EXISTS (SELECT FROM deliveries d
-                    WHERE d.message_id = i.message_id AND d.endpoint_id = i.endpoint_id)
-                RETURNING message_id, endpoint_id
-            )
-            SELECT array_agg(l.message_id IS NOT NULL ORDER BY i.ord),
-                   array_agg(m.message_id IS NOT NULL ORDER BY i.ord)
+        -- Each delivery once: one statement for all, which costs less than a statement per
+        -- attempt from two attempts up. The deliveries are locked, so those found now are
+        -- there until the commit: their attempts are logged.
+        SELECT array_agg(EXISTS (SELECT FROM deliveries d
+                WHERE d.message_id = k.message_id AND d.endpoint_id = k.endpoint_id)
+            ORDER BY k.ord)
+        INTO logged
+        FROM unnest(message_ids, endpoint_ids) WITH ORDINALITY k(message_id, endpoint_id, ord);
+        WITH input AS (
+            SELECT * FROM unnest(message_ids, endpoint_ids, statuses, attempt_counts,
+                                 next_attempts, updated, attempt_ids, urls, response_codes,
+                                 responses, heads, durations, attempt_statuses, triggers,
+                                 created, leases) WITH ORDINALITY
+            AS i(message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at,
+                 attempt_id, url, response_status_code, response, response_head,
+                 response_duration_ms, attempt_status, trigger_type, created_at, lease, ord)
+        ), moving AS (
+            UPDATE deliveries d SET status = i.status, attempt_count = i.attempt_count,
+                next_attempt_at = i.next_attempt_at, updated_at = i.updated_at, manual = false
             FROM input i
-            LEFT JOIN logging l ON l.message_id = i.message_id AND l.endpoint_id = i.endpoint_id
-            LEFT JOIN moving m ON m.message_id = i.message_id AND m.endpoint_id = i.endpoint_id'
-        INTO logged, moved
-        USING message_ids, endpoint_ids, statuses, attempt_counts, next_attempts, updated,
-            attempt_ids, urls, response_codes, responses, heads, durations, attempt_statuses,
-            triggers, created, leases, sending;
+            WHERE d.message_id = i.message_id AND d.endpoint_id = i.endpoint_id
+              AND (i.lease IS NULL OR (d.status = sending AND d.next_attempt_at = i.lease))
+            RETURNING i.ord::INT
+        ), logging AS (
+            INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code,
+                response, response_head, response_duration_ms, status, trigger_type,
+                created_at)
+            SELECT i.attempt_id, i.message_id, i.endpoint_id, i.url, i.response_status_code,
+                i.response, i.response_head, i.response_duration_ms, i.attempt_status,
+                i.trigger_type, i.created_at
+            FROM input i WHERE logged[i.ord]
+        )
+        SELECT array_agg(moving.ord) INTO moved_ords FROM moving;
+        FOREACH moved_at IN ARRAY COALESCE(moved_ords, '{}') LOOP
+            moved[moved_at] := true;
+        END LOOP;
     ELSE
         -- One statement per attempt, each an executor's start but nothing planned. A delivery
         -- twice in a batch (its lease ran out and it was claimed again) is met in the order its

@@ -7,8 +7,9 @@
 //! even that first generic plan reads only the rows the arrays name, by key. A statement with
 //! no such form is planned for each batch instead, and must not be kept prepared.
 //!
-//! `record_batch` (migration 0011) keeps generic plans for the statements it writes small
-//! batches with, and plans one statement for each large batch; both ways must record the same.
+//! `record_batch` keeps generic plans for the statement it writes a batch with and for the
+//! statements it writes a batch attempt by attempt with (a delivery twice in it), with joins
+//! by hash and merge and whole-table scans priced out; both ways must record the same.
 //! `claim_due` (migration 0012) keeps one, made at its first claim and again after an
 //! ANALYZE: made on tables of a row or beside a large backlog, it must read only the endpoints
 //! with work and their rows, by key.
