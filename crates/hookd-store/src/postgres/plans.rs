@@ -147,40 +147,52 @@ async fn store_with_deliveries(test: &str, messages: &[&str]) -> Option<(PgStore
 }
 
 /// Every statement inside `record_batch` is kept with a generic plan (`force_generic_plan`),
-/// made here on tables of a row each: none may read a table whole.
+/// made here on tables of a row or two: none may read a table whole, whether the batch is
+/// written attempt by attempt or by one statement for all.
 #[tokio::test]
 async fn recording_reads_every_row_by_key_with_plans_made_on_empty_tables() {
-    let Some((store, _db)) = store_with_deliveries("postgres::plans_record", &["msg_1"]).await
-    else {
-        return;
+    let written = |since| Recorded::Written {
+        failing_since: Some(Timestamp::from_millis(since)),
     };
-    let mut tx = store.pool.begin().await.unwrap();
-    // This backend's counts not yet reported, the fixture's own scans among them: the call's
-    // are the difference.
-    let before = table_counts(&mut tx, SEQUENTIAL_SCANS).await;
-    // The first moves the delivery and starts the endpoint's streak; the second, stale, is
-    // only logged. Every statement of the function runs.
-    let batch = [
-        &attempt("msg_1", "atmpt_1", 10, false),
-        &attempt("msg_1", "atmpt_2", 20, false),
-    ];
-    let recorded = super::record::call(&mut tx, &batch, i32::MAX)
-        .await
-        .unwrap();
-    assert_eq!(
-        recorded,
+    // Attempt by attempt: the first moves the delivery and starts the endpoint's streak; the
+    // second, stale, is only logged. Every statement of that path runs.
+    let each = (
+        "postgres::plans_record_each",
         [
-            Recorded::Written {
-                failing_since: Some(Timestamp::from_millis(10))
-            },
-            Recorded::Stale
-        ]
+            attempt("msg_1", "atmpt_1", 10, false),
+            attempt("msg_1", "atmpt_2", 20, false),
+        ],
+        i32::MAX,
     );
-    let scans = growth(&before, &table_counts(&mut tx, SEQUENTIAL_SCANS).await);
-    assert!(
-        scans.iter().all(|(_, n)| *n == 0),
-        "recording scanned tables whole: {scans:?}"
+    // One statement for both deliveries.
+    let set = (
+        "postgres::plans_record_set",
+        [
+            attempt("msg_1", "atmpt_1", 10, false),
+            attempt("msg_2", "atmpt_2", 20, false),
+        ],
+        1,
     );
+    let expected = [[written(10), Recorded::Stale], [written(10), written(10)]];
+    for ((test, batch, set_from), expected) in [each, set].into_iter().zip(expected) {
+        let Some((store, _db)) = store_with_deliveries(test, &["msg_1", "msg_2"]).await else {
+            return;
+        };
+        let mut tx = store.pool.begin().await.unwrap();
+        // This backend's counts not yet reported, the fixture's own scans among them: the
+        // call's are the difference.
+        let before = table_counts(&mut tx, SEQUENTIAL_SCANS).await;
+        let batch: Vec<&AttemptRecord> = batch.iter().collect();
+        let recorded = super::record::call(&mut tx, &batch, set_from)
+            .await
+            .unwrap();
+        assert_eq!(recorded, expected, "{test}");
+        let scans = growth(&before, &table_counts(&mut tx, SEQUENTIAL_SCANS).await);
+        assert!(
+            scans.iter().all(|(_, n)| *n == 0),
+            "{test}: recording scanned tables whole: {scans:?}"
+        );
+    }
 }
 
 /// Settling a key's head queues the next of its key (the trigger `deliveries_next_in_order`)
