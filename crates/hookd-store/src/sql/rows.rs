@@ -179,6 +179,17 @@ pub fn attempt(row: &dyn Columns) -> Decoded<Attempt> {
     })
 }
 
+/// A row of `{DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}`: a claimed delivery to
+/// `endpoint`.
+pub fn claimed(row: &dyn Columns, endpoint: Endpoint) -> Decoded<ClaimedDelivery> {
+    Ok(ClaimedDelivery {
+        delivery: delivery_at(row, 0)?,
+        manual: row.bool(DELIVERY_WIDTH)?,
+        message: message_at(row, DELIVERY_WIDTH + 1)?,
+        endpoint,
+    })
+}
+
 /// Decodes the rows of one claim, `{DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS},
 /// {ENDPOINT_COLUMNS}`, each endpoint once: a claim's rows share a few endpoints, and an
 /// endpoint's columns (four of them JSON) cost several times more to decode than to clone.
@@ -190,12 +201,8 @@ pub struct ClaimedRows {
 impl ClaimedRows {
     /// One row.
     pub fn decode(&mut self, row: &dyn Columns) -> Decoded<ClaimedDelivery> {
-        Ok(ClaimedDelivery {
-            delivery: delivery_at(row, 0)?,
-            manual: row.bool(DELIVERY_WIDTH)?,
-            message: message_at(row, DELIVERY_WIDTH + 1)?,
-            endpoint: self.endpoint(row, DELIVERY_WIDTH + 1 + MESSAGE_WIDTH)?,
-        })
+        let endpoint = self.endpoint(row, DELIVERY_WIDTH + 1 + MESSAGE_WIDTH)?;
+        claimed(row, endpoint)
     }
 
     fn endpoint(&mut self, row: &dyn Columns, offset: usize) -> Decoded<Endpoint> {
