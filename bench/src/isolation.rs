@@ -6,9 +6,10 @@
 //! application that answers only after `--slow-seconds` (default 20 s, past hookd's default
 //! 15 s attempt timeout, so every attempt to it holds a connection until it times out and is
 //! retried). The fast endpoint's publish-to-receipt latency in the two runs is the result.
-//! hookd runs with its default engine settings. With `--idle-endpoints N`, each run first
-//! creates N endpoints of another application, which get nothing: a deployment has many more
-//! endpoints than endpoints with work, and finding the work must not cost a look at each.
+//! hookd runs with its default engine settings. Each run first creates `--idle-endpoints`
+//! endpoints (default 50,000) of another application, which get nothing: a deployment has
+//! many more endpoints than endpoints with work, and finding the work must not cost a look at
+//! each.
 
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -42,7 +43,7 @@ pub struct Args {
     #[arg(long, default_value_t = 20)]
     slow_seconds: u64,
     /// Endpoints of another application, created before publishing, that get no messages.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 50_000)]
     idle_endpoints: u64,
     #[command(flatten)]
     postgres: PostgresServer,

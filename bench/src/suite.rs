@@ -96,7 +96,11 @@ impl Args {
                 ],
             ),
             ("fanout", &backend, &fanout_quick),
-            ("isolation", &backend, &["--rate", "50", "--seconds", "5"]),
+            (
+                "isolation",
+                &backend,
+                &["--rate", "50", "--seconds", "5", "--idle-endpoints", "100"],
+            ),
             ("memory", &backend, &["--backlog", "2000"]),
             (
                 "retention",
