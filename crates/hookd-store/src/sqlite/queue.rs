@@ -427,7 +427,11 @@ fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDeliver
         ])?;
         claimed.push((message, endpoint));
     }
-    load_claimed(conn, &claimed)
+    let mut loader = ClaimLoader::default();
+    claimed
+        .iter()
+        .filter_map(|(message, endpoint)| loader.load(conn, message, endpoint).transpose())
+        .collect()
 }
 
 /// Marks a delivery (`?1`, `?2`) claimed: `sending` (`?3`) until the lease ends (`?4`).
@@ -442,42 +446,44 @@ const MARK_CLAIMED: &str =
     "UPDATE OR FAIL deliveries SET status = ?3, next_attempt_at = ?4, updated_at = ?5
     WHERE message_id = ?1 AND endpoint_id = ?2";
 
-/// The claimed deliveries `(message, endpoint)` with what their attempts need, in that order.
-///
-/// Each is read by its key, and each endpoint once: joining the list (as JSON) to the tables
-/// cost SQLite several times more a row, parsing the list and sorting what it joined.
-fn load_claimed(
-    conn: &Connection,
-    claimed: &[(String, String)],
-) -> Result<Vec<ClaimedDelivery>, StoreError> {
-    static CLAIMED: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "SELECT {DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}
-             FROM deliveries d JOIN messages m ON m.id = d.message_id
-             WHERE d.message_id = ?1 AND d.endpoint_id = ?2"
-        )
-    });
-    static ENDPOINT: LazyLock<String> =
-        LazyLock::new(|| format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1"));
-    let mut endpoints: HashMap<&str, Endpoint> = HashMap::new();
-    let mut loaded = Vec::with_capacity(claimed.len());
-    for (message, endpoint_id) in claimed {
-        if !endpoints.contains_key(endpoint_id.as_str()) {
-            let found = rows::collect(conn, &ENDPOINT, [endpoint_id], rows::endpoint)?;
-            let Some(endpoint) = found.into_iter().next() else {
-                continue;
+/// Loads claimed deliveries with what their attempts need: each by its key, and each endpoint
+/// once. (Joining a list of them, as JSON, to the tables cost SQLite several times more a row:
+/// it parsed the list and sorted what it joined.)
+#[derive(Default)]
+struct ClaimLoader {
+    endpoints: HashMap<String, Endpoint>,
+}
+
+impl ClaimLoader {
+    /// The claimed delivery of `message` to `endpoint`; `None` if it is gone.
+    fn load(
+        &mut self,
+        conn: &Connection,
+        message: &str,
+        endpoint: &str,
+    ) -> Result<Option<ClaimedDelivery>, StoreError> {
+        static CLAIMED: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "SELECT {DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}
+                 FROM deliveries d JOIN messages m ON m.id = d.message_id
+                 WHERE d.message_id = ?1 AND d.endpoint_id = ?2"
+            )
+        });
+        static ENDPOINT: LazyLock<String> =
+            LazyLock::new(|| format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1"));
+        if !self.endpoints.contains_key(endpoint) {
+            let found = rows::collect(conn, &ENDPOINT, [endpoint], rows::endpoint)?;
+            let Some(found) = found.into_iter().next() else {
+                return Ok(None);
             };
-            endpoints.insert(endpoint_id, endpoint);
+            self.endpoints.insert(endpoint.to_owned(), found);
         }
-        let endpoint = &endpoints[endpoint_id.as_str()];
-        loaded.extend(rows::collect(
-            conn,
-            &CLAIMED,
-            [message, endpoint_id],
-            |row| rows::claimed(row, endpoint.clone()),
-        )?);
+        let to = &self.endpoints[endpoint];
+        let loaded = rows::collect(conn, &CLAIMED, [message, endpoint], |row| {
+            rows::claimed(row, to.clone())
+        })?;
+        Ok(loaded.into_iter().next())
     }
-    Ok(loaded)
 }
 
 /// Hands `handoff` the deliveries these records made due next in their ordering keys (the
@@ -522,21 +528,14 @@ fn hand_over_next_in_order(
         ])?;
         taken.push(((message, d.endpoint_id.to_string()), reserved));
     }
-    let pairs: Vec<(String, String)> = taken.iter().map(|(pair, _)| pair.clone()).collect();
-    let mut loaded: HashMap<(String, String), ClaimedDelivery> = load_claimed(conn, &pairs)?
-        .into_iter()
-        .map(|c| {
-            let pair = (
-                c.delivery.message_id.to_string(),
-                c.delivery.endpoint_id.to_string(),
-            );
-            (pair, c)
-        })
-        .collect();
-    Ok(taken
-        .into_iter()
-        .filter_map(|(pair, reserved)| Some((loaded.remove(&pair)?, reserved)))
-        .collect())
+    let mut loader = ClaimLoader::default();
+    let mut handed = Vec::with_capacity(taken.len());
+    for ((message, endpoint), reserved) in taken {
+        if let Some(claimed) = loader.load(conn, &message, &endpoint)? {
+            handed.push((claimed, reserved));
+        }
+    }
+    Ok(handed)
 }
 
 /// Records one attempt; see [`DeliveryQueue::record_attempts`].
