@@ -88,6 +88,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         16,
         include_str!("../../migrations/sqlite/0016_event_id_check_in_publish.sql"),
     ),
+    (
+        17,
+        include_str!("../../migrations/sqlite/0017_settling_queues_next_in_order.sql"),
+    ),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.

@@ -167,20 +167,27 @@ impl DeliveryQueue for SqliteStore {
         let (message, endpoint) = (message.clone(), endpoint.clone());
         self.db
             .write(move |conn| {
-                // The schema's trigger queues the next of the key if this one was queued.
                 let skipped = conn
                     .prepare_cached(
                         "UPDATE deliveries SET status = ?3, next_attempt_at = NULL, updated_at = ?4,
-                         manual = 0 WHERE message_id = ?1 AND endpoint_id = ?2 AND status = ?5",
+                         manual = 0 WHERE message_id = ?1 AND endpoint_id = ?2 AND status = ?5
+                         RETURNING ordering_key",
                     )?
-                    .execute(params![
-                        message.as_str(),
-                        endpoint.as_str(),
-                        DeliveryStatus::Fail.code(),
-                        now.as_millis(),
-                        DeliveryStatus::Pending.code(),
-                    ])?;
-                if skipped > 0 {
+                    .query_row(
+                        params![
+                            message.as_str(),
+                            endpoint.as_str(),
+                            DeliveryStatus::Fail.code(),
+                            now.as_millis(),
+                            DeliveryStatus::Pending.code(),
+                        ],
+                        |row| row.get::<_, Option<String>>(0),
+                    )
+                    .optional()?;
+                if let Some(key) = skipped {
+                    if let Some(key) = key {
+                        queue_next_in_order(conn, &endpoint, &key, now)?;
+                    }
                     return Ok(Skipped::Skipped);
                 }
                 let status: Option<i64> = conn
@@ -285,10 +292,6 @@ static RECOVER: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Makes the oldest delivery waiting under `key` to `endpoint` due at `at`, unless one of
-/// that key is queued already. The triggers of schema v12 do the same whenever a queued
-/// delivery leaves the queue; this is for deliveries made to wait (resend, recover) while
-/// none of their key was queued.
 /// Queues one manual attempt of `message` to `endpoint` (a resend), unless its delivery is in
 /// flight (`None`); a delivery with an ordering key is written waiting, and its key returned
 /// for the caller to queue the key's oldest (`Some(Some(key))`).
@@ -325,6 +328,10 @@ pub(super) fn resend_one(
     .optional()
 }
 
+/// Makes the oldest delivery waiting under `key` to `endpoint` due at `at`, unless one of
+/// that key is queued already: after a delivery of the key settles (record, skip), and after
+/// deliveries are made to wait (resend, recover) while none of their key may be queued. (A
+/// delete, cascades included, is followed by the trigger of schema v12.)
 pub(super) fn queue_next_in_order(
     conn: &Connection,
     endpoint: &EndpointId,
@@ -436,9 +443,8 @@ fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDeliver
 
 /// Marks a delivery (`?1`, `?2`) claimed: `sending` (`?3`) until the lease ends (`?4`).
 ///
-/// `OR FAIL`, as the record's update: an update of `next_attempt_at` fires the ordering
-/// trigger, and a statement with a trigger that may end in an `ABORT` (the unique index
-/// `deliveries_key_head`) makes SQLite copy every page it touches to a statement journal
+/// `OR FAIL`, as the record's update: a statement that may end in an `ABORT` (the unique index
+/// `deliveries_key_head`) may make SQLite copy the pages it touches to a statement journal
 /// first, to undo that statement alone. Under `FAIL` it keeps none: a failed statement fails
 /// its whole write job, whose writes the writer undoes anyway (`db::run_batch`), so the
 /// journal would only be paid for, on every delivery.
@@ -486,8 +492,8 @@ impl ClaimLoader {
     }
 }
 
-/// Hands `handoff` the deliveries these records made due next in their ordering keys (the
-/// schema's trigger queued each when the one ahead settled), as a publish hands over new
+/// Hands `handoff` the deliveries these records made due next in their ordering keys (each
+/// record queued its key's next when it settled the one ahead), as a publish hands over new
 /// ones: those it has room for are written claimed under its lease in this write and started
 /// once committed, so a key's next message needs no claim.
 fn hand_over_next_in_order(
@@ -541,26 +547,17 @@ fn hand_over_next_in_order(
 /// Records one attempt; see [`DeliveryQueue::record_attempts`].
 fn record(conn: &Connection, record: &AttemptRecord) -> Result<Recorded, StoreError> {
     let (a, d) = (&record.attempt, &record.next);
-    // `OR FAIL`: no statement journal (see `MARK_CLAIMED`).
     // The delivery first, while it is still under the attempt's lease. If it is gone (its
     // message or endpoint deleted meanwhile), so is everything the attempt would refer to.
-    let rows = conn
-        .prepare_cached(
-            "UPDATE OR FAIL deliveries SET status = ?3, attempt_count = ?4, next_attempt_at = ?5,
-             updated_at = ?6, manual = 0 WHERE message_id = ?1 AND endpoint_id = ?2
-             AND (?7 IS NULL OR (status = ?8 AND next_attempt_at = ?7))",
-        )?
-        .execute(params![
-            d.message_id.as_str(),
-            d.endpoint_id.as_str(),
-            d.status.code(),
-            d.attempt_count,
-            d.next_attempt_at.map(Timestamp::as_millis),
-            d.updated_at.as_millis(),
-            record.lease.map(Timestamp::as_millis),
-            DeliveryStatus::Sending.code(),
-        ])?;
-    if rows == 0 {
+    // Settling an ordered delivery makes its key's next due, so a settle is tried as an
+    // unordered delivery's first (almost every one is), then as an ordered one's.
+    let settles = d.next_attempt_at.is_none();
+    let mut moved = move_delivery(conn, record, settles.then_some(Ordered::No))?;
+    let settled_in_order = settles && !moved && {
+        moved = move_delivery(conn, record, Some(Ordered::Yes))?;
+        moved
+    };
+    if !moved {
         let exists: bool = conn
             .prepare_cached(
                 "SELECT EXISTS (SELECT 1 FROM deliveries WHERE message_id = ?1 AND endpoint_id = ?2)",
@@ -575,6 +572,17 @@ fn record(conn: &Connection, record: &AttemptRecord) -> Result<Recorded, StoreEr
         return Ok(Recorded::Stale);
     }
     insert_attempt(conn, a)?;
+    if settled_in_order {
+        let key: String = conn
+            .prepare_cached(
+                "SELECT ordering_key FROM deliveries WHERE message_id = ?1 AND endpoint_id = ?2",
+            )?
+            .query_row(
+                params![d.message_id.as_str(), d.endpoint_id.as_str()],
+                |row| row.get(0),
+            )?;
+        queue_next_in_order(conn, &d.endpoint_id, &key, d.updated_at)?;
+    }
     // A success ends the endpoint's failure streak; a failure starts one unless started. The
     // endpoint row is written only when the streak changes: most attempts leave it alone.
     let streak: Option<i64> = if a.status == DeliveryStatus::Success {
@@ -597,6 +605,46 @@ fn record(conn: &Connection, record: &AttemptRecord) -> Result<Recorded, StoreEr
     Ok(Recorded::Written {
         failing_since: streak.map(Timestamp::from_millis),
     })
+}
+
+/// Whether a record may move an ordered delivery (one with an ordering key) or not.
+#[derive(Clone, Copy)]
+enum Ordered {
+    Yes,
+    No,
+}
+
+/// Moves the record's delivery to its next state if it is still under the attempt's lease
+/// (and, given `ordered`, only if it is, or is not, ordered); whether it moved.
+///
+/// `OR FAIL`: no statement journal (see `MARK_CLAIMED`). The stored key is told apart in the
+/// `WHERE`, not read back with `RETURNING`: SQLite runs a `RETURNING` clause as a trigger of
+/// its own, a program started for every row.
+fn move_delivery(
+    conn: &Connection,
+    record: &AttemptRecord,
+    ordered: Option<Ordered>,
+) -> Result<bool, StoreError> {
+    let d = &record.next;
+    let moved = conn
+        .prepare_cached(
+            "UPDATE OR FAIL deliveries SET status = ?3, attempt_count = ?4, next_attempt_at = ?5,
+             updated_at = ?6, manual = 0 WHERE message_id = ?1 AND endpoint_id = ?2
+             AND (?7 IS NULL OR (status = ?8 AND next_attempt_at = ?7))
+             AND (?9 IS NULL OR (ordering_key IS NOT NULL) = ?9)",
+        )?
+        .execute(params![
+            d.message_id.as_str(),
+            d.endpoint_id.as_str(),
+            d.status.code(),
+            d.attempt_count,
+            d.next_attempt_at.map(Timestamp::as_millis),
+            d.updated_at.as_millis(),
+            record.lease.map(Timestamp::as_millis),
+            DeliveryStatus::Sending.code(),
+            ordered.map(|o| matches!(o, Ordered::Yes)),
+        ])?;
+    Ok(moved > 0)
 }
 
 /// Inserts an attempt's row for the delivery log.
