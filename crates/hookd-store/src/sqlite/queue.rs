@@ -553,10 +553,11 @@ fn record(conn: &Connection, record: &AttemptRecord) -> Result<Recorded, StoreEr
     // unordered delivery's first (almost every one is), then as an ordered one's.
     let settles = d.next_attempt_at.is_none();
     let mut moved = move_delivery(conn, record, settles.then_some(Ordered::No))?;
-    let settled_in_order = settles && !moved && {
+    let mut settled_in_order = false;
+    if settles && !moved {
         moved = move_delivery(conn, record, Some(Ordered::Yes))?;
-        moved
-    };
+        settled_in_order = moved;
+    }
     if !moved {
         let exists: bool = conn
             .prepare_cached(
