@@ -51,6 +51,12 @@ impl<'a> ListQuery<'a> {
         self.sql.push_str(&condition.replace('?', &placeholder));
     }
 
+    /// Adds ` AND <condition>`, which binds nothing.
+    pub fn and_plain(&mut self, condition: &str) {
+        self.sql.push_str(" AND ");
+        self.sql.push_str(condition);
+    }
+
     /// Adds ` AND <condition>` with `?` standing for `at`, if there is one.
     pub fn and_time(&mut self, condition: &str, at: Option<Timestamp>) {
         if let Some(at) = at {

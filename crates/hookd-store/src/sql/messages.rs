@@ -5,7 +5,9 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use hookd_core::model::filters_take;
-use hookd_core::model::{Application, Attempt, Delivery, Endpoint, Message, Ordering};
+use hookd_core::model::{
+    Application, Attempt, Delivery, DeliveryStatus, Endpoint, Message, Ordering,
+};
 use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 
 use super::rows::{self, Columns, Decoded, ENDPOINT_WIDTH, MESSAGE_WIDTH, int, text};
@@ -297,7 +299,7 @@ fn deliveries_of<'a>(app: &'a AppId, message: &'a MessageId) -> Statement<'a> {
 
 /// An endpoint's deliveries, each with its message (message columns first), filtered; page
 /// them on `d.message_id`, newest first.
-fn endpoint_deliveries<'a>(
+pub(crate) fn endpoint_deliveries<'a>(
     dialect: Dialect,
     endpoint: &'a EndpointId,
     filter: &AttemptFilter,
@@ -310,7 +312,11 @@ fn endpoint_deliveries<'a>(
         " FROM deliveries d JOIN messages m ON m.id = d.message_id WHERE d.endpoint_id = ?1"
     );
     let query = ListQuery::new(dialect, select, args![endpoint.as_str()]);
-    filtered(query, filter, "d.status", "m.created_at")
+    let mut query = filtered(query, filter, "d.status", "m.created_at");
+    if filter.status.is_some_and(|s| s != DeliveryStatus::Success) {
+        query.and_plain(search::NOT_DELIVERED);
+    }
+    query
 }
 
 /// A message's attempts, filtered; page them on `a.id`, newest first.

@@ -4,8 +4,9 @@
 //! a time bound is also an id bound ([`hookd_core::MessageId::lowest_at`]), so a time range
 //! walks the `(app_id, id)` or `(app_id, event_type, id)` index from one end instead of
 //! filtering the whole application. A status search starts from the few deliveries in that
-//! state (index `(endpoint_id, status, message_id)`), except for delivered, which most
-//! messages are: there the newest messages are walked and each is probed by its key.
+//! state (index `(endpoint_id, status, message_id)`, which on SQLite holds only deliveries not
+//! delivered), except for delivered, which most messages are: there the newest messages are
+//! walked and each is probed by its key.
 
 use std::time::Duration;
 
@@ -25,6 +26,11 @@ pub fn message_id_bounds(
         after.map(|at| MessageId::lowest_at(at.plus(Duration::from_millis(1))).to_string()),
     )
 }
+
+/// The condition of SQLite's partial index `deliveries_by_endpoint_status` (schema v18), on
+/// deliveries `d`: a query for deliveries not delivered repeats it, or SQLite cannot use the
+/// index. (`0` is [`DeliveryStatus::Success`].)
+pub const NOT_DELIVERED: &str = "d.status <> 0";
 
 /// The condition that a message `m` has a delivery in `status`, with one `?` that stands for
 /// the message's application id.
@@ -46,7 +52,7 @@ pub fn delivery_status_condition(status: DeliveryStatus) -> String {
     let codes: Vec<String> = codes.iter().map(|s| s.code().to_string()).collect();
     format!(
         "m.id IN (SELECT d.message_id FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id \
-         WHERE e.app_id = ? AND d.status IN ({}))",
+         WHERE e.app_id = ? AND d.status IN ({}) AND {NOT_DELIVERED})",
         codes.join(", ")
     )
 }

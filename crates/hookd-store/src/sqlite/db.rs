@@ -92,6 +92,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         17,
         include_str!("../../migrations/sqlite/0017_settling_queues_next_in_order.sql"),
     ),
+    (
+        18,
+        include_str!("../../migrations/sqlite/0018_status_index_leaves_out_delivered.sql"),
+    ),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.

@@ -17,6 +17,7 @@ use super::messages::insert_events;
 use super::{SqliteStore, missing, rows};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::json::encode;
+use crate::sql::search::NOT_DELIVERED;
 use crate::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,
     Reserved, Skipped, StoreError, skip_refused,
@@ -283,7 +284,7 @@ static RECOVER: LazyLock<String> = LazyLock::new(|| {
              updated_at = ?5, manual = 0
          WHERE (message_id, endpoint_id) IN (
              SELECT d.message_id, d.endpoint_id FROM deliveries d
-             WHERE d.endpoint_id = ?1 AND d.status = ?6 AND EXISTS (
+             WHERE d.endpoint_id = ?1 AND d.status = ?6 AND {NOT_DELIVERED} AND EXISTS (
                  SELECT 1 FROM messages m WHERE m.id = d.message_id
                  AND m.created_at >= ?3 AND (?4 IS NULL OR m.created_at < ?4)
                  AND m.payload IS NOT NULL)
@@ -766,6 +767,71 @@ mod tests {
             )
             .unwrap();
         assert_eq!(pending as u64, failed);
+    }
+
+    /// SQLite's query plan for `sql` (its parameters unbound), one step a line.
+    fn plan(conn: &Connection, sql: &str) -> String {
+        let mut explain = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let mut rows = explain.raw_query();
+        let mut steps = Vec::new();
+        while let Some(row) = rows.next().unwrap() {
+            steps.push(row.get::<_, String>(3).unwrap());
+        }
+        steps.join("\n")
+    }
+
+    #[test]
+    fn searches_for_deliveries_not_delivered_use_their_partial_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, conn) = one_endpoint(&dir);
+        let by_status = "deliveries_by_endpoint_status (endpoint_id=? AND status=?)";
+        let messages = format!(
+            "SELECT m.id FROM messages m WHERE {}",
+            crate::sql::search::delivery_status_condition(DeliveryStatus::Fail)
+        );
+        let (endpoint, failed) = (
+            EndpointId::from_stored("ep_1".into()),
+            crate::AttemptFilter {
+                status: Some(DeliveryStatus::Fail),
+                ..Default::default()
+            },
+        );
+        let endpoint_list = crate::sql::messages::endpoint_deliveries(
+            crate::sql::Dialect::Sqlite,
+            &endpoint,
+            &failed,
+        )
+        .page(
+            "d.message_id",
+            true,
+            &crate::PageRequest {
+                limit: 50,
+                cursor: None,
+            },
+        );
+        for sql in [messages.as_str(), &endpoint_list.sql, &RECOVER] {
+            let plan = plan(&conn, sql);
+            assert!(plan.contains(by_status), "{sql}\n{plan}");
+        }
+        // Delivered ones are not in it: an endpoint's delivered list walks its deliveries.
+        let delivered = crate::AttemptFilter {
+            status: Some(DeliveryStatus::Success),
+            ..Default::default()
+        };
+        let list = crate::sql::messages::endpoint_deliveries(
+            crate::sql::Dialect::Sqlite,
+            &endpoint,
+            &delivered,
+        )
+        .page(
+            "d.message_id",
+            true,
+            &crate::PageRequest {
+                limit: 50,
+                cursor: None,
+            },
+        );
+        assert!(plan(&conn, &list.sql).contains("deliveries_by_endpoint "));
     }
 
     #[test]
