@@ -789,49 +789,33 @@ mod tests {
             "SELECT m.id FROM messages m WHERE {}",
             crate::sql::search::delivery_status_condition(DeliveryStatus::Fail)
         );
-        let (endpoint, failed) = (
-            EndpointId::from_stored("ep_1".into()),
-            crate::AttemptFilter {
-                status: Some(DeliveryStatus::Fail),
+        let endpoint = EndpointId::from_stored("ep_1".into());
+        // The first page of the endpoint's deliveries in `status`.
+        let endpoint_list = |status| {
+            let filter = crate::AttemptFilter {
+                status: Some(status),
                 ..Default::default()
-            },
-        );
-        let endpoint_list = crate::sql::messages::endpoint_deliveries(
-            crate::sql::Dialect::Sqlite,
-            &endpoint,
-            &failed,
-        )
-        .page(
-            "d.message_id",
-            true,
-            &crate::PageRequest {
+            };
+            let page = crate::PageRequest {
                 limit: 50,
                 cursor: None,
-            },
-        );
-        for sql in [messages.as_str(), &endpoint_list.sql, &RECOVER] {
+            };
+            crate::sql::messages::endpoint_deliveries(
+                crate::sql::Dialect::Sqlite,
+                &endpoint,
+                &filter,
+            )
+            .page("d.message_id", true, &page)
+            .sql
+        };
+        let failed = endpoint_list(DeliveryStatus::Fail);
+        for sql in [messages.as_str(), &failed, &RECOVER] {
             let plan = plan(&conn, sql);
             assert!(plan.contains(by_status), "{sql}\n{plan}");
         }
         // Delivered ones are not in it: an endpoint's delivered list walks its deliveries.
-        let delivered = crate::AttemptFilter {
-            status: Some(DeliveryStatus::Success),
-            ..Default::default()
-        };
-        let list = crate::sql::messages::endpoint_deliveries(
-            crate::sql::Dialect::Sqlite,
-            &endpoint,
-            &delivered,
-        )
-        .page(
-            "d.message_id",
-            true,
-            &crate::PageRequest {
-                limit: 50,
-                cursor: None,
-            },
-        );
-        assert!(plan(&conn, &list.sql).contains("deliveries_by_endpoint "));
+        let delivered = endpoint_list(DeliveryStatus::Success);
+        assert!(plan(&conn, &delivered).contains("deliveries_by_endpoint "));
     }
 
     #[test]
