@@ -15,6 +15,9 @@
 //! with work and their rows, by key.
 //! The ordering triggers (`deliveries_in_order`) run once per ordered message: the key they
 //! probe must be looked up in the keys' own indexes, never filtered from an endpoint's rows.
+//! The searches for deliveries not delivered (recover, an endpoint's list by status) repeat
+//! the partial status index's condition: a generic plan cannot tell that a status parameter
+//! meets it, and would filter the endpoint's every delivery instead.
 
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
 use hookd_core::{AttemptId, EndpointId, MessageId, Timestamp};
@@ -68,6 +71,55 @@ async fn array_statements_read_tables_by_key_even_when_first_planned_on_empty_ta
             "{name} reads a table whole:\n{plan}"
         );
     }
+}
+
+#[tokio::test]
+async fn searches_for_deliveries_not_delivered_use_their_partial_index() {
+    let Some((url, _db)) = fresh_postgres("postgres::plans_status").await else {
+        return;
+    };
+    PgStore::connect(&url).await.expect("migrates");
+    let mut conn = PgConnection::connect(&url).await.unwrap();
+    conn.execute(
+        "SET search_path = hookd; SET plan_cache_mode = force_generic_plan;
+         SET enable_seqscan = off",
+    )
+    .await
+    .unwrap();
+    let endpoint = EndpointId::from_stored("ep_1".into());
+    // The first page of the endpoint's deliveries in `status`, and its parameter count.
+    let endpoint_list = |status| {
+        let filter = crate::AttemptFilter {
+            status: Some(status),
+            ..Default::default()
+        };
+        let page = crate::PageRequest {
+            limit: 50,
+            cursor: None,
+        };
+        let query = crate::sql::messages::endpoint_deliveries(
+            crate::sql::Dialect::Postgres,
+            &endpoint,
+            &filter,
+        )
+        .page("d.message_id", true, &page);
+        (query.sql, query.args.len())
+    };
+    let (failed, failed_params) = endpoint_list(DeliveryStatus::Fail);
+    for (sql, params) in [
+        (failed.as_str(), failed_params),
+        (&super::queue::RECOVER, 6),
+    ] {
+        let plan = generic_plan(&mut conn, sql, params).await;
+        assert!(
+            plan.contains("deliveries_by_endpoint_status"),
+            "{sql}\n{plan}"
+        );
+    }
+    // Delivered ones are not in it: an endpoint's delivered list walks its deliveries.
+    let (delivered, params) = endpoint_list(DeliveryStatus::Success);
+    let plan = generic_plan(&mut conn, &delivered, params).await;
+    assert!(plan.contains("deliveries_by_endpoint "), "{plan}");
 }
 
 /// An attempt of message `msg` to endpoint `ep_1`, made at `at` under the lease ending at 3:

@@ -36,6 +36,7 @@ use super::messages::insert_events;
 use super::publish::Taker;
 use super::{PgStore, missing, rows};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
+use crate::sql::search::NOT_DELIVERED;
 use crate::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,
     Skipped, StoreError, skip_refused,
@@ -51,6 +52,23 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
          CROSS JOIN LATERAL (SELECT (c.message).*) m
          CROSS JOIN LATERAL (SELECT (c.endpoint).*) e
          ORDER BY c.due, d.message_id, d.endpoint_id"
+    )
+});
+
+/// Recover's update: the endpoint's (`$1`) failed (`$6`) deliveries of messages made in
+/// `$3..$4` whose payload is kept, queued again (`$2`) at `$5`, those with an ordering key to
+/// wait for their key's turn. It says [`NOT_DELIVERED`] so that its generic plan reads the
+/// endpoint's failed deliveries from their index.
+pub(super) static RECOVER: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE deliveries d SET status = $2, attempt_count = 0,
+         next_attempt_at = CASE WHEN d.ordering_key IS NULL THEN $5::bigint END,
+         updated_at = $5, manual = false
+         FROM messages m
+         WHERE m.id = d.message_id AND d.endpoint_id = $1 AND d.status = $6 AND {NOT_DELIVERED}
+           AND m.created_at >= $3 AND ($4::bigint IS NULL OR m.created_at < $4)
+           AND m.payload IS NOT NULL
+         RETURNING d.ordering_key"
     )
 });
 
@@ -154,24 +172,15 @@ impl DeliveryQueue for PgStore {
         // Those with an ordering key are made to wait, then each key's oldest queued, in the
         // same transaction.
         let mut tx = self.pool.begin().await?;
-        let keys: Vec<Option<String>> = sqlx::query_scalar(
-            "UPDATE deliveries d SET status = $2, attempt_count = 0,
-             next_attempt_at = CASE WHEN d.ordering_key IS NULL THEN $5 END,
-             updated_at = $5, manual = false
-             FROM messages m
-             WHERE m.id = d.message_id AND d.endpoint_id = $1 AND d.status = $6
-               AND m.created_at >= $3 AND ($4::bigint IS NULL OR m.created_at < $4)
-               AND m.payload IS NOT NULL
-             RETURNING d.ordering_key",
-        )
-        .bind(endpoint.as_str())
-        .bind(i64::from(DeliveryStatus::Pending.code()))
-        .bind(since.as_millis())
-        .bind(until.map(Timestamp::as_millis))
-        .bind(now.as_millis())
-        .bind(i64::from(DeliveryStatus::Fail.code()))
-        .fetch_all(&mut *tx)
-        .await?;
+        let keys: Vec<Option<String>> = sqlx::query_scalar(AssertSqlSafe(RECOVER.as_str()))
+            .bind(endpoint.as_str())
+            .bind(i64::from(DeliveryStatus::Pending.code()))
+            .bind(since.as_millis())
+            .bind(until.map(Timestamp::as_millis))
+            .bind(now.as_millis())
+            .bind(i64::from(DeliveryStatus::Fail.code()))
+            .fetch_all(&mut *tx)
+            .await?;
         let requeued = keys.len() as u64;
         let keys: BTreeSet<String> = keys.into_iter().flatten().collect();
         let keys: Vec<String> = keys.into_iter().collect();

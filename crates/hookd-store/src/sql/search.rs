@@ -27,9 +27,10 @@ pub fn message_id_bounds(
     )
 }
 
-/// The condition of SQLite's partial index `deliveries_by_endpoint_status` (schema v18), on
-/// deliveries `d`: a query for deliveries not delivered repeats it, or SQLite cannot use the
-/// index. (`0` is [`DeliveryStatus::Success`].)
+/// The condition of the partial index `deliveries_by_endpoint_status` (SQLite's schema v18,
+/// PostgreSQL's v23), on deliveries `d`: a query for deliveries not delivered repeats it, or
+/// SQLite cannot use the index, nor PostgreSQL in a generic plan whose status is a parameter.
+/// (`0` is [`DeliveryStatus::Success`].)
 pub const NOT_DELIVERED: &str = "d.status <> 0";
 
 /// The condition that a message `m` has a delivery in `status`, with one `?` that stands for
