@@ -76,12 +76,21 @@ fn encode(created: Timestamp, low: [u8; 10]) -> String {
         value |= (*byte as u128) << (8 * (9 - i));
     }
     let mut out = [b'0'; ENCODED_LEN];
-    for slot in out.iter_mut().rev() {
-        *slot = ALPHABET[(value % 62) as usize];
-        value /= 62;
+    // Two 128-bit divisions (library calls) cut the value into chunks of ten digits, whose
+    // digits then take 64-bit ones, rather than 22 of each.
+    let (upper, lowest) = (value / CHUNK, (value % CHUNK) as u64);
+    let chunks = [lowest, (upper % CHUNK) as u64, (upper / CHUNK) as u64];
+    for (slots, mut chunk) in out.rchunks_mut(10).zip(chunks) {
+        for slot in slots.iter_mut().rev() {
+            *slot = ALPHABET[(chunk % 62) as usize];
+            chunk /= 62;
+        }
     }
     String::from_utf8(out.to_vec()).expect("alphabet is ASCII")
 }
+
+/// 62^10, the largest power of 62 below 2^64.
+const CHUNK: u128 = 62u128.pow(10);
 
 macro_rules! typed_id {
     ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
@@ -215,6 +224,34 @@ mod tests {
         assert!(
             MessageId::new(at) < MessageId::lowest_at(Timestamp::from_millis(1_700_000_000_001))
         );
+    }
+
+    #[test]
+    fn encoding_is_the_base62_digits_of_time_and_low_bits() {
+        // Digit by digit, as every stored id was written.
+        let reference = |created: i64, low: [u8; 10]| {
+            let mut value = (created as u128) << 80
+                | u128::from_be_bytes({
+                    let mut bytes = [0u8; 16];
+                    bytes[6..].copy_from_slice(&low);
+                    bytes
+                });
+            let mut out = [b'0'; ENCODED_LEN];
+            for slot in out.iter_mut().rev() {
+                *slot = ALPHABET[(value % 62) as usize];
+                value /= 62;
+            }
+            String::from_utf8(out.to_vec()).unwrap()
+        };
+        let mut cases = vec![(0, [0; 10]), (0xFFFF_FFFF_FFFF, [0xFF; 10]), (1, [0; 10])];
+        for _ in 0..1_000 {
+            let created = i64::from(u32::from_be_bytes(random_bytes())) << 12;
+            cases.push((created, random_bytes()));
+        }
+        for (created, low) in cases {
+            let encoded = encode(Timestamp::from_millis(created), low);
+            assert_eq!(encoded, reference(created, low), "{created} {low:?}");
+        }
     }
 
     #[test]
