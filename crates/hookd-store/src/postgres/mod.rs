@@ -16,8 +16,9 @@
 //! `messages`, `queue`, `outbox`, `gauges`, `retention`, `tasks`), `record` for recording attempts in
 //! batches (the queue's hot write), `publish` for writing concurrent publishes in one
 //! transaction (the API's hot write); this one keeps what they share: connecting and
-//! migrating, and constraint-error mapping. `rows` is how a shared statement runs (the store
-//! as a `crate::sql::Database`), and
+//! migrating, and constraint-error mapping. `held` keeps a connection for each of those two
+//! hot writers while their batches follow one another. `rows` is how a shared statement runs
+//! (the store as a `crate::sql::Database`), and
 //! `plans` (tests only) checks that the hot writes' prepared statements read by key.
 //!
 //! Queries are prepared at run time (`sqlx::query`), never checked against a database at build
@@ -26,6 +27,7 @@
 mod endpoints;
 mod functions;
 mod gauges;
+mod held;
 mod messages;
 mod outbox;
 pub use outbox::ORDERED_ROWS_LOCK;
@@ -46,13 +48,15 @@ use sqlx::migrate::MigrateError;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::StoreError;
+use held::Held;
 use publish::Publisher;
 
 /// The PostgreSQL schema that holds hookd's tables.
 pub const SCHEMA: &str = "hookd";
 
-/// Most connections one process holds. PostgreSQL's default server limit is 100 connections in
-/// all, shared by every hookd process and anything else using the server.
+/// Most connections one process holds, the publish task's and the recorder's kept ones (see
+/// `held`) among them. PostgreSQL's default server limit is 100 connections in all, shared by
+/// every hookd process and anything else using the server.
 const MAX_CONNECTIONS: u32 = 10;
 
 /// How long a query waits for a free connection before the store reports itself unavailable.
@@ -68,6 +72,9 @@ pub struct PgStore {
     cluster_limits: bool,
     /// The pool's one publish task, shared by every clone (see `publish`).
     publisher: Publisher,
+    /// The connection the recorder's batches are written on while they follow one another
+    /// (see `held`).
+    recording: Arc<Held>,
     /// This store's mark on its announcements of new deliveries, random and the same for
     /// every clone: its own listener ignores them (see `outbox`).
     origin: Arc<str>,
@@ -116,6 +123,7 @@ impl PgStore {
         let taker = publish::HandoffSlot::default();
         Ok(Self {
             publisher: Publisher::start(pool.clone(), taker.clone()),
+            recording: Arc::new(Held::new(pool.clone())),
             taker,
             pool,
             options,

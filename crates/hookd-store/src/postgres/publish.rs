@@ -41,7 +41,8 @@
 //! endpoints are left to claims. A delivery it cannot hand over is written pending, due at
 //! once, and its room is freed.
 //!
-//! Both statements are kept prepared. The endpoint read looks each application up through a
+//! Both statements run on the connection the task keeps while batches follow one another (see
+//! `super::held`), and are kept prepared. The endpoint read looks each application up through a
 //! `LATERAL` subquery that `OFFSET 0` keeps from being merged into a join, so even the
 //! generic plan of a statement first planned on an empty table reads the applications'
 //! endpoints by index (see `record` and `plans`). Messages are inserted in (application,
@@ -57,10 +58,11 @@ use std::sync::{Arc, LazyLock, RwLock, Weak};
 
 use hookd_core::Timestamp;
 use hookd_core::model::{Delivery, DeliveryStatus, Endpoint, Message};
-use sqlx::postgres::PgPool;
+use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{AssertSqlSafe, Postgres, Row as _, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
+use super::held::Held;
 use super::messages::{Routed, Subscriber, insert_message, routed};
 use super::rows;
 use crate::columns::ENDPOINT_COLUMNS;
@@ -185,20 +187,26 @@ async fn publish_loop(
     mut waiting: mpsc::UnboundedReceiver<Publish>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    let held = Held::new(pool.clone());
     // Waits for one publish, then takes those already waiting with it; 0 once closed.
     while waiting.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let taker = taker.read().expect("handoff lock poisoned").clone();
-        write(&pool, taker, std::mem::take(&mut batch)).await;
+        write(&pool, &held, taker, std::mem::take(&mut batch)).await;
     }
 }
 
-/// Writes one batch and answers each of its callers.
-async fn write(pool: &PgPool, taker: Option<Taker>, batch: Vec<Publish>) {
+/// Writes one batch on the task's kept connection and answers each of its callers.
+async fn write(pool: &PgPool, held: &Held, taker: Option<Taker>, batch: Vec<Publish>) {
     let candidates = candidates(&batch);
     let handoff = taker.as_ref().and_then(|t| t.handoff.upgrade());
     let written = candidates.iter().map(|&i| &batch[i]);
-    let subscribers = match subscribers_of(pool, written, handoff.is_some()).await {
-        Ok(subscribers) => subscribers,
+    let read = async {
+        let mut conn = held.take().await?;
+        let subscribers = subscribers_of(&mut conn, written, handoff.is_some()).await?;
+        Ok::<_, StoreError>((conn, subscribers))
+    };
+    let (mut conn, subscribers) = match read.await {
+        Ok(read) => read,
         // Each message written alone reads its own (and fails at once if the database is
         // gone).
         Err(error) => {
@@ -211,7 +219,13 @@ async fn write(pool: &PgPool, taker: Option<Taker>, batch: Vec<Publish>) {
         per_endpoint: handoff.as_deref().map_or(0, Handoff::per_endpoint),
         cluster: taker.is_none_or(|t| t.cluster_limits),
     };
-    match insert_batch(pool, &batch, &candidates, &routes, limits).await {
+    let inserted = insert_batch(&mut conn, &batch, &candidates, &routes, limits).await;
+    if inserted.is_ok() {
+        conn.keep();
+    } else {
+        drop(conn);
+    }
+    match inserted {
         Ok(written) => {
             let counts = routes.counts;
             answer(batch, &written, counts, rooms, &subscribers);
@@ -375,7 +389,7 @@ impl Written {
 /// taken) and the deliveries of those inserted, in one statement and so one transaction of
 /// its own, handing over the deliveries asked for within their endpoints' room.
 async fn insert_batch(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     batch: &[Publish],
     positions: &[usize],
     routes: &Routes<'_>,
@@ -402,7 +416,7 @@ async fn insert_batch(
         .bind(now.map_or(0, Timestamp::as_millis))
         .bind(i64::try_from(limits.per_endpoint).unwrap_or(i64::MAX))
         .bind(limits.cluster)
-        .fetch_all(pool)
+        .fetch_all(conn)
         .await?;
     let mut written = Written {
         messages: HashSet::new(),
@@ -475,7 +489,7 @@ impl Subscribers {
 /// in one read: whole rows when an engine may be handed their deliveries (`whole`), else only
 /// what routing reads.
 async fn subscribers_of(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     written: impl Iterator<Item = &Publish>,
     whole: bool,
 ) -> Result<Subscribers, StoreError> {
@@ -495,7 +509,7 @@ async fn subscribers_of(
     if whole {
         let rows = sqlx::query(AssertSqlSafe(SUBSCRIBERS.as_str()))
             .bind(&apps)
-            .fetch_all(pool)
+            .fetch_all(&mut *conn)
             .await?;
         for row in rows {
             let endpoint = rows::endpoint(&row)?;
@@ -507,7 +521,7 @@ async fn subscribers_of(
     } else {
         let rows: Vec<FilterRow> = sqlx::query_as(SUBSCRIBER_FILTERS)
             .bind(&apps)
-            .fetch_all(pool)
+            .fetch_all(conn)
             .await?;
         for (app_id, id, event_types, channels, strict) in rows {
             let subscriber = Subscriber::decode((id, event_types, channels, strict))?;

@@ -11,6 +11,7 @@
 //! streak and slow-down where they change. Only a batch that carries operational-webhook
 //! messages (rare) opens a transaction around the call, to write them with it.
 //!
+//! The batches run on a connection kept while they follow one another (see `super::held`).
 //! No `BEGIN` and `COMMIT` round trips, and nothing planned per batch: the function keeps
 //! generic plans that read every row by key (`super::plans` checks that none scans a table),
 //! and the call is kept prepared. With several processes each records its own, smaller
@@ -47,8 +48,10 @@ impl PgStore {
         let order = made_order(records);
         let made: Vec<&AttemptRecord> = order.iter().map(|&i| &records[i]).collect();
         let outcomes = if records.iter().all(|r| r.events.is_empty()) {
-            let mut conn = self.pool.acquire().await?;
-            call(&mut conn, &made, SET_BASED_FROM).await?
+            let mut conn = self.recording.take().await?;
+            let outcomes = call(&mut conn, &made, SET_BASED_FROM).await?;
+            conn.keep();
+            outcomes
         } else {
             let mut tx = self.pool.begin().await?;
             let outcomes = call(&mut tx, &made, SET_BASED_FROM).await?;
