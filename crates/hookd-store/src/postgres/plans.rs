@@ -89,20 +89,11 @@ async fn searches_for_deliveries_not_delivered_use_their_partial_index() {
     let endpoint = EndpointId::from_stored("ep_1".into());
     // The first page of the endpoint's deliveries in `status`, and its parameter count.
     let endpoint_list = |status| {
-        let filter = crate::AttemptFilter {
-            status: Some(status),
-            ..Default::default()
-        };
-        let page = crate::PageRequest {
-            limit: 50,
-            cursor: None,
-        };
-        let query = crate::sql::messages::endpoint_deliveries(
+        let query = crate::sql::messages::endpoint_first_page(
             crate::sql::Dialect::Postgres,
             &endpoint,
-            &filter,
-        )
-        .page("d.message_id", true, &page);
+            status,
+        );
         (query.sql, query.args.len())
     };
     let (failed, failed_params) = endpoint_list(DeliveryStatus::Fail);

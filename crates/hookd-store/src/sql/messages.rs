@@ -319,6 +319,25 @@ pub(crate) fn endpoint_deliveries<'a>(
     query
 }
 
+/// The first page of `endpoint`'s deliveries in `status`, as the API asks for it: what the plan
+/// tests check.
+#[cfg(test)]
+pub(crate) fn endpoint_first_page<'a>(
+    dialect: Dialect,
+    endpoint: &'a EndpointId,
+    status: DeliveryStatus,
+) -> super::list::PageQuery<'a> {
+    let filter = AttemptFilter {
+        status: Some(status),
+        ..Default::default()
+    };
+    let page = PageRequest {
+        limit: 50,
+        cursor: None,
+    };
+    endpoint_deliveries(dialect, endpoint, &filter).page("d.message_id", true, &page)
+}
+
 /// A message's attempts, filtered; page them on `a.id`, newest first.
 fn message_attempts<'a>(
     dialect: Dialect,

@@ -792,20 +792,11 @@ mod tests {
         let endpoint = EndpointId::from_stored("ep_1".into());
         // The first page of the endpoint's deliveries in `status`.
         let endpoint_list = |status| {
-            let filter = crate::AttemptFilter {
-                status: Some(status),
-                ..Default::default()
-            };
-            let page = crate::PageRequest {
-                limit: 50,
-                cursor: None,
-            };
-            crate::sql::messages::endpoint_deliveries(
+            crate::sql::messages::endpoint_first_page(
                 crate::sql::Dialect::Sqlite,
                 &endpoint,
-                &filter,
+                status,
             )
-            .page("d.message_id", true, &page)
             .sql
         };
         let failed = endpoint_list(DeliveryStatus::Fail);
