@@ -43,11 +43,14 @@ impl Held {
     /// which it does not keep.
     pub(super) async fn take(&self) -> Result<HeldConnection<'_>, sqlx::Error> {
         let mut slot = self.slot.try_lock().ok();
-        let kept = slot.as_mut().and_then(|slot| slot.take());
+        // A stale one is dropped here, back to the pool, which checks it before reuse.
+        let kept = slot
+            .as_mut()
+            .and_then(|slot| slot.take())
+            .filter(|(_, used)| used.elapsed() < KEEP_FOR);
         let conn = match kept {
-            Some((conn, used)) if used.elapsed() < KEEP_FOR => conn,
-            // Dropped, a stale one goes back to the pool, which checks it before reuse.
-            _ => self.pool.acquire().await?,
+            Some((conn, _)) => conn,
+            None => self.pool.acquire().await?,
         };
         Ok(HeldConnection { slot, conn })
     }
