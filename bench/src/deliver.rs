@@ -200,6 +200,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     args.output.write(SECTION, &body)?;
     if runs.iter().any(Run::flagged) {
         eprintln!("FLAGGED: messages missing, bad signatures or failed publishes");
+        for run in runs.iter().filter(|run| run.publishes.error_count() > 0) {
+            eprintln!(
+                "failed publishes of {} at {}, {:?}: {:?}",
+                run.backend.name(),
+                run.setting.name(),
+                run.mode,
+                run.publishes.errors
+            );
+        }
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
