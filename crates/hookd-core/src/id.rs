@@ -52,10 +52,7 @@ fn sortable_run(created: Timestamp, count: usize) -> Vec<String> {
         if i > 0 {
             low += step();
         }
-        run.push(encode(
-            created,
-            low.to_be_bytes()[6..].try_into().expect("10 bytes"),
-        ));
+        run.push(encode(created, low));
     }
     if ms >= last.0 {
         *last = (ms, low);
@@ -69,12 +66,9 @@ fn random_bytes<const N: usize>() -> [u8; N] {
     bytes
 }
 
-/// Encodes `created_ms` (high 48 bits) and `low` (80 bits) as 22 base62 characters.
-fn encode(created: Timestamp, low: [u8; 10]) -> String {
-    let mut value: u128 = (created.as_millis().max(0) as u128 & 0xFFFF_FFFF_FFFF) << 80;
-    for (i, byte) in low.iter().enumerate() {
-        value |= (*byte as u128) << (8 * (9 - i));
-    }
+/// Encodes `created_ms` (high 48 bits) and the low 80 bits of `low` as 22 base62 characters.
+fn encode(created: Timestamp, low: u128) -> String {
+    let value = ((created.as_millis().max(0) as u128 & 0xFFFF_FFFF_FFFF) << 80) | (low & LOW_BITS);
     let mut out = [b'0'; ENCODED_LEN];
     // Two 128-bit divisions (library calls) cut the value into chunks of ten digits, whose
     // digits then take 64-bit ones, rather than 22 of each.
@@ -88,6 +82,9 @@ fn encode(created: Timestamp, low: [u8; 10]) -> String {
     }
     String::from_utf8(out.to_vec()).expect("alphabet is ASCII")
 }
+
+/// The bits of an id below its creation time.
+const LOW_BITS: u128 = (1 << 80) - 1;
 
 /// 62^10, the largest power of 62 below 2^64.
 const CHUNK: u128 = 62u128.pow(10);
@@ -121,7 +118,7 @@ macro_rules! typed_id {
             /// sorts below it, every id made at or after it sorts at or above it. Turns a time
             /// bound into an id bound, so a time range is an index range on the id.
             pub fn lowest_at(at: Timestamp) -> Self {
-                Self(format!("{}_{}", $prefix, encode(at, [0; 10])))
+                Self(format!("{}_{}", $prefix, encode(at, 0)))
             }
 
             /// Wraps a stored id; callers vouch that it came from [`Self::new`].
@@ -229,13 +226,8 @@ mod tests {
     #[test]
     fn encoding_is_the_base62_digits_of_time_and_low_bits() {
         // Digit by digit, as every stored id was written.
-        let reference = |created: i64, low: [u8; 10]| {
-            let mut value = (created as u128) << 80
-                | u128::from_be_bytes({
-                    let mut bytes = [0u8; 16];
-                    bytes[6..].copy_from_slice(&low);
-                    bytes
-                });
+        let reference = |created: i64, low: u128| {
+            let mut value = (created as u128) << 80 | low;
             let mut out = [b'0'; ENCODED_LEN];
             for slot in out.iter_mut().rev() {
                 *slot = ALPHABET[(value % 62) as usize];
@@ -243,10 +235,10 @@ mod tests {
             }
             String::from_utf8(out.to_vec()).unwrap()
         };
-        let mut cases = vec![(0, [0; 10]), (0xFFFF_FFFF_FFFF, [0xFF; 10]), (1, [0; 10])];
+        let mut cases = vec![(0, 0), (0xFFFF_FFFF_FFFF, LOW_BITS), (1, 0)];
         for _ in 0..1_000 {
             let created = i64::from(u32::from_be_bytes(random_bytes())) << 12;
-            cases.push((created, random_bytes()));
+            cases.push((created, u128::from_be_bytes(random_bytes()) & LOW_BITS));
         }
         for (created, low) in cases {
             let encoded = encode(Timestamp::from_millis(created), low);
