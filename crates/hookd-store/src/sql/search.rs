@@ -4,7 +4,7 @@
 //! a time bound is also an id bound ([`hookd_core::MessageId::lowest_at`]), so a time range
 //! walks the `(app_id, id)` or `(app_id, event_type, id)` index from one end instead of
 //! filtering the whole application. A status search starts from the few deliveries in that
-//! state (index `(endpoint_id, status, message_id)`, which on SQLite holds only deliveries not
+//! state (index `(endpoint_id, status, message_id)`, which holds only deliveries not
 //! delivered), except for delivered, which most messages are: there the newest messages are
 //! walked and each is probed by its key.
 
