@@ -185,7 +185,7 @@ impl Api {
                 let response = request
                     .send()
                     .await
-                    .map_err(|e| format!("transport: {e}"))?;
+                    .map_err(|e| crate::load::transport_error(&e))?;
                 let status = response.status();
                 let body = response
                     .bytes()

@@ -233,7 +233,7 @@ fn sender(url: &str, concurrency: usize) -> anyhow::Result<Requests> {
             let response = request
                 .send()
                 .await
-                .map_err(|e| format!("transport: {e}"))?;
+                .map_err(|e| crate::load::transport_error(&e))?;
             let status = response.status();
             response
                 .bytes()

@@ -22,6 +22,18 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use tokio::sync::Semaphore;
 
+/// A request's failure to get an answer, as a reason for [`Outcome::errors`], with the causes
+/// under it (reqwest's own message only says which request failed).
+pub fn transport_error(error: &reqwest::Error) -> String {
+    let mut reason = format!("transport: {error}");
+    let mut cause = std::error::Error::source(error);
+    while let Some(error) = cause {
+        reason.push_str(&format!(": {error}"));
+        cause = error.source();
+    }
+    reason
+}
+
 /// What a measured phase produced.
 pub struct Outcome {
     /// Latency of each request, in microseconds (failed ones included).
