@@ -15,8 +15,9 @@
 //! - `rate_limit`: the per-token request buckets.
 //! - `idempotency`: `Idempotency-Key` replays.
 //! - `cache`: the short-lived token and application caches of the hot path.
-//! - `overload`: the bounds on open connections ([`ConnectionLimit`]) and on requests in
-//!   progress (503 past it).
+//! - `connections`: the bound on open connections ([`ConnectionLimit`]); at it, the quietest
+//!   connection makes room for a new one.
+//! - `overload`: the bound on requests in progress (503 past it).
 //! - `server`: the accept loop ([`serve`]): HTTP/1.1, every connection closed once it has
 //!   waited too long for a request head, so a silent one cannot hold a slot of the limit.
 //! - [`observe`]: the `x-request-id` of every request, its tracing span, and the request
@@ -30,6 +31,7 @@
 
 pub mod auth;
 mod cache;
+mod connections;
 pub mod error;
 mod extract;
 mod idempotency;
@@ -49,8 +51,8 @@ use axum::middleware::from_fn_with_state;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub use auth::{NewToken, Principal, create_admin_token, issue_token, token_hash};
+pub use connections::ConnectionLimit;
 pub use error::ApiError;
-pub use overload::ConnectionLimit;
 pub use server::serve;
 pub use state::{ApiConfig, ApiState};
 

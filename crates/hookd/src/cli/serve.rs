@@ -105,8 +105,9 @@ pub struct Args {
     #[arg(long, env = "HOOKD_MAX_IN_FLIGHT", default_value_t = 1024)]
     max_in_flight: usize,
     /// Connections held open at once (an idle keep-alive connection costs hookd about
-    /// 60 KiB); more wait in the kernel's accept queue until one closes, so memory stays
-    /// bounded however fast clients connect.
+    /// 60 KiB), so memory stays bounded however fast clients connect. At the limit, a new
+    /// connection is served in the place of one asked to close (idle a second or more, else
+    /// busy, closed after its answer); the others wait in the kernel's accept queue.
     #[arg(long, env = "HOOKD_MAX_CONNECTIONS", default_value_t = 512)]
     max_connections: usize,
     /// Seconds a connection may wait to send a whole request head (its first, or the next on a
