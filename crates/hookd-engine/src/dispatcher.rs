@@ -89,7 +89,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         Self {
             workers: 512,
-            endpoint_max_concurrency: 256,
+            endpoint_max_concurrency: 512,
             attempt_timeout: Duration::from_secs(15),
             lease: Duration::from_secs(90),
             poll_interval: Duration::from_secs(1),

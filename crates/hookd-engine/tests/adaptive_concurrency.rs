@@ -96,7 +96,7 @@ async fn a_receiver_whose_latency_grows_with_its_load_is_held_low() {
     receiver.receiver.wait_for(200).await;
     assert!(
         receiver.peak() <= 16,
-        "a queueing receiver was sent {} at once (ceiling 256)",
+        "a queueing receiver was sent {} at once (ceiling 512)",
         receiver.peak()
     );
     let limit = h.limit_of(&endpoint).unwrap();

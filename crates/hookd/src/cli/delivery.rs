@@ -19,12 +19,13 @@ pub struct DeliveryOptions {
     /// `maxConcurrency` may set fewer). Within it, each endpoint's limit adapts to how its
     /// receiver answers. On PostgreSQL it counts every delivery held under a lease (claimed
     /// ahead, in flight, or waiting for its record), so it sits well above what one fast
-    /// receiver needs in flight.
+    /// receiver needs in flight: under load, a delivery is held for its publish's commit and
+    /// its record's as well as its attempt.
     #[arg(
         long,
         visible_alias = "endpoint-concurrency",
         env = "HOOKD_ENDPOINT_MAX_CONCURRENCY",
-        default_value_t = 256
+        default_value_t = 512
     )]
     endpoint_max_concurrency: usize,
     /// Attempt timeout for endpoints without their own, in seconds (1..=30).
