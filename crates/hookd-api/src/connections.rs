@@ -428,6 +428,13 @@ mod tests {
         read.await.is_err()
     }
 
+    /// A connection that has had one request answered, and is kept alive.
+    async fn kept_alive(address: SocketAddr) -> TcpStream {
+        let mut stream = TcpStream::connect(address).await.unwrap();
+        assert!(ask(&mut stream).await.starts_with("HTTP/1.1 200"));
+        stream
+    }
+
     /// Whether the server closed `stream` (a read sees its end).
     async fn closed(stream: &mut TcpStream) -> bool {
         let mut byte = [0u8; 1];
@@ -436,21 +443,18 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn at_the_bound_an_idle_connection_makes_room_for_a_new_one() {
+    async fn at_the_bound_a_connection_left_idle_is_closed_to_make_room() {
         let address = server(1, LONG, Arc::default()).await;
-        let mut idle = TcpStream::connect(address).await.unwrap();
-        assert!(ask(&mut idle).await.starts_with("HTTP/1.1 200"));
+        let mut idle = kept_alive(address).await;
 
-        let mut newcomer = TcpStream::connect(address).await.unwrap();
-        assert!(ask(&mut newcomer).await.starts_with("HTTP/1.1 200"));
+        let _newcomer = kept_alive(address).await; // answered: room was made
         assert!(closed(&mut idle).await, "the idle connection is still open");
     }
 
     #[tokio::test]
     async fn a_connection_idle_a_moment_makes_room_after_its_next_answer() {
         let address = server(1, LONG, Arc::default()).await;
-        let mut idle = TcpStream::connect(address).await.unwrap();
-        assert!(ask(&mut idle).await.starts_with("HTTP/1.1 200"));
+        let mut idle = kept_alive(address).await;
 
         let mut newcomer = TcpStream::connect(address).await.unwrap();
         newcomer.write_all(REQUEST).await.unwrap();
@@ -473,15 +477,12 @@ mod tests {
     #[tokio::test]
     async fn at_the_bound_the_longest_idle_connection_makes_room() {
         let address = server(2, LONG, Arc::default()).await;
-        let mut older = TcpStream::connect(address).await.unwrap();
-        assert!(ask(&mut older).await.starts_with("HTTP/1.1 200"));
+        let mut older = kept_alive(address).await;
         // Activity is noted to the millisecond: let the two idle times differ.
         tokio::time::sleep(Duration::from_millis(20)).await;
-        let mut recent = TcpStream::connect(address).await.unwrap();
-        assert!(ask(&mut recent).await.starts_with("HTTP/1.1 200"));
+        let mut recent = kept_alive(address).await;
 
-        let mut newcomer = TcpStream::connect(address).await.unwrap();
-        assert!(ask(&mut newcomer).await.starts_with("HTTP/1.1 200"));
+        let _newcomer = kept_alive(address).await; // answered: room was made
         assert!(closed(&mut older).await, "the longest idle is still open");
         assert!(
             ask(&mut recent).await.starts_with("HTTP/1.1 200"),
@@ -524,8 +525,7 @@ mod tests {
     async fn at_the_bound_a_busy_connection_makes_room_before_one_idle_a_moment() {
         let slow = Arc::new(Slow::default());
         let address = server(2, LONG, slow.clone()).await;
-        let mut idle = TcpStream::connect(address).await.unwrap();
-        assert!(ask(&mut idle).await.starts_with("HTTP/1.1 200"));
+        let mut idle = kept_alive(address).await;
         let mut busy = busy(address, &slow).await;
 
         let mut newcomer = TcpStream::connect(address).await.unwrap();
@@ -544,8 +544,7 @@ mod tests {
     async fn at_the_bound_a_connection_idle_a_while_makes_room_before_a_busy_one() {
         let slow = Arc::new(Slow::default());
         let address = server(2, LONG, slow.clone()).await;
-        let mut idle = TcpStream::connect(address).await.unwrap();
-        assert!(ask(&mut idle).await.starts_with("HTTP/1.1 200"));
+        let mut idle = kept_alive(address).await;
         tokio::time::sleep(QUIET + Duration::from_millis(100)).await;
         let mut busy = busy(address, &slow).await;
 
@@ -573,8 +572,7 @@ mod tests {
     #[tokio::test]
     async fn a_kept_alive_connection_left_idle_is_closed() {
         let address = server(4, SHORT, Arc::default()).await;
-        let mut idle = TcpStream::connect(address).await.unwrap();
-        assert!(ask(&mut idle).await.starts_with("HTTP/1.1 200"));
+        let mut idle = kept_alive(address).await;
         assert!(closed(&mut idle).await, "the idle connection is still open");
     }
 }
