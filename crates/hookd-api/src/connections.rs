@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -33,7 +33,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// A listener that holds at most `limit` connections open; a connection arriving at the limit
-/// is served in the place of the quietest open one (see the module docs).
+/// is served in the place of one asked to close (see the module docs).
 pub struct ConnectionLimit<L> {
     listener: L,
     limit: u32,
@@ -43,7 +43,7 @@ pub struct ConnectionLimit<L> {
 
 impl<L: Listener> ConnectionLimit<L> {
     pub fn new(listener: L, limit: usize) -> Self {
-        let limit = u32::try_from(limit.clamp(1, Semaphore::MAX_PERMITS)).unwrap_or(u32::MAX);
+        let limit = u32::try_from(limit.max(1)).unwrap_or(u32::MAX);
         Self {
             listener,
             limit,
@@ -77,7 +77,7 @@ impl<L: Listener> ConnectionLimit<L> {
     }
 
     fn count(&self, io: L::Io, slot: OwnedSemaphorePermit) -> Counted<L::Io> {
-        let activity = Arc::new(Activity::new(self.open.epoch));
+        let activity = Arc::new(Activity::new());
         let id = self.open.insert(activity.clone());
         Counted {
             io,
@@ -116,21 +116,10 @@ impl<L: Listener> Listener for ConnectionLimit<L> {
 const QUIET: Duration = Duration::from_secs(1);
 
 /// The open connections, for choosing which one makes room.
+#[derive(Default)]
 struct Open {
-    /// What activity times count from.
-    epoch: Instant,
     next_id: AtomicU64,
     connections: Mutex<HashMap<u64, Arc<Activity>>>,
-}
-
-impl Default for Open {
-    fn default() -> Self {
-        Self {
-            epoch: Instant::now(),
-            next_id: AtomicU64::new(0),
-            connections: Mutex::default(),
-        }
-    }
 }
 
 impl Open {
@@ -148,7 +137,7 @@ impl Open {
     /// not yet asked, to close.
     fn ask_quietest(&self) {
         let open = self.lock();
-        let now = self.millis();
+        let now = millis();
         let quietest = open
             .values()
             .filter_map(|activity| Some((activity.readiness(now)?, activity)))
@@ -164,10 +153,6 @@ impl Open {
             .for_each(|activity| activity.close_now());
     }
 
-    fn millis(&self) -> u64 {
-        millis_since(self.epoch)
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Activity>>> {
         self.connections.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -176,8 +161,7 @@ impl Open {
 /// What the limit knows of one open connection: when it last read or wrote, and whether it was
 /// asked to close.
 struct Activity {
-    epoch: Instant,
-    /// Milliseconds since `epoch` of the last read or write, shifted left by one; the low bit
+    /// [`millis`] at the last read or write, shifted left by one; the low bit
     /// is set when it was a read, i.e. while a request is coming in or being answered.
     last: AtomicU64,
     /// Its next answer says `connection: close`.
@@ -188,9 +172,8 @@ struct Activity {
 }
 
 impl Activity {
-    fn new(epoch: Instant) -> Self {
+    fn new() -> Self {
         let activity = Self {
-            epoch,
             last: AtomicU64::new(0),
             after_answer: AtomicBool::new(false),
             closing_now: AtomicBool::new(false),
@@ -201,12 +184,11 @@ impl Activity {
     }
 
     fn touch(&self, read: bool) {
-        let millis = millis_since(self.epoch);
         self.last
-            .store((millis << 1) | u64::from(read), Ordering::Relaxed);
+            .store((millis() << 1) | u64::from(read), Ordering::Relaxed);
     }
 
-    /// How readily it gives its slot up, `now` being milliseconds since the epoch (the lowest
+    /// How readily it gives its slot up, `now` being [`millis`] (the lowest
     /// first): idle for a while, then busy, then idle a moment; within each, the one in that
     /// state the longest first. `None`: it was asked already, and asking again changes
     /// nothing.
@@ -281,20 +263,17 @@ impl<Io> Drop for Counted<Io> {
     }
 }
 
-/// Milliseconds since `epoch`, with room for [`Activity::last`]'s flag bit.
-fn millis_since(epoch: Instant) -> u64 {
-    u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX >> 1)
+/// Milliseconds since the first connection was counted, with room for [`Activity::last`]'s
+/// flag bit.
+fn millis() -> u64 {
+    static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+    u64::try_from(EPOCH.elapsed().as_millis()).unwrap_or(u64::MAX >> 1)
 }
 
-/// Notes activity when a read or write moved bytes.
-fn noted<T>(
-    activity: &Activity,
-    read: bool,
-    poll: Poll<io::Result<T>>,
-    moved: bool,
-) -> Poll<io::Result<T>> {
-    if moved && matches!(poll, Poll::Ready(Ok(_))) {
-        activity.touch(read);
+/// Notes a write that moved bytes as the connection's last activity.
+fn wrote(activity: &Activity, poll: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+    if matches!(poll, Poll::Ready(Ok(n)) if n > 0) {
+        activity.touch(false);
     }
     poll
 }
@@ -307,8 +286,10 @@ impl<Io: AsyncRead + Unpin> AsyncRead for Counted<Io> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let poll = Pin::new(&mut self.io).poll_read(cx, buf);
-        let moved = buf.filled().len() > before;
-        noted(&self.activity, true, poll, moved)
+        if buf.filled().len() > before {
+            self.activity.touch(true);
+        }
+        poll
     }
 }
 
@@ -319,8 +300,7 @@ impl<Io: AsyncWrite + Unpin> AsyncWrite for Counted<Io> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let poll = Pin::new(&mut self.io).poll_write(cx, buf);
-        let moved = matches!(poll, Poll::Ready(Ok(n)) if n > 0);
-        noted(&self.activity, false, poll, moved)
+        wrote(&self.activity, poll)
     }
 
     fn poll_write_vectored(
@@ -329,8 +309,7 @@ impl<Io: AsyncWrite + Unpin> AsyncWrite for Counted<Io> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let poll = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
-        let moved = matches!(poll, Poll::Ready(Ok(n)) if n > 0);
-        noted(&self.activity, false, poll, moved)
+        wrote(&self.activity, poll)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -15,8 +15,8 @@
 //! - `rate_limit`: the per-token request buckets.
 //! - `idempotency`: `Idempotency-Key` replays.
 //! - `cache`: the short-lived token and application caches of the hot path.
-//! - `connections`: the bound on open connections ([`ConnectionLimit`]); at it, the quietest
-//!   connection makes room for a new one.
+//! - `connections`: the bound on open connections ([`ConnectionLimit`]); at it, an open
+//!   connection makes room for a new one (idle ones first).
 //! - `overload`: the bound on requests in progress (503 past it).
 //! - `server`: the accept loop ([`serve`]): HTTP/1.1, every connection closed once it has
 //!   waited too long for a request head, so a silent one cannot hold a slot of the limit.
