@@ -85,11 +85,18 @@ pub struct EngineConfig {
     pub traceparent: Option<telemetry::Traceparent>,
 }
 
+impl EngineConfig {
+    /// [`Self::workers`] unless set: attempts in flight in all.
+    pub const DEFAULT_WORKERS: usize = 512;
+    /// [`Self::endpoint_max_concurrency`] unless set (`hookd serve --help` says why so high).
+    pub const DEFAULT_ENDPOINT_MAX_CONCURRENCY: usize = 512;
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         Self {
-            workers: 512,
-            endpoint_max_concurrency: 512,
+            workers: Self::DEFAULT_WORKERS,
+            endpoint_max_concurrency: Self::DEFAULT_ENDPOINT_MAX_CONCURRENCY,
             attempt_timeout: Duration::from_secs(15),
             lease: Duration::from_secs(90),
             poll_interval: Duration::from_secs(1),

@@ -13,7 +13,7 @@ use ipnet::IpNet;
 #[derive(Debug, clap::Args)]
 pub struct DeliveryOptions {
     /// Attempts in flight across all endpoints.
-    #[arg(long, env = "HOOKD_WORKERS", default_value_t = 512)]
+    #[arg(long, env = "HOOKD_WORKERS", default_value_t = EngineConfig::DEFAULT_WORKERS)]
     workers: usize,
     /// The most attempts in flight to any one endpoint, across every process (an endpoint's
     /// `maxConcurrency` may set fewer). Within it, each endpoint's limit adapts to how its
@@ -25,7 +25,7 @@ pub struct DeliveryOptions {
         long,
         visible_alias = "endpoint-concurrency",
         env = "HOOKD_ENDPOINT_MAX_CONCURRENCY",
-        default_value_t = 512
+        default_value_t = EngineConfig::DEFAULT_ENDPOINT_MAX_CONCURRENCY
     )]
     endpoint_max_concurrency: usize,
     /// Attempt timeout for endpoints without their own, in seconds (1..=30).
