@@ -1,7 +1,10 @@
 //! An endpoint's signing keys in the clear, as the API changes them and the engine signs with
 //! them: which schemes it signs with, rotation with an overlap window, and the signer for one
-//! instant. They exist in the clear only in memory; the store gets them sealed.
+//! instant. Its credential headers (see [`crate::CredentialHeaders`]) are sealed with them, so
+//! they share one ciphertext, one compare-and-swap and one re-sealing. They exist in the clear
+//! only in memory; the store gets them sealed.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hookd_core::model::SealedKeys;
@@ -60,13 +63,17 @@ impl KeyEntry {
     }
 }
 
-/// Every key of one endpoint, current and rotated-out.
+/// Every key of one endpoint, current and rotated-out, and its credential headers.
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndpointKeys {
     entries: Vec<KeyEntry>,
+    /// Custom headers whose values are credentials, sent with every delivery like the clear
+    /// ones. Absent from key sets sealed before headers were.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    headers: BTreeMap<String, String>,
 }
 
-/// Never prints a key.
+/// Never prints a key or a header value.
 impl std::fmt::Debug for EndpointKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "EndpointKeys({} keys)", self.entries.len())
@@ -106,7 +113,18 @@ impl EndpointKeys {
                 key: key.to_string(),
                 expires_at: None,
             }],
+            headers: BTreeMap::new(),
         })
+    }
+
+    /// The endpoint's credential headers, by name.
+    pub fn headers(&self) -> &BTreeMap<String, String> {
+        &self.headers
+    }
+
+    /// Replaces the endpoint's credential headers.
+    pub fn set_headers(&mut self, headers: BTreeMap<String, String>) {
+        self.headers = headers;
     }
 
     fn push(&mut self, key: &SigningKey, expires_at: Option<i64>) {
@@ -289,6 +307,25 @@ mod tests {
         assert_eq!(keys.schemes(), vec![Scheme::V1a]);
         assert_eq!(keys.secret(), None);
         assert!(keys.set_schemes(&[]).is_err());
+    }
+
+    #[test]
+    fn credential_headers_are_sealed_with_the_keys_and_old_key_sets_open_without_them() {
+        let ring = Keyring::ephemeral();
+        let ep = EndpointId::from_stored("ep_1".into());
+        let mut keys = EndpointKeys::new(&[Scheme::V1], None).unwrap();
+        let before_headers = keys.seal(&ring, &ep);
+        keys.set_headers(BTreeMap::from([(
+            "Authorization".into(),
+            "Bearer t0ken".into(),
+        )]));
+        let sealed = keys.seal(&ring, &ep);
+        assert!(!sealed.as_str().contains("t0ken"));
+        let opened = EndpointKeys::open(&ring, &ep, &sealed).unwrap();
+        assert_eq!(opened.headers()["Authorization"], "Bearer t0ken");
+        let old = EndpointKeys::open(&ring, &ep, &before_headers).unwrap();
+        assert!(old.headers().is_empty());
+        assert_eq!(old.secret(), keys.secret());
     }
 
     #[test]

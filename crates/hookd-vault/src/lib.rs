@@ -1,5 +1,6 @@
-//! Secrets at rest: endpoint signing keys (HMAC secrets and ed25519 private keys) are stored
-//! only sealed under a master key, so a database dump alone never reveals one.
+//! Secrets at rest: endpoint signing keys (HMAC secrets and ed25519 private keys) and
+//! credential headers are stored only sealed under a master key, so a database dump alone
+//! never reveals one. The API seals its `Idempotency-Key` replays with the same keyring.
 //!
 //! The store keeps [`hookd_core::model::SealedKeys`] (opaque ciphertext) and never sees a key;
 //! the API seals what it writes and the engine opens what it signs with. Master keys come from
@@ -11,16 +12,20 @@
 //!   key-file format.
 //! - `endpoint_keys`: [`EndpointKeys`], an endpoint's keys in the clear (in memory only): the
 //!   schemes it signs with (`v1` HMAC, `v1a` ed25519), rotation with an overlap window, the
-//!   [`webhook_signature::Signer`] for a given instant, and sealing them for one endpoint.
+//!   [`webhook_signature::Signer`] for a given instant, the credential headers sealed with
+//!   them, and sealing them for one endpoint.
+//! - `credentials`: [`CredentialHeaders`], which custom header names carry credentials.
 //! - `opened`: [`OpenedKeys`], endpoints' keys opened once and kept while their sealed text
 //!   stays the same, so the engine does not decrypt them for every attempt.
 //! - `error`: [`VaultError`].
 
+mod credentials;
 mod endpoint_keys;
 mod error;
 mod keyring;
 mod opened;
 
+pub use credentials::{CREDENTIAL_WORDS, CredentialHeaders};
 pub use endpoint_keys::{EndpointKeys, KeyEntry, Scheme};
 pub use error::VaultError;
 pub use keyring::{Keyring, MasterKey, SEALED_PREFIX};
