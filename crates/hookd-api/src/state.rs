@@ -7,7 +7,7 @@ use std::time::Duration;
 use hookd_core::model::Application;
 use hookd_core::{Clock, Concurrency, EndpointId, EndpointLoad};
 use hookd_store::Store;
-use hookd_vault::Keyring;
+use hookd_vault::{CredentialHeaders, Keyring};
 use tokio::sync::Notify;
 
 use crate::ApiError;
@@ -47,6 +47,9 @@ pub struct ApiConfig {
     /// An audit line for every request, reads and publishes too (otherwise only for requests
     /// that change something or are refused).
     pub access_log: bool,
+    /// Which endpoint header names carry credentials: sealed with the endpoint's keys and
+    /// shown to customers' tokens by name only.
+    pub credential_headers: CredentialHeaders,
 }
 
 impl Default for ApiConfig {
@@ -62,6 +65,7 @@ impl Default for ApiConfig {
             public_url: "http://127.0.0.1:8071".into(),
             app_token_rate_limit: 100,
             access_log: false,
+            credential_headers: CredentialHeaders::default(),
         }
     }
 }

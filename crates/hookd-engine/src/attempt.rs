@@ -41,6 +41,8 @@ impl Unsendable {
 /// The signed POST for a claimed delivery, stamped `now`, allowed `timeout` (clamped to the
 /// 1..=30 s hookd accepts). The body is the stored bytes. Every key of the endpoint that signs
 /// at `now` adds an entry to the signature: during a rotation's overlap, the old and the new.
+/// The endpoint's custom headers follow ours: those kept in clear, then the credential ones
+/// sealed with its keys.
 pub fn request(
     claimed: &ClaimedDelivery,
     keys: &OpenedKeys,
@@ -51,9 +53,11 @@ pub fn request(
     let message = &claimed.message;
     let endpoint = &claimed.endpoint;
     let body = message.payload.clone().ok_or(Unsendable::Expunged)?;
-    let signer = keys
+    let keys = keys
         .open(&endpoint.id, &endpoint.keys)
-        .and_then(|keys| keys.signer_at(now))
+        .map_err(|e| Unsendable::Keys(e.to_string()))?;
+    let signer = keys
+        .signer_at(now)
         .map_err(|e| Unsendable::Keys(e.to_string()))?;
     let timestamp = now.as_secs().max(0) as u64;
     let signature = signer
@@ -70,7 +74,8 @@ pub fn request(
         headers.push(("svix-timestamp".to_owned(), timestamp.to_string()));
         headers.push(("svix-signature".to_owned(), signature));
     }
-    headers.extend(endpoint.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let custom = endpoint.headers.iter().chain(keys.headers());
+    headers.extend(custom.map(|(k, v)| (k.clone(), v.clone())));
     let timeout = timeout.clamp(Duration::from_secs(1), Duration::from_secs(30));
     Ok(OutgoingRequest {
         url: endpoint.url.clone(),
@@ -277,9 +282,13 @@ mod tests {
             created_at: at,
         };
         let id = EndpointId::new(at);
-        let keys = EndpointKeys::new(&[Scheme::V1], Some(Secret::parse(SECRET).unwrap()))
-            .unwrap()
-            .seal(keyring(), &id);
+        let mut keys =
+            EndpointKeys::new(&[Scheme::V1], Some(Secret::parse(SECRET).unwrap())).unwrap();
+        keys.set_headers(BTreeMap::from([(
+            "Authorization".into(),
+            "Bearer c".into(),
+        )]));
+        let keys = keys.seal(keyring(), &id);
         let endpoint = Endpoint {
             id,
             app_id: message.app_id.clone(),
@@ -356,6 +365,11 @@ mod tests {
         assert_eq!(header("webhook-timestamp").as_deref(), Some("1700000123"));
         assert_eq!(header("content-type").as_deref(), Some("application/json"));
         assert_eq!(header("X-Tenant").as_deref(), Some("42"));
+        assert_eq!(
+            header("Authorization").as_deref(),
+            Some("Bearer c"),
+            "sealed headers are sent too"
+        );
         assert_eq!(header("svix-id"), None);
         assert_eq!(
             request.timeout,

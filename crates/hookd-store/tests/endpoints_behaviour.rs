@@ -5,11 +5,13 @@
 
 mod harness;
 
+use std::collections::BTreeMap;
+
 use harness::checks::finish;
 use harness::fixtures::{app, at, endpoint, first_page, message};
 use hookd_core::EndpointId;
 use hookd_core::model::{DeliveryStatus, SealedKeys};
-use hookd_store::{EndpointStats, EndpointUpdate, KeySwap, Store, StoreError};
+use hookd_store::{EndpointStats, EndpointUpdate, KeySwap, SealedRow, Store, StoreError};
 
 async fn endpoints_round_trip_with_uids_scoped_to_their_app(store: &dyn Store) {
     let (a, b) = (app(None, 0), app(None, 1));
@@ -142,7 +144,34 @@ async fn endpoint_keys_change_only_by_compare_and_swap(store: &dyn Store) {
         Err(StoreError::NotFound("endpoint"))
     ));
     let all = store.list_sealed_keys(None, 10).await.unwrap();
-    assert_eq!(all, vec![(ep.id.clone(), rotated)]);
+    let row = SealedRow {
+        id: ep.id.clone(),
+        keys: rotated.clone(),
+        headers: ep.headers.clone(),
+    };
+    assert_eq!(all, vec![row.clone()]);
+    let resealed = SealedRow {
+        keys: SealedKeys::from_stored("hk1:test:resealed".into()),
+        headers: BTreeMap::new(),
+        ..row
+    };
+    assert!(
+        !store
+            .replace_sealed_row(&stale, &resealed, at(4))
+            .await
+            .unwrap(),
+        "a row whose keys changed meanwhile is left alone"
+    );
+    assert!(
+        store
+            .replace_sealed_row(&rotated, &resealed, at(4))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.list_sealed_keys(None, 10).await.unwrap(),
+        vec![resealed]
+    );
     assert!(
         store
             .list_sealed_keys(Some(&ep.id), 10)

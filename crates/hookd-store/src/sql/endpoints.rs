@@ -11,7 +11,7 @@ use super::{Arg, Database, Dialect, ListQuery, Statement, args, sql};
 use crate::columns::ENDPOINT_COLUMNS;
 use crate::error::touched;
 use crate::json::{encode, encode_opt};
-use crate::{EndpointStore, EndpointUpdate, Page, PageRequest, StoreError};
+use crate::{EndpointStore, EndpointUpdate, Page, PageRequest, SealedRow, StoreError};
 
 /// What [`EndpointStore`] asks of each backend itself: the writes that commit operational
 /// events in the same transaction (SQLite: one writer job; PostgreSQL: a transaction that
@@ -88,8 +88,29 @@ impl<D: EventWrites> EndpointStore for D {
         &self,
         after: Option<&EndpointId>,
         limit: usize,
-    ) -> Result<Vec<(EndpointId, SealedKeys)>, StoreError> {
-        self.read(list_sealed_keys(after, limit), sealed_keys).await
+    ) -> Result<Vec<SealedRow>, StoreError> {
+        self.read(list_sealed_keys(after, limit), sealed_row).await
+    }
+
+    async fn replace_sealed_row(
+        &self,
+        old: &SealedKeys,
+        new: &SealedRow,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let headers = encode(&new.headers);
+        let sql = sql!(
+            "UPDATE endpoints SET secret = ?3, headers = ?4, updated_at = ?5
+             WHERE id = ?1 AND secret = ?2"
+        );
+        let args = args![
+            new.id.as_str(),
+            old.as_str(),
+            new.keys.as_str(),
+            headers,
+            at
+        ];
+        Ok(self.write(Statement::new(sql, args), None).await? == 1)
     }
 
     async fn delete_endpoint_with_events(
@@ -211,18 +232,19 @@ fn replace_keys<'a>(
     Statement::new(sql, args![id.as_str(), old.as_str(), new.as_str(), at])
 }
 
-/// Every endpoint's sealed keys in id order after `after`: [`sealed_keys`].
+/// Every endpoint's sealed keys and clear headers in id order after `after`: [`sealed_row`].
 fn list_sealed_keys(after: Option<&EndpointId>, limit: usize) -> Statement<'_> {
-    let sql = sql!("SELECT id, secret FROM endpoints WHERE id > ?1 ORDER BY id LIMIT ?2");
+    let sql = sql!("SELECT id, secret, headers FROM endpoints WHERE id > ?1 ORDER BY id LIMIT ?2");
     Statement::new(sql, args![after.map_or("", EndpointId::as_str), limit])
 }
 
 /// A row of [`list_sealed_keys`].
-fn sealed_keys(row: &dyn Columns) -> Decoded<(EndpointId, SealedKeys)> {
-    Ok((
-        EndpointId::from_stored(text(row, 0)?),
-        SealedKeys::from_stored(text(row, 1)?),
-    ))
+fn sealed_row(row: &dyn Columns) -> Decoded<SealedRow> {
+    Ok(SealedRow {
+        id: EndpointId::from_stored(text(row, 0)?),
+        keys: SealedKeys::from_stored(text(row, 1)?),
+        headers: crate::json::decode(&text(row, 2)?)?,
+    })
 }
 
 pub fn delete(id: &EndpointId) -> Statement<'_> {

@@ -1,5 +1,7 @@
 //! [`EndpointStore`]: the URLs an application's messages are delivered to.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use hookd_core::model::{Endpoint, Message, SealedKeys};
 use hookd_core::{AppId, EndpointId, Timestamp};
@@ -43,6 +45,15 @@ impl<'a> EndpointUpdate<'a> {
 pub struct KeySwap<'a> {
     pub old: &'a SealedKeys,
     pub new: &'a SealedKeys,
+}
+
+/// What re-sealing reads and writes of an endpoint: its sealed keys and the custom headers it
+/// keeps in clear (those whose names turn out to carry credentials move into the keys).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealedRow {
+    pub id: EndpointId,
+    pub keys: SealedKeys,
+    pub headers: BTreeMap<String, String>,
 }
 
 /// An application's endpoints. Disabling one for delivery failures is
@@ -102,13 +113,22 @@ pub trait EndpointStore: Send + Sync {
         new: &SealedKeys,
         at: Timestamp,
     ) -> Result<bool, StoreError>;
-    /// Every endpoint's sealed keys, across applications, in id order after `after`: what
-    /// re-sealing under a new master key walks through.
+    /// Every endpoint's sealed keys and clear headers, across applications, in id order after
+    /// `after`: what re-sealing under a new master key walks through.
     async fn list_sealed_keys(
         &self,
         after: Option<&EndpointId>,
         limit: usize,
-    ) -> Result<Vec<(EndpointId, SealedKeys)>, StoreError>;
+    ) -> Result<Vec<SealedRow>, StoreError>;
+    /// Writes `new`'s keys and clear headers if the stored keys are still `old`'s (every
+    /// change of an endpoint's headers through the API seals its keys anew, so the keys alone
+    /// tell whether anyone wrote meanwhile): `false`, nothing written, otherwise.
+    async fn replace_sealed_row(
+        &self,
+        old: &SealedKeys,
+        new: &SealedRow,
+        at: Timestamp,
+    ) -> Result<bool, StoreError>;
     /// Deletes an endpoint with its deliveries and attempts.
     async fn delete_endpoint(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
         self.delete_endpoint_with_events(endpoint, &[]).await

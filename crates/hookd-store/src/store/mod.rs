@@ -22,7 +22,7 @@ pub(crate) mod tasks;
 pub use applications::ApplicationStore;
 pub use auth::{ApiToken, AuthStore, StoredResponse};
 pub(crate) use endpoints::check_disabled_as_read;
-pub use endpoints::{EndpointStore, EndpointUpdate, KeySwap};
+pub use endpoints::{EndpointStore, EndpointUpdate, KeySwap, SealedRow};
 pub use event_types::EventTypeStore;
 pub(crate) use gauges::age;
 pub use gauges::{GaugeStore, Gauges};

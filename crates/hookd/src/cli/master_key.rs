@@ -1,6 +1,6 @@
 //! The master key: where `serve` (and the commands that touch endpoint keys) get it, production
-//! mode's refusal to run without one, re-sealing endpoint keys under the current key, and
-//! `hookd master-key generate|rotate`.
+//! mode's refusal to run without one, re-sealing endpoint keys (and the credential headers
+//! sealed with them) under the current key, and `hookd master-key generate|rotate`.
 //!
 //! Endpoint signing keys are stored sealed under the master key (see `hookd-vault`); the master
 //! key itself never goes into the database. Outside production mode a missing key file is
@@ -13,8 +13,8 @@ use std::process::ExitCode;
 
 use hookd_core::model::SealedKeys;
 use hookd_core::{Clock, EndpointId, SystemClock};
-use hookd_store::Store;
-use hookd_vault::{EndpointKeys, Keyring, SEALED_PREFIX, VaultError};
+use hookd_store::{SealedRow, Store};
+use hookd_vault::{CredentialHeaders, EndpointKeys, Keyring, SEALED_PREFIX, VaultError};
 
 use super::database::{Database, runtime};
 
@@ -123,50 +123,84 @@ pub struct Resealed {
     pub rekeyed: usize,
     /// Rows from before encryption at rest (a plain `whsec_` secret), now sealed.
     pub sealed_legacy: usize,
+    /// Rows whose credential headers were kept in clear (written before hookd sealed them, or
+    /// named by a `--sensitive-header` added since), now sealed with their keys.
+    pub sealed_headers: usize,
 }
 
 /// Rows read per batch while re-sealing.
 const BATCH: usize = 500;
 
 /// Seals every endpoint's keys under the keyring's current key: rows sealed under an older key
-/// it holds, and plaintext secrets written before encryption at rest. Fails, changing nothing
-/// further, on a row sealed under a key it does not hold (this hookd was given the wrong key
-/// file), saying which key that is.
-pub async fn reseal(store: &dyn Store, keyring: &Keyring) -> anyhow::Result<Resealed> {
+/// it holds, and plaintext secrets written before encryption at rest; and moves the headers
+/// `credentials` covers that a row keeps in clear into its sealed keys. Fails, changing
+/// nothing further, on a row sealed under a key it does not hold (this hookd was given the
+/// wrong key file), saying which key that is.
+pub async fn reseal(
+    store: &dyn Store,
+    keyring: &Keyring,
+    credentials: &CredentialHeaders,
+) -> anyhow::Result<Resealed> {
     let mut done = Resealed::default();
     let mut after: Option<EndpointId> = None;
     loop {
         let rows = store.list_sealed_keys(after.as_ref(), BATCH).await?;
-        for (id, sealed) in &rows {
-            if keyring.is_current(sealed.as_str()) {
-                continue;
-            }
-            let legacy = !sealed.as_str().starts_with(SEALED_PREFIX);
-            let keys = open_or_migrate(keyring, id, sealed).map_err(|e| {
-                anyhow::anyhow!(
-                    "the keys of endpoint {id} cannot be opened: {e}. hookd holds master \
-                     key(s) {}",
-                    keyring.ids().join(", ")
-                )
-            })?;
-            let now = SystemClock.now();
-            // A row changed meanwhile was sealed by a writer with the current key: nothing to do.
-            if store
-                .replace_endpoint_keys(id, sealed, &keys.seal(keyring, id), now)
-                .await?
-            {
-                if legacy {
-                    done.sealed_legacy += 1;
-                } else {
-                    done.rekeyed += 1;
-                }
-            }
+        for row in &rows {
+            reseal_row(store, keyring, credentials, row, &mut done).await?;
         }
         match rows.last() {
-            Some((id, _)) if rows.len() == BATCH => after = Some(id.clone()),
+            Some(row) if rows.len() == BATCH => after = Some(row.id.clone()),
             _ => return Ok(done),
         }
     }
+}
+
+/// Re-seals one row if its keys are not sealed under the current key or it keeps credential
+/// headers in clear, counting what it did in `done`.
+async fn reseal_row(
+    store: &dyn Store,
+    keyring: &Keyring,
+    credentials: &CredentialHeaders,
+    row: &SealedRow,
+    done: &mut Resealed,
+) -> anyhow::Result<()> {
+    let (clear, moved) = credentials.split(row.headers.clone());
+    let stale = !keyring.is_current(row.keys.as_str());
+    if !stale && moved.is_empty() {
+        return Ok(());
+    }
+    let id = &row.id;
+    let legacy = !row.keys.as_str().starts_with(SEALED_PREFIX);
+    let mut keys = open_or_migrate(keyring, id, &row.keys).map_err(|e| {
+        anyhow::anyhow!(
+            "the keys of endpoint {id} cannot be opened: {e}. hookd holds master key(s) {}",
+            keyring.ids().join(", ")
+        )
+    })?;
+    let mut sealed_headers = keys.headers().clone();
+    sealed_headers.extend(moved.clone());
+    keys.set_headers(sealed_headers);
+    let new = SealedRow {
+        id: id.clone(),
+        keys: keys.seal(keyring, id),
+        headers: clear,
+    };
+    // A row changed meanwhile was sealed by a writer with the current key: nothing to do.
+    if !store
+        .replace_sealed_row(&row.keys, &new, SystemClock.now())
+        .await?
+    {
+        return Ok(());
+    }
+    if !moved.is_empty() {
+        done.sealed_headers += 1;
+    }
+    if legacy {
+        done.sealed_legacy += 1;
+    } else if stale {
+        done.rekeyed += 1;
+    }
+    Ok(())
 }
 
 fn open_or_migrate(
@@ -236,12 +270,14 @@ async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
         );
     };
     let store = args.database.open().await?;
-    // Everything must open under the old keys before the file changes.
-    reseal(store.as_ref(), &old).await?;
+    // Everything must open under the old keys before the file changes. Credential headers
+    // still in clear are sealed by the built-in rule here; `serve` adds the operator's names.
+    let credentials = CredentialHeaders::default();
+    reseal(store.as_ref(), &old, &credentials).await?;
     let new = old.rotated();
     // The file first: a crash after this leaves every row readable with the new file.
     write_key_file(&path, &new)?;
-    let done = reseal(store.as_ref(), &new).await?;
+    let done = reseal(store.as_ref(), &new, &credentials).await?;
     println!(
         "master key {} is current in {}; {} endpoint(s) re-sealed under it",
         new.current_id(),

@@ -25,7 +25,7 @@ use hookd_engine::{
 };
 use hookd_sources::SourceSpec;
 use hookd_store::{RelayRules, Store, Wakeups};
-use hookd_vault::Keyring;
+use hookd_vault::{CredentialHeaders, Keyring};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tracing_subscriber::Layer as _;
@@ -34,7 +34,7 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 
 use super::database::{Database, runtime};
 use super::delivery::DeliveryOptions;
-use super::master_key::{MasterKeyOptions, reseal};
+use super::master_key::{MasterKeyOptions, Resealed, reseal};
 use super::metrics::{Metrics, MetricsOptions};
 use super::notices::NoticeOptions;
 use super::outbox::{SourceOptions, start_relays};
@@ -93,6 +93,17 @@ pub struct Args {
     /// Accept plain `http://` endpoint URLs (https only otherwise).
     #[arg(long, env = "HOOKD_ALLOW_HTTP_ENDPOINTS")]
     allow_http_endpoints: bool,
+    /// An endpoint header name (any case) whose value is a credential, besides the names hookd
+    /// knows (`Authorization`, `Cookie`, names ending in `-Key`, `-Token`, `-Secret`,
+    /// `-Password`, …): its value is sealed at rest and shown to customers' tokens by name
+    /// only. Repeat the option, or separate names with commas.
+    #[arg(
+        long,
+        env = "HOOKD_SENSITIVE_HEADERS",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    sensitive_header: Vec<String>,
     /// Development mode: deliver to plain `http://` endpoints on this machine (loopback,
     /// 127.0.0.0/8 and ::1), as `--allow-http-endpoints --allow-subnet 127.0.0.0/8
     /// --allow-subnet ::1/128` would, and print how to try hookd. Refused with --production.
@@ -212,7 +223,7 @@ fn colours(terminal: bool, no_color: Option<&OsStr>) -> bool {
 /// Starts every part this process runs, then runs until SIGINT or SIGTERM.
 async fn serve(args: Args) -> anyhow::Result<()> {
     let mut settings = Settings::from_args(&args)?;
-    let store = open_store(&args.database, &settings.keyring).await?;
+    let store = open_store(&args.database, &settings.keyring, &settings.credentials).await?;
     // Bound before the API is configured: the portal links it hands out name this address.
     let listener = bind_api(&args).await?;
     let address = listener.as_ref().map(TcpListener::local_addr).transpose()?;
@@ -313,6 +324,8 @@ struct Settings {
     mailer: Option<Mailer>,
     /// The outbox sources this process relays (with the engine).
     outbox_sources: Vec<SourceSpec>,
+    /// Which endpoint headers carry credentials (`--sensitive-header` added).
+    credentials: CredentialHeaders,
 }
 
 impl Settings {
@@ -338,20 +351,26 @@ impl Settings {
             sender: WebhookSender::new(args.delivery.http()?)?,
             mailer: args.notices.config()?.map(|c| c.mailer()).transpose()?,
             outbox_sources: args.outbox_sources.specs()?,
+            credentials: CredentialHeaders::new(&args.sensitive_header),
         })
     }
 }
 
 /// Opens (and migrates) the database, and seals every endpoint key under the current master
-/// key.
-async fn open_store(database: &Database, keyring: &Keyring) -> anyhow::Result<Arc<dyn Store>> {
+/// key, with every credential header an endpoint still keeps in clear.
+async fn open_store(
+    database: &Database,
+    keyring: &Keyring,
+    credentials: &CredentialHeaders,
+) -> anyhow::Result<Arc<dyn Store>> {
     let store = database.open().await?;
-    let resealed = reseal(store.as_ref(), keyring).await?;
-    if resealed.rekeyed + resealed.sealed_legacy > 0 {
+    let resealed = reseal(store.as_ref(), keyring, credentials).await?;
+    if resealed != Resealed::default() {
         tracing::info!(
             master_key = keyring.current_id(),
             rekeyed = resealed.rekeyed,
             sealed_legacy = resealed.sealed_legacy,
+            sealed_headers = resealed.sealed_headers,
             "endpoint keys sealed under the current master key"
         );
     }
@@ -397,6 +416,7 @@ fn api_config(args: &Args, settings: &Settings, address: Option<SocketAddr>) -> 
             .unwrap_or_else(|| address.map_or_else(String::new, |a| format!("http://{a}"))),
         app_token_rate_limit: args.app_token_rate_limit,
         access_log: args.access_log,
+        credential_headers: settings.credentials.clone(),
     }
 }
 

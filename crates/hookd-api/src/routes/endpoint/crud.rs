@@ -12,10 +12,13 @@ use hookd_core::EndpointId;
 use hookd_core::model::Endpoint;
 use hookd_core::operations::OperationalEvent;
 use hookd_store::{EndpointUpdate, KeySwap, Page};
-use hookd_vault::{EndpointKeys, Scheme};
+use hookd_vault::EndpointKeys;
 
 use super::find;
-use super::models::{EndpointIn, EndpointOut, EndpointPatch, schemes_field, set_disabled};
+use super::headers::place;
+use super::models::{
+    EndpointIn, EndpointOut, EndpointPatch, SealedChange, schemes_field, set_disabled,
+};
 use super::secret::{KEY_TRIES, changed, keys_kept_changing, open_keys, stored_keys};
 use crate::extract::{JsonBody, QueryParams};
 use crate::list::{ListOut, page_request};
@@ -35,15 +38,15 @@ async fn insert(state: &ApiState, ep: &Endpoint) -> Result<(), ApiError> {
 
 /// Stores a changed endpoint, stamping the change and telling the operator (`endpoint.updated`
 /// always; `endpoint.disabled` or `endpoint.enabled` too if the store finds the change disabled
-/// or enabled it); with `schemes`, also makes it sign with exactly those, in the same
-/// transaction. `ep` was built from a read in which the endpoint's `disabled` was
-/// `disabled_as_read`: if hookd changed that since, and the change does not ask for a state
-/// itself, it is a 409 (see [`EndpointUpdate::disabled_as_read`]).
+/// or enabled it); with a `sealed` change (schemes, credential headers), also changes its
+/// sealed keys, in the same transaction. `ep` was built from a read in which the endpoint's
+/// `disabled` was `disabled_as_read`: if hookd changed that since, and the change does not ask
+/// for a state itself, it is a 409 (see [`EndpointUpdate::disabled_as_read`]).
 pub(super) async fn save(
     state: &ApiState,
     mut ep: Endpoint,
     disabled_as_read: bool,
-    schemes: Option<&[Scheme]>,
+    sealed: SealedChange,
 ) -> Result<EndpointOut, ApiError> {
     ep.updated_at = state.clock().now();
     let (events, on_toggle) = match Operator::of(state, &ep).await? {
@@ -60,32 +63,27 @@ pub(super) async fn save(
         on_toggle: &on_toggle,
         keys: None,
     };
-    let keys = match schemes {
-        Some(schemes) => save_with_schemes(state, &update, schemes).await?,
-        None => {
-            state.store().update_endpoint_with(&update).await?;
-            open_keys(state, &ep)?
-        }
+    let keys = if sealed.is_empty() {
+        state.store().update_endpoint_with(&update).await?;
+        open_keys(state, &ep)?
+    } else {
+        save_with_keys(state, &update, &sealed).await?
     };
     wake_for(state, &events);
     Ok(EndpointOut::with_keys(ep, &keys))
 }
 
-/// Writes `update` with the endpoint's keys set to sign with exactly `schemes`, if nobody
-/// changed the keys meanwhile (then again on what they changed them to).
-async fn save_with_schemes(
+/// Writes `update` with the endpoint's keys changed by `change`, if nobody changed the keys
+/// meanwhile (then again on what they changed them to).
+async fn save_with_keys(
     state: &ApiState,
     update: &EndpointUpdate<'_>,
-    schemes: &[Scheme],
+    change: &SealedChange,
 ) -> Result<EndpointKeys, ApiError> {
-    let set_schemes = |keys: &mut EndpointKeys| {
-        keys.set_schemes(schemes)
-            .map_err(|e| ApiError::body_field("signatureSchemes", e.to_string()))
-    };
     let ep = update.endpoint;
     let mut sealed = ep.keys.clone();
     for _ in 0..KEY_TRIES {
-        let (keys, new) = changed(state, ep, &sealed, set_schemes)?;
+        let (keys, new) = changed(state, ep, &sealed, |keys| change.apply(keys))?;
         let swap = KeySwap {
             old: &sealed,
             new: &new,
@@ -164,8 +162,12 @@ pub(super) async fn upsert(
     match state.store().get_endpoint(&app.id, &endpoint_id).await? {
         Some(mut ep) => {
             let (read, schemes) = (ep.disabled, input.signature_schemes.clone());
-            input.apply_to(&mut ep, state.clock().now())?;
-            Ok(Json(save(&state, ep, read, schemes.as_deref()).await?).into_response())
+            let headers = input.apply_to(&mut ep, state.clock().now())?;
+            let sealed = SealedChange {
+                schemes,
+                headers: headers.map(|all| place(&state, &mut ep, all)),
+            };
+            Ok(Json(save(&state, ep, read, sealed).await?).into_response())
         }
         None if EndpointId::looks_like(&endpoint_id) => Err(ApiError::NotFound("endpoint")),
         None => {
@@ -228,9 +230,11 @@ pub(super) async fn patch(
     if let Some(schemes) = &input.signature_schemes {
         schemes_field(schemes)?;
     }
-    Ok(Json(
-        save(&state, ep, read, input.signature_schemes.as_deref()).await?,
-    ))
+    let sealed = SealedChange {
+        schemes: input.signature_schemes,
+        headers: None,
+    };
+    Ok(Json(save(&state, ep, read, sealed).await?))
 }
 
 pub(super) async fn remove(

@@ -193,8 +193,12 @@ impl EndpointIn {
     ) -> Result<Endpoint, ApiError> {
         let now = state.clock().now();
         let id = EndpointId::new(now);
-        let keys = self.keys()?.seal(state.keyring(), &id);
         let ordering = self.ordering()?;
+        let mut keys = self.keys()?;
+        let rule = &state.config().credential_headers;
+        let (headers, credentials) = rule.split(self.headers.unwrap_or_default());
+        keys.set_headers(credentials);
+        let keys = keys.seal(state.keyring(), &id);
         let mut ep = Endpoint {
             id,
             app_id: app.id.clone(),
@@ -211,7 +215,7 @@ impl EndpointIn {
             max_concurrency: self.max_concurrency,
             ordering,
             metadata: self.metadata,
-            headers: self.headers.unwrap_or_default(),
+            headers,
             keys,
             created_at: now,
             updated_at: now,
@@ -220,7 +224,13 @@ impl EndpointIn {
         Ok(ep)
     }
 
-    pub(super) fn apply_to(self, ep: &mut Endpoint, now: Timestamp) -> Result<(), ApiError> {
+    /// Writes the body's fields onto `ep`, but for its headers: those are returned, for
+    /// [`super::headers::place`] to split between `ep` and its sealed keys.
+    pub(super) fn apply_to(
+        self,
+        ep: &mut Endpoint,
+        now: Timestamp,
+    ) -> Result<Option<BTreeMap<String, String>>, ApiError> {
         ep.ordering = self.ordering()?;
         ep.url = self.url;
         ep.description = self.description;
@@ -232,10 +242,7 @@ impl EndpointIn {
         ep.throttle_rate = self.throttle_rate;
         ep.timeout_secs = self.timeout_seconds;
         ep.max_concurrency = self.max_concurrency;
-        if let Some(headers) = self.headers {
-            ep.headers = headers;
-        }
-        Ok(())
+        Ok(self.headers)
     }
 }
 
@@ -351,6 +358,33 @@ impl RotateIn {
     }
 }
 
+/// What a change does to an endpoint's sealed keys, under their compare-and-swap: sign with
+/// exactly `schemes`, and replace its credential headers with `headers`.
+#[derive(Default)]
+pub(super) struct SealedChange {
+    pub(super) schemes: Option<Vec<Scheme>>,
+    pub(super) headers: Option<BTreeMap<String, String>>,
+}
+
+impl SealedChange {
+    pub(super) fn is_empty(&self) -> bool {
+        self.schemes.is_none() && self.headers.is_none()
+    }
+
+    pub(super) fn apply(&self, keys: &mut EndpointKeys) -> Result<(), ApiError> {
+        if let Some(schemes) = &self.schemes {
+            keys.set_schemes(schemes)
+                .map_err(|e| ApiError::body_field("signatureSchemes", e.to_string()))?;
+        }
+        if let Some(headers) = &self.headers {
+            keys.set_headers(headers.clone());
+        }
+        Ok(())
+    }
+}
+
+/// Svix's `EndpointHeadersOut`: `sensitive` names the credential headers left out of
+/// `headers` (for every token but an admin one that may write).
 #[derive(Serialize)]
 pub(super) struct HeadersOut {
     pub(super) headers: BTreeMap<String, String>,

@@ -85,9 +85,10 @@ pub(super) async fn rotate_secret(
 pub(super) async fn headers(
     state: State<ApiState>,
     principal: Extension<Principal>,
+    caller: Extension<Caller>,
     Path(endpoint_id): Path<String>,
 ) -> Result<Json<HeadersOut>, ApiError> {
-    headers::headers(state, principal, of_operations(endpoint_id)).await
+    headers::headers(state, principal, caller, of_operations(endpoint_id)).await
 }
 
 pub(super) async fn replace_headers(
