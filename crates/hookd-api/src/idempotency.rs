@@ -4,6 +4,11 @@
 //! Keys are scoped to the calling token and the request path, so two tenants' keys never
 //! collide. Only answers that reflect a decision (2xx and 4xx) are kept; a 5xx means nothing
 //! happened, and a retry should really be retried.
+//!
+//! A kept answer can hold a new API token, a portal link or an endpoint secret, so its body is
+//! sealed under the master key (bound to its scoped key) like endpoint secrets: the replay
+//! stays byte for byte the first answer, and the database holds only ciphertext. A body that
+//! no longer opens (sealed under a master key since dropped) counts as not kept.
 
 use std::time::Duration;
 
@@ -31,7 +36,9 @@ pub async fn replay(
         return Ok(next.run(request).await);
     };
     let now = state.clock().now();
-    if let Some(kept) = state.store().get_idempotent_response(&key, now).await? {
+    if let Some(kept) = state.store().get_idempotent_response(&key, now).await?
+        && let Some(kept) = opened(&state, &key, kept)
+    {
         return Ok(rebuild(kept));
     }
     let response = next.run(request).await;
@@ -45,7 +52,7 @@ pub async fn replay(
         .map_err(|e| ApiError::Internal(format!("reading a response to keep: {e}")))?;
     let kept = StoredResponse {
         status: status.as_u16(),
-        body: bytes.to_vec(),
+        body: state.keyring().seal(&context(&key), &bytes).into_bytes(),
     };
     state
         .store()
@@ -70,6 +77,23 @@ fn scoped_key(request: &Request) -> Option<String> {
         digest.update(part);
     }
     Some(hex::encode(digest.finalize()))
+}
+
+/// What the AEAD binds a kept body to: it opens only under its own scoped key.
+fn context(key: &str) -> String {
+    format!("hookd idempotent response {key}")
+}
+
+/// The kept response with its body opened, or `None` if it does not open.
+fn opened(state: &ApiState, key: &str, kept: StoredResponse) -> Option<StoredResponse> {
+    let sealed = String::from_utf8_lossy(&kept.body);
+    match state.keyring().unseal(&context(key), &sealed) {
+        Ok(body) => Some(StoredResponse { body, ..kept }),
+        Err(error) => {
+            tracing::warn!(%error, "a kept Idempotency-Key answer does not open; not replayed");
+            None
+        }
+    }
 }
 
 fn rebuild(kept: StoredResponse) -> Response {

@@ -96,6 +96,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         18,
         include_str!("../../migrations/sqlite/0018_status_index_leaves_out_delivered.sql"),
     ),
+    (
+        19,
+        include_str!("../../migrations/sqlite/0019_sealed_replays.sql"),
+    ),
 ];
 
 /// A write the writer thread runs inside the batch transaction, then answers after commit.
