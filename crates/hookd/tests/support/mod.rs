@@ -17,6 +17,8 @@ pub const TEST_MASTER_KEY: &str = "aG9va2QgdGVzdCBtYXN0ZXIga2V5IC0tIDMyIGJ5dGU="
 pub struct Hookd {
     /// Where its API listens (empty for `--role engine`, which has none).
     pub base_url: String,
+    /// What it printed on stdout before it listened (the first-start admin token, say).
+    pub startup: Vec<String>,
     child: Child,
 }
 
@@ -48,6 +50,7 @@ impl Hookd {
         let stdout = child.stdout.take().expect("piped stdout");
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut lines = BufReader::new(stdout).lines();
+        let mut startup = Vec::new();
         let base_url = loop {
             assert!(Instant::now() < deadline, "hookd did not start in time");
             let line = lines
@@ -60,8 +63,13 @@ impl Hookd {
             if line == "hookd engine running" {
                 break String::new();
             }
+            startup.push(line);
         };
-        Self { base_url, child }
+        Self {
+            base_url,
+            startup,
+            child,
+        }
     }
 }
 
