@@ -703,21 +703,32 @@ function orderingAction(epBase, ep, shown) {
 }
 
 async function headersAction(epBase) {
-  const current = (await get(`${epBase}/headers`)).headers || {};
-  const text = Object.entries(current).map(([name, value]) => `${name}: ${value}`).join('\n');
+  const read = await get(`${epBase}/headers`);
+  let shown = read.headers || {};
+  const hidden = read.sensitive || [];
+  const text = Object.entries(shown).map(([name, value]) => `${name}: ${value}`).join('\n');
   const area = h('textarea', { rows: 4, spellcheck: 'false' });
   area.value = text;
-  return action('Custom headers', null,
+  // Credential headers come by name only: they are kept unless a line names them, and a saved
+  // form changes only the headers it shows or names (PATCH), never drops a hidden one.
+  const note = hidden.length
+    ? `Also sent, values hidden: ${hidden.join(', ')}. A line with one of these names replaces its value; "Name:" with no value removes it.`
+    : null;
+  return action('Custom headers', note,
     field('Headers added to every request', area, 'One per line, as Name: value.'),
     'Save headers',
     async (status) => {
-      const headers = {};
+      const typed = {};
       for (const line of area.value.split('\n').map((l) => l.trim()).filter(Boolean)) {
         const colon = line.indexOf(':');
         if (colon < 1) throw new Error(`"${line}" is not "Name: value"`);
-        headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim();
+        const value = line.slice(colon + 1).trim();
+        typed[line.slice(0, colon).trim()] = value === '' ? null : value;
       }
-      await call('PUT', `${epBase}/headers`, { headers });
+      const headers = { ...typed };
+      for (const name of Object.keys(shown)) if (!(name in typed)) headers[name] = null;
+      await call('PATCH', `${epBase}/headers`, { headers });
+      shown = Object.fromEntries(Object.entries(typed).filter(([, value]) => value !== null));
       replace(status, notice('success', 'Headers saved.'));
       announce('Headers saved.');
     });
