@@ -351,9 +351,19 @@ impl Settings {
             sender: WebhookSender::new(args.delivery.http()?)?,
             mailer: args.notices.config()?.map(|c| c.mailer()).transpose()?,
             outbox_sources: args.outbox_sources.specs()?,
-            credentials: CredentialHeaders::new(&args.sensitive_header),
+            credentials: credential_headers(&args.sensitive_header)?,
         })
     }
+}
+
+/// The credential header rule with the operator's `--sensitive-header` names, each checked to
+/// be an HTTP header name (a misspelt one would silently seal nothing).
+fn credential_headers(names: &[String]) -> anyhow::Result<CredentialHeaders> {
+    for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        axum::http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| anyhow::anyhow!("--sensitive-header {name:?}: not an HTTP header name"))?;
+    }
+    Ok(CredentialHeaders::new(names))
 }
 
 /// Opens (and migrates) the database, and seals every endpoint key under the current master
@@ -589,5 +599,16 @@ mod tests {
         assert!(!colours(true, Some(OsStr::new("1"))));
         assert!(!colours(false, None), "a file or pipe gets no colour codes");
         assert!(!colours(false, Some(OsStr::new("1"))));
+    }
+
+    #[test]
+    fn sensitive_header_names_must_be_header_names() {
+        let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let rule = credential_headers(&names(&["X-Shop-Pass", " "])).unwrap();
+        assert!(rule.covers("x-shop-pass"));
+        let error = credential_headers(&names(&["X Shop"]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("--sensitive-header \"X Shop\""), "{error}");
     }
 }
