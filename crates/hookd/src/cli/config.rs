@@ -148,7 +148,7 @@ pub fn parse<C: clap::CommandFactory + clap::FromArgMatches>(
     let matches = command
         .clone()
         .try_get_matches_from(&argv)
-        .unwrap_or_else(|e| e.exit());
+        .unwrap_or_else(|e| exit(e));
     let mut from_file = HashMap::new();
     let mut file_path = None;
     if let Some((options, option_matches)) = options_of(&command, &matches)
@@ -177,8 +177,8 @@ pub fn parse<C: clap::CommandFactory + clap::FromArgMatches>(
     let matches = command
         .clone()
         .try_get_matches_from(&argv)
-        .unwrap_or_else(|e| e.exit());
-    let cli = C::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        .unwrap_or_else(|e| exit(e));
+    let cli = C::from_arg_matches(&matches).unwrap_or_else(|e| exit(e));
     let sources = match options_of(&command, &matches) {
         Some((options, option_matches)) => {
             Sources::new(options, option_matches, &from_file, file_path)
@@ -186,6 +186,19 @@ pub fn parse<C: clap::CommandFactory + clap::FromArgMatches>(
         None => Sources::default(),
     };
     Ok((cli, sources))
+}
+
+/// Exits as clap does on `error`, but with the secrets of any URL in an error masked: clap
+/// quotes the value it refused (`--database`, `--outbox-source`).
+fn exit(error: clap::Error) -> ! {
+    if !error.use_stderr() {
+        error.exit();
+    }
+    eprint!(
+        "{}",
+        hookd_core::redact::urls_in(&error.render().to_string())
+    );
+    std::process::exit(error.exit_code())
 }
 
 fn first_line(error: &clap::Error) -> String {

@@ -87,13 +87,15 @@ pub fn start_relays(
     };
     let mut relays = JoinSet::new();
     for spec in specs {
+        let url = spec.url.clone();
         let relay = SourceRelay::new(
             spec,
             store.clone(),
             clock.clone(),
             config.clone(),
             new_work.clone(),
-        )?;
+        )
+        .map_err(|e| anyhow::anyhow!(hookd_core::redact::error_text(&e.to_string(), &url)))?;
         relays.spawn(relay.run(shutdown.notice()));
     }
     shutdown.start("the outbox sources", async move {
@@ -184,6 +186,7 @@ fn run_install(install: InstallArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error) => {
+            let error = hookd_core::redact::error_text(&error.to_string(), &install.source);
             eprintln!("error: cannot install the outbox table in {url}: {error}");
             ExitCode::FAILURE
         }
