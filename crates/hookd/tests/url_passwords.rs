@@ -68,6 +68,52 @@ fn config_show_masks_every_url_password_and_keeps_the_rest() {
 }
 
 #[test]
+fn urls_from_the_environment_are_masked_in_help_and_config_show() {
+    let env = [
+        ("HOOKD_DATABASE_URL", postgres_url(5432)),
+        (
+            "HOOKD_OUTBOX_SOURCES",
+            "orders=mysql://app:pw3-Secret@db.example/shop".to_owned(),
+        ),
+        (
+            "HOOKD_SMTP_URL",
+            "smtps://notices:pw4-Secret@smtp.example.com".to_owned(),
+        ),
+        (
+            "HOOKD_EGRESS_PROXY",
+            "http://egress:pw4-Secret@proxy.example:3128".to_owned(),
+        ),
+        (
+            "HOOKD_OTLP_ENDPOINT",
+            "https://otel:pw4-Secret@collector.example".to_owned(),
+        ),
+    ];
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_hookd"))
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env("HOOKD_SMTP_FROM", "webhooks@example.com")
+            .output()
+            .unwrap()
+    };
+    for args in [&["serve", "--help"][..], &["config", "show", "--help"]] {
+        shown_without_secrets(&run(args), &args.join(" "));
+    }
+    let shown = run(&["config", "show"]);
+    assert!(shown.status.success());
+    let text = shown_without_secrets(&shown, "config show");
+    for kept in [
+        "postgres://hookd:********@127.0.0.1:5432/hookd",
+        "orders=mysql://app:********@db.example/shop",
+        "smtps://notices:********@smtp.example.com",
+        "http://egress:********@proxy.example:3128",
+        "https://otel:********@collector.example",
+    ] {
+        assert!(text.contains(kept), "{kept} expected in:\n{text}");
+    }
+}
+
+#[test]
 fn start_up_and_command_errors_mask_url_passwords() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().to_str().unwrap();

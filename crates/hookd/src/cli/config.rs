@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::parser::ValueSource;
-use clap::{Arg, ArgAction, ArgMatches, Command};
+use clap::{Arg, ArgAction, ArgMatches, Command, ValueHint};
 use hookd_sources::source::redacted;
 
 /// The options of `serve` (and of `config show`, which takes the same ones).
@@ -298,14 +298,16 @@ impl Sources {
 }
 
 /// `arg`'s value in `matches` as TOML: booleans and integers bare, lists as arrays, secrets
-/// masked (passwords in database URLs too).
+/// masked: whole for an option whose environment value `--help` hides, but for a URL (an
+/// option hinted `ValueHint::Url`, hidden from `--help` for its password) only the password
+/// and secret parameters; passwords in other URLs too.
 fn toml_value(arg: &Arg, matches: &ArgMatches) -> Option<String> {
     let id = arg.get_id().as_str();
     let raw: Vec<String> = matches
         .get_raw(id)?
         .map(|v| v.to_string_lossy().into_owned())
         .collect();
-    let secret = arg.is_hide_env_values_set();
+    let secret = arg.is_hide_env_values_set() && arg.get_value_hint() != ValueHint::Url;
     let one = |text: &String| {
         if secret {
             return "\"********\"".to_owned();

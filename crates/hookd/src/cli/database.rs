@@ -9,7 +9,7 @@ use hookd_store::Store;
 #[derive(Debug, clap::Args)]
 pub struct Database {
     /// Database URL: `sqlite://PATH` or `postgres://…` [default: sqlite://DATA_DIR/hookd.db]
-    #[arg(long = "database", env = "HOOKD_DATABASE_URL")]
+    #[arg(long = "database", env = "HOOKD_DATABASE_URL", hide_env_values = true, value_hint = clap::ValueHint::Url)]
     url: Option<String>,
     /// Directory for the default SQLite database.
     #[arg(long, env = "HOOKD_DATA_DIR", default_value = "hookd-data")]

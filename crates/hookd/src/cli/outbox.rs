@@ -31,7 +31,9 @@ pub struct SourceOptions {
         env = "HOOKD_OUTBOX_SOURCES",
         value_delimiter = ' ',
         value_name = "NAME=URL",
-        value_parser = parse_source
+        value_parser = parse_source,
+        hide_env_values = true,
+        value_hint = clap::ValueHint::Url
     )]
     sources: Vec<SourceSpec>,
     /// Send every row of source NAME to one application (`NAME=APP`, its id or uid): rows may
