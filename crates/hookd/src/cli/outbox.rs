@@ -141,7 +141,7 @@ struct InstallArgs {
     #[arg(long, value_name = "URL")]
     source: String,
     /// The role (PostgreSQL) or account (MySQL, e.g. `'app'@'%'`) that inserts rows, for the
-    /// printed grants.
+    /// printed grants (which quote it: give it as the database stores it).
     #[arg(long, default_value = "producer")]
     producer_role: String,
     /// The role or account hookd relays as, for the printed grants.
