@@ -40,6 +40,7 @@ pub struct Traces {
 impl Drop for Traces {
     fn drop(&mut self) {
         if let Err(error) = self.provider.shutdown() {
+            let error = super::error_text(error);
             eprintln!("hookd: the last traces were not exported: {error}");
         }
     }
