@@ -160,13 +160,21 @@ where
     serde::Deserialize::deserialize(deserializer).map(Some)
 }
 
-/// Metadata, refusing a `notifyEmail` that is not an e-mail address (it is where hookd's
-/// e-mail notices go: a typo there would lose them silently).
+/// Metadata, refusing control characters in keys and values (metadata is shown in the portal
+/// and logs as one line each), and a `notifyEmail` that is not an e-mail address (it is where
+/// hookd's e-mail notices go: a typo there would lose them silently).
 pub fn metadata<'de, D>(deserializer: D) -> Result<hookd_core::model::Metadata, D::Error>
 where
     D: serde::Deserializer<'de>,
 {
     let metadata: hookd_core::model::Metadata = serde::Deserialize::deserialize(deserializer)?;
+    for (key, value) in &metadata {
+        let refused = |what: &str, e: hookd_core::validate::ControlCharacter| -> D::Error {
+            serde::de::Error::custom(format!("{what} {key:?}: {e}"))
+        };
+        hookd_core::validate::one_line(key).map_err(|e| refused("key", e))?;
+        hookd_core::validate::one_line(value).map_err(|e| refused("the value of", e))?;
+    }
     match metadata.get(hookd_core::model::NOTIFY_EMAIL) {
         Some(address) if !is_email_address(address) => Err(serde::de::Error::custom(format!(
             "{} {address:?} is not an e-mail address",

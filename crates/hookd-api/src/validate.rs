@@ -47,11 +47,33 @@ pub fn name(field: &str, value: &str) -> Result<(), ApiError> {
     validate::name(value).map_err(|e| ApiError::body_field(field, e.to_string()))
 }
 
-/// A non-empty human-readable text of at most `max` characters.
+/// A non-empty line of human-readable text (a name) of at most `max` characters.
 pub fn text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
     if value.trim().is_empty() {
         return Err(ApiError::body_field(field, "must not be empty"));
     }
+    line(field, value, max)
+}
+
+/// A line of human-readable text of at most `max` characters, possibly empty (an endpoint's
+/// description): no control characters, line breaks and TAB included.
+pub fn line(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
+    at_most(field, value, max)?;
+    validate::one_line(value).map_err(|e| ApiError::body_field(field, e.to_string()))
+}
+
+/// Non-empty documentation (an event type's description) of at most `max` characters: line
+/// breaks and TAB allowed, as in the Markdown an OpenAPI document carries; other control
+/// characters not.
+pub fn documentation(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
+    if value.trim().is_empty() {
+        return Err(ApiError::body_field(field, "must not be empty"));
+    }
+    at_most(field, value, max)?;
+    validate::multi_line(value).map_err(|e| ApiError::body_field(field, e.to_string()))
+}
+
+fn at_most(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
     if value.chars().count() > max {
         return Err(ApiError::body_field(
             field,
@@ -106,11 +128,22 @@ fn short_list(
     Ok(())
 }
 
-/// An endpoint URL: http(s) with a host, no credentials, https unless plain http is allowed.
+/// An endpoint URL: http(s) with a host, no credentials, https unless plain http is allowed;
+/// stored as sent, so nothing the URL parser would quietly drop or rewrite is taken (white
+/// space and control characters, which it strips or removes; `\`, which it reads as `/`).
 pub fn endpoint_url(field: &str, value: &str, allow_http: bool) -> Result<(), ApiError> {
     let invalid = |why: &str| ApiError::body_field(field, why.to_owned());
     if value.len() > 65_536 {
         return Err(invalid("must be at most 65536 characters"));
+    }
+    validate::one_line(value).map_err(|e| invalid(&e.to_string()))?;
+    if value.contains(char::is_whitespace) {
+        return Err(invalid(
+            "must not contain white space (write a space as %20)",
+        ));
+    }
+    if value.contains('\\') {
+        return Err(invalid("must not contain `\\` (write it as %5C)"));
     }
     let url = url::Url::parse(value).map_err(|e| invalid(&format!("not a valid URL: {e}")))?;
     match url.scheme() {
@@ -219,6 +252,37 @@ mod tests {
         assert!(endpoint_url("url", "ftp://example.com", true).is_err());
         assert!(endpoint_url("url", "https://user:pw@example.com", true).is_err());
         assert!(endpoint_url("url", "not a url", true).is_err());
+    }
+
+    #[test]
+    fn endpoint_urls_the_parser_would_rewrite_are_refused() {
+        for (url, why) in [
+            ("https://example.com/a\r\nb", "U+000D"),
+            ("https://example.com/\tx", "U+0009"),
+            ("\u{1}https://example.com/", "U+0001"),
+            ("https://example.com/\u{202E}", "U+202E"),
+            ("https://example.com/a b", "white space"),
+            (" https://example.com/", "white space"),
+            ("https://example.com/\u{3000}", "white space"),
+            ("https://evil.example\\@good.example/", "%5C"),
+        ] {
+            let refused = endpoint_url("url", url, true).unwrap_err();
+            let body = refused.to_string();
+            assert!(body.contains(why), "{url:?}: {body}");
+        }
+        assert!(endpoint_url("url", "https://example.com/a%20b?q=%0A", false).is_ok());
+    }
+
+    #[test]
+    fn text_fields_refuse_control_characters() {
+        assert!(text("name", "Acme Café", 256).is_ok());
+        assert!(text("name", "Acme\nDear customer", 256).is_err());
+        assert!(text("name", "tab\tname", 256).is_err());
+        assert!(line("description", "", 256).is_ok());
+        assert!(line("description", "\u{85}", 256).is_err());
+        assert!(documentation("description", "# Title\n\n\tbody\r\n", 256).is_ok());
+        assert!(documentation("description", "bell\u{7}", 256).is_err());
+        assert!(documentation("description", " \n", 256).is_err());
     }
 
     #[test]

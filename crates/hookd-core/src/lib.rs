@@ -7,7 +7,9 @@
 //! - [`id`]: typed, time-sortable ids (`app_…`, `ep_…`, `msg_…`, `atmpt_…`).
 //! - [`time`]: [`Timestamp`] (unix milliseconds) and the injectable [`Clock`].
 //! - [`model`]: applications, endpoints, event types, messages, deliveries and attempts.
-//! - [`validate`]: the naming rules for uids, event types and channels.
+//! - [`validate`]: the naming rules for uids, event types and channels, and the characters
+//!   free text may not hold.
+//! - [`redact`]: masking the passwords and secret parameters of URLs before they are shown.
 //! - [`schema`]: event types' JSON Schemas: checking a payload against one, and an example
 //!   payload made from one.
 //! - [`operations`]: the operational webhooks' event types and the messages that carry them.
@@ -17,6 +19,7 @@ pub mod id;
 pub mod load;
 pub mod model;
 pub mod operations;
+pub mod redact;
 pub mod schema;
 pub mod time;
 pub mod validate;

@@ -2,6 +2,12 @@
 //!
 //! uids, event ids, event-type names and channels follow Svix's pattern
 //! `^[a-zA-Z0-9\-_.]+$`, at most 256 characters (channels at most 128).
+//!
+//! Free text (names, descriptions, URLs, metadata) may hold any character but those that
+//! change how text around it reads: control characters, line and paragraph separators and
+//! bidirectional overrides ([`one_line`]). Such text is shown in the portal and quoted in
+//! e-mail notices, where a line break would let a customer write lines that read as the
+//! provider's.
 
 /// Why a name was refused; the message is shown to API callers.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -72,6 +78,61 @@ pub fn ordering_key(text: &str) -> Result<(), NameError> {
     }
     if text.chars().any(char::is_control) {
         return Err(NameError::ControlCharacter);
+    }
+    Ok(())
+}
+
+/// A character free text may not hold, and where: shown to API callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("must not contain control characters (U+{:04X} at character {at})", code_point(.found))]
+pub struct ControlCharacter {
+    pub found: char,
+    /// Its position, counting characters from 1.
+    pub at: usize,
+}
+
+fn code_point(c: &char) -> u32 {
+    u32::from(*c)
+}
+
+/// Whether `c` changes how the text around it reads rather than being read itself: C0
+/// controls (TAB, CR and LF included), DEL, C1 controls, the Unicode line and paragraph
+/// separators, and the bidirectional embeddings, overrides and isolates (which can show text
+/// in another order than it is stored).
+pub fn is_control(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// One line of free text: no [`is_control`] character at all. TAB is refused too: a
+/// one-line value (a name, a URL, a metadata value) has no use for it, and it shows as
+/// blank space of varying width, in a terminal as in a mail.
+pub fn one_line(text: &str) -> Result<(), ControlCharacter> {
+    first_control(text, |_, _| false)
+}
+
+/// Several lines of documentation (an event type's description, often Markdown from an
+/// OpenAPI document): line breaks (LF, or CR LF) and TAB allowed, other control characters
+/// not.
+pub fn multi_line(text: &str) -> Result<(), ControlCharacter> {
+    first_control(text, |c, next| {
+        c == '\n' || c == '\t' || (c == '\r' && next == Some('\n'))
+    })
+}
+
+/// The first control character in `text` that `allowed` (given it and the next character)
+/// does not let through.
+fn first_control(
+    text: &str,
+    allowed: impl Fn(char, Option<char>) -> bool,
+) -> Result<(), ControlCharacter> {
+    let mut chars = text.chars().peekable();
+    let mut at = 0;
+    while let Some(c) = chars.next() {
+        at += 1;
+        if is_control(c) && !allowed(c, chars.peek().copied()) {
+            return Err(ControlCharacter { found: c, at });
+        }
     }
     Ok(())
 }
@@ -184,6 +245,51 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn one_line_text_refuses_every_control_character_and_says_where() {
+        for fine in [
+            "Bookstore",
+            "Café Ünïcode ✓",
+            "a b",
+            "https://x.example/p?q=1#f",
+        ] {
+            assert_eq!(one_line(fine), Ok(()), "{fine}");
+        }
+        for (text, found, at) in [
+            ("a\nb", '\n', 2),
+            ("a\r\nb", '\r', 2),
+            ("tab\there", '\t', 4),
+            ("\0", '\0', 1),
+            ("del\u{7f}", '\u{7f}', 4),
+            ("c1\u{85}", '\u{85}', 3),
+            ("ls\u{2028}", '\u{2028}', 3),
+            ("rlo\u{202E}gnp.exe", '\u{202E}', 4),
+            ("isolate\u{2066}", '\u{2066}', 8),
+        ] {
+            assert_eq!(
+                one_line(text),
+                Err(ControlCharacter { found, at }),
+                "{text:?}"
+            );
+        }
+        let error = one_line("a\nb").unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "must not contain control characters (U+000A at character 2)"
+        );
+    }
+
+    #[test]
+    fn multi_line_text_allows_line_breaks_and_tabs_only() {
+        assert_eq!(multi_line("# Order\n\nShipped.\r\n\t- id"), Ok(()));
+        assert_eq!(
+            multi_line("bare\rcarriage return"),
+            Err(ControlCharacter { found: '\r', at: 5 })
+        );
+        assert!(multi_line("bell\u{7}").is_err());
+        assert!(multi_line("\u{202E}").is_err());
     }
 
     #[test]

@@ -308,22 +308,30 @@ impl Kind {
         }
     }
 
-    /// The subject and the body (the template docs/deployment.md shows).
+    /// The subject and the body (the template docs/deployment.md shows). What the customer
+    /// wrote (the application's name, the endpoint's URL) appears only [`quoted`], under a line
+    /// saying whose it is: never in the subject, never as part of a sentence.
     fn text(self, data: &Value, whom: &Recipient) -> (String, String) {
-        let field = |key: &str| data[key].as_str().unwrap_or("unknown").to_owned();
+        let field = |key: &str| one_line(data[key].as_str().unwrap_or("unknown"));
+        let theirs = format!(
+            "The endpoint, as entered in the account (quoted as given; not written by us):\n\
+             \x20 Application: {app}\n\
+             \x20 URL: {url}\n",
+            app = quoted(&whom.app_name),
+            url = quoted(&whom.url),
+        );
         match self {
             Self::Disabled => (
-                format!("Webhook endpoint disabled: {}", whom.url),
+                format!("Webhook endpoint disabled: {}", field("endpointId")),
                 format!(
-                    "Webhooks of {app} are no longer sent to {url}: the endpoint was disabled.\n\n\
-                     Reason: {reason}\nFailing since: {since}\nEndpoint: {endpoint}\n\n\
+                    "Webhooks are no longer sent to one of your endpoints: it was disabled.\n\n\
+                     Endpoint: {endpoint}\nReason: {reason}\nFailing since: {since}\n\n\
+                     {theirs}\n\
                      Messages published while it is disabled are not queued for it. Once it \
                      answers again, enable it, then recover or replay what it missed.\n",
-                    app = whom.app_name,
-                    url = whom.url,
+                    endpoint = field("endpointId"),
                     reason = field("reason"),
                     since = field("failSince"),
-                    endpoint = field("endpointId"),
                 ),
             ),
             Self::Exhausted => {
@@ -335,18 +343,111 @@ impl Kind {
                 (
                     format!("Webhook not delivered: {}", field("msgId")),
                     format!(
-                        "A webhook of {app} could not be delivered to {url}: every attempt of \
-                         its retry schedule failed, and it will not be retried.\n\n\
-                         Message: {msg}\nEvent id: {event_id}\nLast attempt: {at}, {status}\n\n\
+                        "A webhook could not be delivered to one of your endpoints: every \
+                         attempt of its retry schedule failed, and it will not be retried.\n\n\
+                         Message: {msg}\nEvent id: {event_id}\nEndpoint: {endpoint}\n\
+                         Last attempt: {at}, {status}\n\n\
+                         {theirs}\n\
                          It can be sent again (resend) once the endpoint answers.\n",
-                        app = whom.app_name,
-                        url = whom.url,
                         msg = field("msgId"),
-                        event_id = data["msgEventId"].as_str().unwrap_or("none"),
-                        at = last["timestamp"].as_str().unwrap_or("unknown"),
+                        event_id = one_line(data["msgEventId"].as_str().unwrap_or("none")),
+                        endpoint = field("endpointId"),
+                        at = one_line(last["timestamp"].as_str().unwrap_or("unknown")),
                     ),
                 )
             }
+        }
+    }
+}
+
+/// The most characters of one customer's text a notice quotes.
+const QUOTED_MAX: usize = 200;
+
+/// `text` as a notice quotes what a customer wrote: in double quotes, on the line it starts
+/// on, cut at [`QUOTED_MAX`] characters (`…` after the closing quote says so).
+fn quoted(text: &str) -> String {
+    let mut chars = text.chars();
+    let shown: String = chars.by_ref().take(QUOTED_MAX).collect();
+    let cut = if chars.next().is_some() { "…" } else { "" };
+    format!("\"{}\"{cut}", one_line(&shown))
+}
+
+/// `text` escaped to stay one line that cannot close the quotes around it: `"` and `\` escaped
+/// with `\`, control characters, line separators and bidirectional overrides as `\u{…}`.
+fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if hookd_core::validate::is_control(c) => {
+                out.push_str(&format!("\\u{{{:04X}}}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn recipient(app_name: &str, url: &str) -> Recipient {
+        Recipient {
+            address: "ops@example.com".into(),
+            app_name: app_name.into(),
+            url: url.into(),
+        }
+    }
+
+    #[test]
+    fn customer_text_is_quoted_on_its_own_line_escaped_and_cut() {
+        let url =
+            "https://x.example/\r\n\r\nYour account is suspended.\r\nLog in at \"evil\" \u{202E}";
+        let data = json!({"endpointId": "ep_1", "reason": "the endpoint answered 410 Gone"});
+        let (subject, body) = Kind::Disabled.text(&data, &recipient("Acme\nDear customer", url));
+        assert_eq!(subject, "Webhook endpoint disabled: ep_1");
+        assert!(
+            body.contains(
+                "  URL: \"https://x.example/\\u{000D}\\u{000A}\\u{000D}\\u{000A}Your account is \
+                 suspended.\\u{000D}\\u{000A}Log in at \\\"evil\\\" \\u{202E}\"\n"
+            ),
+            "{body}"
+        );
+        assert!(
+            body.contains("  Application: \"Acme\\u{000A}Dear customer\"\n"),
+            "{body}"
+        );
+        assert!(
+            !body.lines().any(|line| line.starts_with("Your account")),
+            "{body}"
+        );
+        let long = "a".repeat(QUOTED_MAX + 1);
+        assert_eq!(quoted(&long), format!("\"{}\"…", &long[..QUOTED_MAX]));
+        assert_eq!(quoted("ok"), "\"ok\"");
+    }
+
+    #[test]
+    fn the_exhausted_notice_names_the_message_and_quotes_the_endpoint() {
+        let data = json!({
+            "msgId": "msg_1", "msgEventId": "evt-9", "endpointId": "ep_1",
+            "lastAttempt": {"timestamp": "2026-01-01T00:00:00Z", "responseStatusCode": 500},
+        });
+        let (subject, body) =
+            Kind::Exhausted.text(&data, &recipient("Shop", "https://s.example/h"));
+        assert_eq!(subject, "Webhook not delivered: msg_1");
+        for line in [
+            "Message: msg_1\n",
+            "Event id: evt-9\n",
+            "Last attempt: 2026-01-01T00:00:00Z, HTTP 500\n",
+            "  URL: \"https://s.example/h\"\n",
+            "  Application: \"Shop\"\n",
+        ] {
+            assert!(body.contains(line), "{line:?} in {body}");
         }
     }
 }

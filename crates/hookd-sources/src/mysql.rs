@@ -42,12 +42,14 @@ pub const INSTALL: [&str; 3] = [
         WHERE NOT EXISTS (SELECT 1 FROM hookd_outbox_contract)",
 ];
 
-/// The grants a producer account and hookd's relay account need, for `install` to print.
+/// The grants a producer account and hookd's relay account need, for `install` to print; the
+/// database and the accounts come quoted ([`crate::install::mysql_identifier`],
+/// [`crate::install::mysql_account`]).
 pub fn grants(database: &str, producer: &str, relay: &str) -> String {
     format!(
-        "GRANT INSERT ON `{database}`.hookd_outbox TO {producer};\n\
-         GRANT SELECT, UPDATE, DELETE ON `{database}`.hookd_outbox TO {relay};\n\
-         GRANT SELECT, UPDATE ON `{database}`.hookd_outbox_contract TO {relay};"
+        "GRANT INSERT ON {database}.`hookd_outbox` TO {producer};\n\
+         GRANT SELECT, UPDATE, DELETE ON {database}.`hookd_outbox` TO {relay};\n\
+         GRANT SELECT, UPDATE ON {database}.`hookd_outbox_contract` TO {relay};"
     )
 }
 

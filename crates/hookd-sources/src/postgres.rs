@@ -47,7 +47,8 @@ CREATE TRIGGER hookd_outbox_notify AFTER INSERT OR UPDATE OF failed_at ON hookd_
 COMMENT ON TABLE hookd_outbox IS 'hookd outbox source, contract v1: INSERT (app, event_type, payload[, event_id, channels, ordering_key]) in your transaction; hookd relays each committed row once. See docs/outbox.md.';
 "#;
 
-/// The grants a producer role and hookd's relay role need, for `install` to print.
+/// The grants a producer role and hookd's relay role need, for `install` to print; the roles
+/// come quoted ([`crate::install::postgres_role`]).
 pub fn grants(producer: &str, relay: &str) -> String {
     format!(
         "GRANT INSERT ON hookd_outbox TO {producer};\n\

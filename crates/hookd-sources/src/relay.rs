@@ -152,6 +152,8 @@ impl SourceRelay {
                     metrics::gauge!(LAST_ERROR, "source" => source.clone()).set(at);
                     let wait = backoff(failures);
                     if failures % LOG_EVERY == 1 {
+                        let error =
+                            hookd_core::redact::error_text(&error.to_string(), &self.spec.url);
                         tracing::warn!(%source, %error, failures, retry_in = ?wait, "cannot relay the outbox source; its rows wait in its table");
                     }
                     wait

@@ -129,25 +129,10 @@ impl fmt::Debug for SourceSpec {
     }
 }
 
-/// `url` with the password in its authority, if any, replaced by `********`; any text before
-/// the scheme (`NAME=` of a source) is kept.
+/// `url` with its password and secret query parameters replaced by `********`; any text
+/// before the scheme (`NAME=` of a source) is kept ([`hookd_core::redact::url`]).
 pub fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => {
-                format!(
-                    "{scheme}://{user}:********@{host}{}",
-                    &rest[authority_end..]
-                )
-            }
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    }
+    hookd_core::redact::url(url)
 }
 
 #[cfg(test)]
@@ -202,6 +187,10 @@ mod tests {
             "mysql://root:********@127.0.0.1:3306/shop?ssl-mode=disabled"
         );
         assert_eq!(redacted("postgres://app@db/shop"), "postgres://app@db/shop");
+        assert_eq!(
+            redacted("orders=postgres://app@db/shop?password=pw2"),
+            "orders=postgres://app@db/shop?password=********"
+        );
         assert_eq!(redacted("sqlite:///var/app.db"), "sqlite:///var/app.db");
     }
 }

@@ -1,7 +1,8 @@
 //! The grants `hookd outbox install` prints are enough: a producer role with exactly the
 //! producer's grants inserts rows (with the helper, reading back the id), and a relay role with
 //! exactly the relay's relays them. On PostgreSQL and MySQL/MariaDB (skipped without their
-//! `HOOKD_TEST_*_URL`); roles and accounts are made for the test and dropped after it.
+//! `HOOKD_TEST_*_URL`); roles and accounts are made for the test and dropped after it. Their
+//! names need quoting (capitals, `-`), which the printed grants must do.
 
 mod support;
 
@@ -29,9 +30,11 @@ async fn postgres_the_printed_grants_are_enough_for_producer_and_relay() {
     let Some(producer) = Producer::postgres("grants::postgres").await else {
         return;
     };
-    let (writer, relayer) = (random_name("producer"), random_name("relay"));
+    let (writer, relayer) = (random_name("Producer-x"), random_name("relay-x"));
     for role in [&writer, &relayer] {
-        producer.execute(&format!("CREATE ROLE {role} LOGIN")).await;
+        producer
+            .execute(&format!("CREATE ROLE \"{role}\" LOGIN"))
+            .await;
     }
     let installed = hookd_sources::install(&producer.url, &writer, &relayer)
         .await
@@ -52,13 +55,13 @@ async fn postgres_the_printed_grants_are_enough_for_producer_and_relay() {
 
     // Roles belong to the server: revoke their grants here, then drop them.
     for role in [&writer, &relayer] {
-        producer.execute(&format!("DROP OWNED BY {role}")).await;
+        producer.execute(&format!("DROP OWNED BY \"{role}\"")).await;
     }
     drop(producer);
     let admin = std::env::var("HOOKD_TEST_POSTGRES_URL").unwrap();
     let admin = sqlx::PgPool::connect(&admin).await.unwrap();
     for role in [&writer, &relayer] {
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP ROLE {role}")))
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP ROLE \"{role}\"")))
             .execute(&admin)
             .await
             .unwrap();
@@ -70,14 +73,15 @@ async fn mysql_the_printed_grants_are_enough_for_producer_and_relay() {
     let Some(producer) = Producer::mysql("grants::mysql").await else {
         return;
     };
-    let (writer, relayer) = (random_name("p"), random_name("r"));
+    let (writer, relayer) = (random_name("p-x"), random_name("r-x"));
     for account in [&writer, &relayer] {
         producer
             .execute(&format!("CREATE USER '{account}'@'%' IDENTIFIED BY 'pw'"))
             .await;
     }
-    let quoted = |account: &str| format!("'{account}'@'%'");
-    let installed = hookd_sources::install(&producer.url, &quoted(&writer), &quoted(&relayer))
+    // As MySQL writes an account, and bare.
+    let quoted = format!("'{writer}'@'%'");
+    let installed = hookd_sources::install(&producer.url, &quoted, &format!("{relayer}@%"))
         .await
         .unwrap();
     grant(&producer, &installed.grants).await;

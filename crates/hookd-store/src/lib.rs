@@ -82,7 +82,8 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>, StoreError> {
         Ok(Arc::new(postgres::PgStore::connect(url).await?))
     } else {
         Err(StoreError::Config(format!(
-            "unsupported database URL {url:?}: use sqlite://PATH or postgres://…"
+            "unsupported database URL {:?}: use sqlite://PATH or postgres://…",
+            hookd_core::redact::url(url)
         )))
     }
 }

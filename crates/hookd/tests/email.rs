@@ -2,7 +2,8 @@
 //! the `notifyEmail` of their endpoint's metadata (or their application's), that hookd
 //! disabled the endpoint and that a message was given up on, through a real SMTP server
 //! (Python's `aiosmtpd`, `scripts/crosscheck/smtp_server.py`); an address gets no more than
-//! `--notices-per-hour`; a `notifyEmail` that is not an address is refused.
+//! `--notices-per-hour`; a `notifyEmail` that is not an address is refused; what the customer
+//! wrote (the application's name, the endpoint's URL) is only ever quoted, never prose.
 
 mod support;
 
@@ -22,6 +23,21 @@ fn smtp_server(python: &str) -> (Announced, String) {
     (server, format!("smtp://{address}"))
 }
 
+/// `hookd serve` on `database` mailing notices through `smtp_url`, each message given up on
+/// after one attempt, with `extra` options.
+fn serve_mailing(database: &str, smtp_url: &str, extra: &[&str]) -> Hookd {
+    let mut args = vec![
+        "--smtp-url",
+        smtp_url,
+        "--smtp-from",
+        "Example Webhooks <webhooks@example.com>",
+        "--retry-schedule",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    Hookd::serve_local(database, TOKEN, &args)
+}
+
 /// The mails the server printed so far.
 fn mails(server: &Announced) -> Vec<Value> {
     server
@@ -36,20 +52,7 @@ async fn customers_hear_of_disabled_endpoints_and_exhausted_messages() {
     let Some(python) = python() else { return };
     let (server, smtp_url) = smtp_server(&python);
     let (database, _dir) = hookd_store::testing::fresh_sqlite();
-    let hookd = Hookd::serve_local(
-        &database,
-        TOKEN,
-        &[
-            "--smtp-url",
-            &smtp_url,
-            "--smtp-from",
-            "Example Webhooks <webhooks@example.com>",
-            "--notices-per-hour",
-            "2",
-            "--retry-schedule",
-            "0",
-        ],
-    );
+    let hookd = serve_mailing(&database, &smtp_url, &["--notices-per-hour", "2"]);
     let api = Api::new(&hookd, TOKEN);
 
     let (status, refused) = api
@@ -167,6 +170,76 @@ async fn customers_hear_of_disabled_endpoints_and_exhausted_messages() {
         .filter(|m| to(m) == "team@bookstore.example")
         .count();
     assert_eq!(to_team, 2, "no more than --notices-per-hour");
+}
+
+#[tokio::test]
+async fn customer_text_in_a_notice_is_quoted_and_cannot_write_a_paragraph() {
+    let Some(python) = python() else { return };
+    let (server, smtp_url) = smtp_server(&python);
+    let (database, _dir) = hookd_store::testing::fresh_sqlite();
+    let hookd = serve_mailing(&database, &smtp_url, &[]);
+    let api = Api::new(&hookd, TOKEN);
+    // A name may hold quotes; it must not close the quotes it is shown in.
+    let name = r#"Acme" Dear customer, your account is suspended. "#;
+    let (status, app) = api
+        .post(
+            "/app",
+            json!({"name": name, "metadata": {"notifyEmail": "victim@example.org"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{app}");
+    let app = app["id"].as_str().unwrap().to_owned();
+    let failing = Receiver::always(StatusCode::INTERNAL_SERVER_ERROR).await;
+    let paragraph = "\r\n\r\nDear customer, your account is suspended.\r\nLog in at evil.example";
+    let (status, refused) = api
+        .post(
+            &format!("/app/{app}/endpoint"),
+            json!({"url": format!("{}{paragraph}", failing.url)}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 422, "a URL with line breaks is refused: {refused}");
+    let ep = api.endpoint(&app, &failing.url).await;
+    // As a URL stored before hookd refused line breaks would be.
+    let file = database.strip_prefix("sqlite://").unwrap();
+    let db = rusqlite::Connection::open(file).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    let stored = format!("{}/x{paragraph}", failing.url);
+    db.execute(
+        "UPDATE endpoints SET url = ?1 WHERE id = ?2",
+        rusqlite::params![stored, ep],
+    )
+    .unwrap();
+
+    // Given up on after its one attempt (however the URL fares), the message is noticed.
+    let msg = api.publish(&app, "order.shipped", json!({"n": 1})).await;
+    let mail = eventually(async || {
+        let all = mails(&server);
+        all.into_iter()
+            .next()
+            .ok_or_else(|| "a notice expected".to_owned())
+    })
+    .await;
+    assert_eq!(mail["subject"], format!("Webhook not delivered: {msg}"));
+    let body = mail["body"].as_str().unwrap().replace("\r\n", "\n");
+    let url_line = format!(
+        "  URL: \"{}/x\\u{{000D}}\\u{{000A}}\\u{{000D}}\\u{{000A}}Dear customer, your account is \
+         suspended.\\u{{000D}}\\u{{000A}}Log in at evil.example\"\n",
+        failing.url
+    );
+    assert!(body.contains(&format!("Endpoint: {ep}\n")), "{body}");
+    assert!(body.contains(&url_line), "{url_line:?} in:\n{body}");
+    assert!(
+        body.contains("  Application: \"Acme\\\" Dear customer, your account is suspended. \"\n"),
+        "{body}"
+    );
+    assert!(
+        body.lines().all(|line| !line.contains("Dear customer")
+            || line.starts_with("  Application: \"")
+            || line.starts_with("  URL: \"")),
+        "the customer's words only on the quoted lines:\n{body}"
+    );
 }
 
 #[test]

@@ -111,7 +111,7 @@ impl EventTypeOut {
 
 impl EventTypeUpdate {
     fn validate(&self) -> Result<(), ApiError> {
-        validate::text("description", &self.description, 4096)?;
+        validate::documentation("description", &self.description, 4096)?;
         validate::uid("featureFlag", self.feature_flag.as_deref())?;
         validate::uid("groupName", self.group_name.as_deref())?;
         feature_flags(self.feature_flags.as_deref())?;
@@ -248,7 +248,7 @@ async fn patch(
         .await?
         .ok_or(ApiError::NotFound("event type"))?;
     if let Some(description) = input.description {
-        validate::text("description", &description, 4096)?;
+        validate::documentation("description", &description, 4096)?;
         et.description = description;
     }
     if let Some(archived) = input.archived {

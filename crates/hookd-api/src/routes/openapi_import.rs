@@ -322,12 +322,14 @@ fn described(spec: &Value, name: &str, item: &Value) -> Result<FromOpenApi, ApiE
         ),
         _ => text("x-svix-feature-flag").map(|flag| vec![flag.to_owned()]),
     };
+    let description = text("description")
+        .or_else(|| text("summary"))
+        .unwrap_or(name);
+    hookd_core::validate::multi_line(description)
+        .map_err(|why| ApiError::body_field(&field, format!("its description {why}")))?;
     Ok(FromOpenApi {
         name: name.to_owned(),
-        description: text("description")
-            .or_else(|| text("summary"))
-            .unwrap_or(name)
-            .to_owned(),
+        description: description.to_owned(),
         schemas: schema.map(|schema| json!({ "1": schema })),
         deprecated: operation
             .get("deprecated")
@@ -434,6 +436,14 @@ components:
             "webhooks": {"a.b": {"post": {"requestBody": {"content": {
             "application/json": {"schema": {"$ref": "#/components/schemas/A"}}}}}}}});
         assert!(error(cycle).contains("cycle"));
+    }
+
+    #[test]
+    fn a_description_may_break_lines_but_hold_no_other_control_character() {
+        let spec = |text: &str| json!({"webhooks": {"a.b": {"post": {"description": text}}}});
+        assert!(event_types(&spec("# A\n\n\tb")).is_ok());
+        let error = event_types(&spec("ring\u{7}")).err().unwrap().to_string();
+        assert!(error.contains("a.b") && error.contains("U+0007"), "{error}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::parser::ValueSource;
-use clap::{Arg, ArgAction, ArgMatches, Command};
+use clap::{Arg, ArgAction, ArgMatches, Command, ValueHint};
 use hookd_sources::source::redacted;
 
 /// The options of `serve` (and of `config show`, which takes the same ones).
@@ -148,7 +148,7 @@ pub fn parse<C: clap::CommandFactory + clap::FromArgMatches>(
     let matches = command
         .clone()
         .try_get_matches_from(&argv)
-        .unwrap_or_else(|e| e.exit());
+        .unwrap_or_else(|e| exit(e));
     let mut from_file = HashMap::new();
     let mut file_path = None;
     if let Some((options, option_matches)) = options_of(&command, &matches)
@@ -177,8 +177,8 @@ pub fn parse<C: clap::CommandFactory + clap::FromArgMatches>(
     let matches = command
         .clone()
         .try_get_matches_from(&argv)
-        .unwrap_or_else(|e| e.exit());
-    let cli = C::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        .unwrap_or_else(|e| exit(e));
+    let cli = C::from_arg_matches(&matches).unwrap_or_else(|e| exit(e));
     let sources = match options_of(&command, &matches) {
         Some((options, option_matches)) => {
             Sources::new(options, option_matches, &from_file, file_path)
@@ -186,6 +186,19 @@ pub fn parse<C: clap::CommandFactory + clap::FromArgMatches>(
         None => Sources::default(),
     };
     Ok((cli, sources))
+}
+
+/// Exits as clap does on `error`, but with the secrets of any URL in an error masked: clap
+/// quotes the value it refused (`--database`, `--outbox-source`).
+fn exit(error: clap::Error) -> ! {
+    if !error.use_stderr() {
+        error.exit();
+    }
+    eprint!(
+        "{}",
+        hookd_core::redact::urls_in(&error.render().to_string())
+    );
+    std::process::exit(error.exit_code())
 }
 
 fn first_line(error: &clap::Error) -> String {
@@ -285,14 +298,16 @@ impl Sources {
 }
 
 /// `arg`'s value in `matches` as TOML: booleans and integers bare, lists as arrays, secrets
-/// masked (passwords in database URLs too).
+/// masked: whole for an option whose environment value `--help` hides, but for a URL (an
+/// option hinted `ValueHint::Url`, hidden from `--help` for its password) only the password
+/// and secret parameters; passwords in other URLs too.
 fn toml_value(arg: &Arg, matches: &ArgMatches) -> Option<String> {
     let id = arg.get_id().as_str();
     let raw: Vec<String> = matches
         .get_raw(id)?
         .map(|v| v.to_string_lossy().into_owned())
         .collect();
-    let secret = arg.is_hide_env_values_set();
+    let secret = arg.is_hide_env_values_set() && arg.get_value_hint() != ValueHint::Url;
     let one = |text: &String| {
         if secret {
             return "\"********\"".to_owned();

@@ -9,7 +9,7 @@ use hookd_store::Store;
 #[derive(Debug, clap::Args)]
 pub struct Database {
     /// Database URL: `sqlite://PATH` or `postgres://…` [default: sqlite://DATA_DIR/hookd.db]
-    #[arg(long = "database", env = "HOOKD_DATABASE_URL")]
+    #[arg(long = "database", env = "HOOKD_DATABASE_URL", hide_env_values = true, value_hint = clap::ValueHint::Url)]
     url: Option<String>,
     /// Directory for the default SQLite database.
     #[arg(long, env = "HOOKD_DATA_DIR", default_value = "hookd-data")]
@@ -29,22 +29,19 @@ impl Database {
         &self.data_dir
     }
 
-    /// The URL without any password, for logs.
+    /// The URL without its password or secret parameters, for logs.
     pub fn display(&self) -> String {
-        let url = self.url();
-        match (url.find("://"), url.rfind('@')) {
-            (Some(scheme), Some(at)) if at > scheme => {
-                format!("{}://…{}", &url[..scheme], &url[at..])
-            }
-            _ => url,
-        }
+        hookd_core::redact::url(&self.url())
     }
 
-    /// Opens the store and applies pending migrations.
+    /// Opens the store and applies pending migrations. The driver's error is shown with the
+    /// URL's secrets masked: it may quote them.
     pub async fn open(&self) -> anyhow::Result<Arc<dyn Store>> {
-        hookd_store::open(&self.url())
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot open the database {}: {e}", self.display()))
+        let url = self.url();
+        hookd_store::open(&url).await.map_err(|e| {
+            let why = hookd_core::redact::error_text(&e.to_string(), &url);
+            anyhow::anyhow!("cannot open the database {}: {why}", self.display())
+        })
     }
 }
 

@@ -74,7 +74,7 @@ pub struct DeliveryOptions {
     #[arg(long = "trust-ca", env = "HOOKD_TRUST_CA", value_delimiter = ',')]
     trust_ca: Vec<PathBuf>,
     /// Send every delivery through this HTTP proxy (for a fixed egress IP).
-    #[arg(long, env = "HOOKD_EGRESS_PROXY")]
+    #[arg(long, env = "HOOKD_EGRESS_PROXY", hide_env_values = true, value_hint = clap::ValueHint::Url)]
     egress_proxy: Option<String>,
     /// Also send svix-id, svix-timestamp and svix-signature, for receivers on Svix's libraries.
     #[arg(long, env = "HOOKD_SVIX_HEADERS")]

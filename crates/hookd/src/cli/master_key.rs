@@ -254,7 +254,7 @@ pub fn run(args: Args) -> ExitCode {
         Command::Rotate(args) => match runtime().block_on(rotate(args)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
-                eprintln!("error: {error:#}");
+                super::print_error(format_args!("{error:#}"));
                 ExitCode::FAILURE
             }
         },

@@ -18,7 +18,7 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error) => {
-            eprintln!("error: {error:#}");
+            super::print_error(format_args!("{error:#}"));
             ExitCode::FAILURE
         }
     }

@@ -93,8 +93,19 @@ impl Cli {
 
 /// Reports bad arguments or input and returns exit code 2, as clap does for usage errors.
 fn usage_error(message: impl Display) -> ExitCode {
-    eprintln!("error: {message}");
+    print_error(message);
     ExitCode::from(2)
+}
+
+/// Writes `error: …` to stderr, with the secrets of any URL in it masked (a database URL's
+/// password, quoted back by a parser or a driver).
+fn print_error(message: impl Display) {
+    eprintln!("error: {}", error_text(message));
+}
+
+/// `message` as hookd writes an error, with the secrets of any URL in it masked.
+fn error_text(message: impl Display) -> String {
+    hookd_core::redact::urls_in(&message.to_string())
 }
 
 /// Reads the message body, all of stdin, as raw bytes.

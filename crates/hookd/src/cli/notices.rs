@@ -9,7 +9,7 @@ pub struct NoticeOptions {
     /// `notifyEmail`: `smtps://user:password@host` (TLS, port 465),
     /// `smtp://user:password@host?tls=required` (STARTTLS, 587), or `smtp://host:25` (plain,
     /// for a relay nearby; no password). Without it, no e-mail is sent.
-    #[arg(long, env = "HOOKD_SMTP_URL")]
+    #[arg(long, env = "HOOKD_SMTP_URL", hide_env_values = true, value_hint = clap::ValueHint::Url)]
     smtp_url: Option<String>,
     /// The notices' sender: `notices@example.com` or `Example <notices@example.com>`.
     #[arg(long, env = "HOOKD_SMTP_FROM")]

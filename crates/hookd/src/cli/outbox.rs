@@ -31,7 +31,9 @@ pub struct SourceOptions {
         env = "HOOKD_OUTBOX_SOURCES",
         value_delimiter = ' ',
         value_name = "NAME=URL",
-        value_parser = parse_source
+        value_parser = parse_source,
+        hide_env_values = true,
+        value_hint = clap::ValueHint::Url
     )]
     sources: Vec<SourceSpec>,
     /// Send every row of source NAME to one application (`NAME=APP`, its id or uid): rows may
@@ -87,13 +89,15 @@ pub fn start_relays(
     };
     let mut relays = JoinSet::new();
     for spec in specs {
+        let url = spec.url.clone();
         let relay = SourceRelay::new(
             spec,
             store.clone(),
             clock.clone(),
             config.clone(),
             new_work.clone(),
-        )?;
+        )
+        .map_err(|e| anyhow::anyhow!(hookd_core::redact::error_text(&e.to_string(), &url)))?;
         relays.spawn(relay.run(shutdown.notice()));
     }
     shutdown.start("the outbox sources", async move {
@@ -137,7 +141,7 @@ struct InstallArgs {
     #[arg(long, value_name = "URL")]
     source: String,
     /// The role (PostgreSQL) or account (MySQL, e.g. `'app'@'%'`) that inserts rows, for the
-    /// printed grants.
+    /// printed grants (which quote it: give it as the database stores it).
     #[arg(long, default_value = "producer")]
     producer_role: String,
     /// The role or account hookd relays as, for the printed grants.
@@ -184,6 +188,7 @@ fn run_install(install: InstallArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error) => {
+            let error = hookd_core::redact::error_text(&error.to_string(), &install.source);
             eprintln!("error: cannot install the outbox table in {url}: {error}");
             ExitCode::FAILURE
         }

@@ -169,7 +169,7 @@ pub fn run(mut args: Args) -> ExitCode {
     let _traces = match init_logging(args.log_json, &args.traces) {
         Ok(traces) => traces,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            super::print_error(format_args!("{error:#}"));
             return ExitCode::FAILURE;
         }
     };
@@ -180,8 +180,9 @@ pub fn run(mut args: Args) -> ExitCode {
     match runtime().block_on(serve(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            tracing::error!("{error:#}");
-            eprintln!("error: {error:#}");
+            let error = super::error_text(format_args!("{error:#}"));
+            tracing::error!("{error}");
+            eprintln!("error: {error}");
             ExitCode::FAILURE
         }
     }

@@ -78,7 +78,7 @@ pub fn run(args: Args) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            super::print_error(format_args!("{error:#}"));
             ExitCode::FAILURE
         }
     }

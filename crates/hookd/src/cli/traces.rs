@@ -24,7 +24,7 @@ use tracing_subscriber::registry::LookupSpan;
 pub struct TraceOptions {
     /// Export traces over OTLP/HTTP to this collector (`http://collector:4318`; spans go to
     /// `/v1/traces` under it). Off by default.
-    #[arg(long, env = "HOOKD_OTLP_ENDPOINT")]
+    #[arg(long, env = "HOOKD_OTLP_ENDPOINT", hide_env_values = true, value_hint = clap::ValueHint::Url)]
     pub otlp_endpoint: Option<String>,
     /// Add a W3C `traceparent` header (the attempt's span) to every delivery, so receivers
     /// that trace can join hookd's trace. Needs --otlp-endpoint.
@@ -40,6 +40,7 @@ pub struct Traces {
 impl Drop for Traces {
     fn drop(&mut self) {
         if let Err(error) = self.provider.shutdown() {
+            let error = super::error_text(error);
             eprintln!("hookd: the last traces were not exported: {error}");
         }
     }

@@ -193,6 +193,7 @@ pub(super) async fn patch(
         ep.url = url;
     }
     if let Some(description) = input.description {
+        validate::line("description", &description, super::models::DESCRIPTION_MAX)?;
         ep.description = description;
     }
     if let Some(uid) = input.uid {

@@ -12,6 +12,9 @@ use webhook_signature::{Ed25519SecretKey, Secret, SigningKey};
 use crate::extract::{metadata, metadata_patch, patch_field};
 use crate::{ApiError, ApiState, validate};
 
+/// The longest endpoint description, in characters.
+pub(super) const DESCRIPTION_MAX: usize = 4096;
+
 /// Body of create (POST) and replace (PUT).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -142,6 +145,7 @@ impl From<Endpoint> for EndpointOut {
 impl EndpointIn {
     pub(super) fn validate(&self, state: &ApiState) -> Result<(), ApiError> {
         validate::endpoint_url("url", &self.url, state.config().allow_http_endpoints)?;
+        validate::line("description", &self.description, DESCRIPTION_MAX)?;
         validate::uid("uid", self.uid.as_deref())?;
         validate::event_types("eventTypes", self.event_types.as_deref())?;
         validate::channels("channels", self.channels.as_deref())?;
