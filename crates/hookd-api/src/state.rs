@@ -47,7 +47,13 @@ pub struct ApiConfig {
     /// An audit line for every request, reads and publishes too (otherwise only for requests
     /// that change something or are refused).
     pub access_log: bool,
+    /// Endpoints an application may have; creating one more answers 422. A message goes to
+    /// every endpoint that takes it, so this bounds one publish's fan-out.
+    pub max_endpoints_per_app: u64,
 }
+
+/// [`ApiConfig::max_endpoints_per_app`] unless configured.
+pub const DEFAULT_MAX_ENDPOINTS_PER_APP: u64 = 50;
 
 impl Default for ApiConfig {
     fn default() -> Self {
@@ -62,6 +68,7 @@ impl Default for ApiConfig {
             public_url: "http://127.0.0.1:8071".into(),
             app_token_rate_limit: 100,
             access_log: false,
+            max_endpoints_per_app: DEFAULT_MAX_ENDPOINTS_PER_APP,
         }
     }
 }
