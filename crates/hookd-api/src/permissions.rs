@@ -22,6 +22,9 @@ use std::fmt::Write as _;
 
 use axum::http::Method;
 
+use Effect::{Changes, EndsOwnToken, Reads, ShowsSecret};
+use Who::{Customer, Provider};
+
 use crate::auth::{Caller, Principal};
 
 /// Who a route is for.
@@ -132,13 +135,11 @@ const fn rule(
     }
 }
 
-use Effect::{Changes, EndsOwnToken, Reads, ShowsSecret};
-use Who::{Customer, Provider};
-
 const SVIX_PROVIDER: &str = "Svix: organization only";
 const SVIX_CUSTOMER: &str = "Svix: application tokens too";
 const ENDPOINTS: &str = "Svix: application tokens manage their application's endpoints";
-const OPERATIONAL: &str = "the provider's own endpoints for operational webhooks";
+const OPERATIONAL: &str =
+    "Svix: organization only; the provider's own operational-webhook endpoints";
 const CATALOG: &str = "Svix: organization only; the catalog is the provider's, for every customer";
 const PAYLOAD_DELETION: &str = "Svix: organization only; deleting payloads is the provider's, \
                                 who keeps them (and a leaked portal link must not erase them)";
@@ -284,11 +285,7 @@ pub fn markdown() -> String {
         for kind in TokenKind::ALL {
             out.push_str(if rule.allows(kind) { " yes |" } else { " no |" });
         }
-        let _ = writeln!(
-            out,
-            " {} |",
-            rule.why.split_whitespace().collect::<Vec<_>>().join(" ")
-        );
+        let _ = writeln!(out, " {} |", rule.why);
     }
     out
 }
