@@ -158,7 +158,7 @@ try:
     check("token=" not in driver.current_url, f"the token left the address bar: {driver.current_url}")
     check(driver.find_element(By.ID, "nav-home").text == "Application", "the scoped nav names one application")
     driver.get(f"{BASE}/portal/#/app/{OTHER_APP_ID}")
-    wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "main"), "may not access"))
+    wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "main"), "application not found"))
 
     # At phone width the message page stays one readable column.
     driver.get(f"{BASE}/portal/#/app/{APP_ID}/msg/{FAILED}")

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::Method;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
@@ -22,6 +22,7 @@ use hookd_store::{ApiToken, Store, StoreError};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::permissions::{self, TokenKind};
 use crate::{ApiError, ApiState};
 
 /// How long a looked-up token is trusted without asking the database again.
@@ -32,28 +33,22 @@ pub(crate) const TOKEN_CACHE_TTL: Duration = Duration::from_secs(30);
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Publish;
 
-/// Who is calling.
+/// Who is calling: the provider, or one customer (see [`crate::permissions`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Principal {
-    /// May do everything.
+    /// The provider: every application.
     Admin,
-    /// May touch one application's endpoints, messages and attempts.
+    /// One customer: its own application only.
     App(AppId),
 }
 
 impl Principal {
-    /// Fails with 403 unless this is an admin.
-    pub fn require_admin(&self) -> Result<(), ApiError> {
-        match self {
-            Self::Admin => Ok(()),
-            Self::App(_) => Err(ApiError::Forbidden),
-        }
-    }
-
-    /// Fails with 403 unless this principal may touch `app`.
+    /// Fails unless this principal may touch `app`, with the answer a missing application
+    /// gets: another customer's application must not be told from one that does not exist.
+    /// What each kind of token may do at all is [`crate::permissions`]'.
     pub fn require_app(&self, app: &AppId) -> Result<(), ApiError> {
         match self {
-            Self::App(own) if own != app => Err(ApiError::Forbidden),
+            Self::App(own) if own != app => Err(ApiError::NotFound("application")),
             _ => Ok(()),
         }
     }
@@ -128,7 +123,8 @@ pub async fn create_admin_token(store: &dyn Store, now: Timestamp) -> Result<Str
 }
 
 /// Middleware: resolves the bearer token to a [`Principal`] (and [`Caller`]) request extension,
-/// or answers 401; applies the token's read-only scope and rate limit; writes the audit line.
+/// or answers 401; answers 403 unless the permission table lets the token's kind use the route
+/// (its `MatchedPath` and method); applies the token's rate limit; writes the audit line.
 pub async fn authenticate(
     State(state): State<ApiState>,
     mut request: Request,
@@ -148,7 +144,11 @@ pub async fn authenticate(
     let caller = caller_for(&state, token).await?;
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
-    let outcome = admit(&state, &caller, &method);
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(MatchedPath::as_str);
+    let outcome = admit(&state, &caller, &method, route);
     let status = match &outcome {
         Ok(()) => None,
         Err(error) => Some(error.status()),
@@ -175,15 +175,19 @@ pub async fn authenticate(
     Ok(response)
 }
 
-/// Whether `caller` may make a `method` request now: expiry, read-only scope, rate limit.
-fn admit(state: &ApiState, caller: &Caller, method: &Method) -> Result<(), ApiError> {
+/// Whether `caller` may make a `method` request of `route` now: expiry, the permission table,
+/// rate limit.
+fn admit(
+    state: &ApiState,
+    caller: &Caller,
+    method: &Method,
+    route: Option<&str>,
+) -> Result<(), ApiError> {
     let now = state.clock().now();
     if caller.expires_at.is_some_and(|at| at <= now) {
         return Err(ApiError::Unauthorized);
     }
-    if caller.read_only && !matches!(*method, Method::GET | Method::HEAD) {
-        return Err(ApiError::Forbidden);
-    }
+    permitted(caller, method, route)?;
     let default = match caller.principal {
         Principal::App(_) => Some(state.config().app_token_rate_limit),
         Principal::Admin => None,
@@ -197,6 +201,19 @@ fn admit(state: &ApiState, caller: &Caller, method: &Method) -> Result<(), ApiEr
                 limit,
             }),
         None => Ok(()),
+    }
+}
+
+/// Whether the permission table lets `caller`'s kind of token make a `method` request of
+/// `route` (a path template, as routed). A route without a row is refused to every token; a
+/// method its path has no row for is answered as the router answers an unrouted method.
+fn permitted(caller: &Caller, method: &Method, route: Option<&str>) -> Result<(), ApiError> {
+    let route = route.map(|r| r.strip_prefix(crate::API_PREFIX).unwrap_or(r));
+    match route.and_then(|route| permissions::lookup(method, route)) {
+        Some(rule) if rule.allows(TokenKind::of(caller)) => Ok(()),
+        Some(_) => Err(ApiError::Forbidden),
+        None if route.is_some_and(permissions::has_path) => Err(ApiError::method_not_allowed()),
+        None => Err(ApiError::Forbidden),
     }
 }
 

@@ -59,6 +59,11 @@ impl ApiError {
         Self::field("body", field, message)
     }
 
+    /// A request with a method its path is not routed for.
+    pub(crate) fn method_not_allowed() -> Self {
+        Self::BadRequest("this method is not allowed on this path".into())
+    }
+
     /// A validation failure of the query parameter `name`.
     pub fn query_param(name: &str, message: impl Into<String>) -> Self {
         Self::field("query", name, message)

@@ -12,6 +12,8 @@
 //!   and `whoami` (what the calling token may see).
 //! - [`auth`]: bearer tokens → [`Principal`] (admin or one application), read-only scope,
 //!   expiry, the per-token rate limit and the `hookd::audit` line of every request.
+//! - [`permissions`]: the permission table, every authenticated route and the kinds of token
+//!   that may use it, which [`auth`] consults for every request (`docs/permissions.md`).
 //! - `rate_limit`: the per-token request buckets.
 //! - `idempotency`: `Idempotency-Key` replays.
 //! - `cache`: the short-lived token and application caches of the hot path.
@@ -39,6 +41,7 @@ mod list;
 pub mod observe;
 mod operations;
 mod overload;
+pub mod permissions;
 mod rate_limit;
 pub mod routes;
 mod server;
@@ -59,29 +62,19 @@ pub use state::{ApiConfig, ApiState};
 /// Room for the envelope around the largest accepted payload.
 const ENVELOPE_ALLOWANCE: usize = 64 * 1024;
 
-/// The whole API under `/api/v1`.
+/// Where the API is served; the paths of [`permissions::TABLE`] are under it.
+pub const API_PREFIX: &str = "/api/v1";
+
+/// The whole API under [`API_PREFIX`].
 pub fn router(state: ApiState) -> Router {
-    let authenticated = Router::new()
-        .merge(routes::application::routes())
-        .merge(routes::endpoint::routes())
-        .merge(routes::endpoint_stats::routes())
-        .merge(routes::event_type::routes())
-        .merge(routes::message::routes())
-        .merge(routes::attempt::routes())
-        .merge(routes::redelivery::routes())
-        .merge(routes::background_task::routes())
-        .merge(routes::openapi_import::routes())
-        .merge(routes::auth::routes())
-        .merge(routes::whoami::routes())
+    let authenticated = authenticated_routes()
         .layer(from_fn_with_state(state.clone(), idempotency::replay))
         .layer(from_fn_with_state(state.clone(), auth::authenticate));
     let body_limit = state.config().max_payload_bytes + ENVELOPE_ALLOWANCE;
     Router::new()
-        .nest("/api/v1", routes::health::routes().merge(authenticated))
+        .nest(API_PREFIX, routes::health::routes().merge(authenticated))
         .fallback(|| async { ApiError::NotFound("route") })
-        .method_not_allowed_fallback(|| async {
-            ApiError::BadRequest("this method is not allowed on this path".into())
-        })
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(from_fn_with_state(
             overload::InFlight::new(state.config().max_in_flight),
@@ -94,4 +87,20 @@ pub fn router(state: ApiState) -> Router {
         }))
         .layer(axum::middleware::from_fn(observe::observe))
         .with_state(state)
+}
+
+/// Every route that takes a token: each has its row in [`permissions::TABLE`].
+pub(crate) fn authenticated_routes() -> Router<ApiState> {
+    Router::new()
+        .merge(routes::application::routes())
+        .merge(routes::endpoint::routes())
+        .merge(routes::endpoint_stats::routes())
+        .merge(routes::event_type::routes())
+        .merge(routes::message::routes())
+        .merge(routes::attempt::routes())
+        .merge(routes::redelivery::routes())
+        .merge(routes::background_task::routes())
+        .merge(routes::openapi_import::routes())
+        .merge(routes::auth::routes())
+        .merge(routes::whoami::routes())
 }

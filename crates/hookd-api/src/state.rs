@@ -50,7 +50,13 @@ pub struct ApiConfig {
     /// Which endpoint header names carry credentials: sealed with the endpoint's keys and
     /// shown to customers' tokens by name only.
     pub credential_headers: CredentialHeaders,
+    /// Endpoints an application may have; creating one more answers 422. A message goes to
+    /// every endpoint that takes it, so this bounds one publish's fan-out.
+    pub max_endpoints_per_app: u64,
 }
+
+/// [`ApiConfig::max_endpoints_per_app`] unless configured.
+pub const DEFAULT_MAX_ENDPOINTS_PER_APP: u64 = 50;
 
 impl Default for ApiConfig {
     fn default() -> Self {
@@ -66,6 +72,7 @@ impl Default for ApiConfig {
             app_token_rate_limit: 100,
             access_log: false,
             credential_headers: CredentialHeaders::default(),
+            max_endpoints_per_app: DEFAULT_MAX_ENDPOINTS_PER_APP,
         }
     }
 }

@@ -237,7 +237,8 @@ async fn app_portal_access_gives_a_scoped_token_and_a_login_link_in_the_fragment
         api.call_as(Some(token), Method::GET, "/app/other", None)
             .await
             .0,
-        StatusCode::FORBIDDEN
+        StatusCode::NOT_FOUND,
+        "another application answers as a missing one"
     );
     let (_, listed) = api.call(Method::GET, "/auth/token", None).await;
     let expires = listed["data"][0]["expiresAt"].as_str().unwrap();

@@ -130,7 +130,7 @@ async fn unknown_routes_and_methods_are_4xx_json() {
 }
 
 #[tokio::test]
-async fn an_app_token_reaches_its_own_app_and_gets_403_elsewhere() {
+async fn an_app_token_reaches_its_own_app_and_nothing_elsewhere() {
     let api = start_default().await;
     let mine = api.app("Mine", Some("mine")).await;
     api.app("Theirs", Some("theirs")).await;
@@ -151,7 +151,8 @@ async fn an_app_token_reaches_its_own_app_and_gets_403_elsewhere() {
         api.call_as(Some(&token), Method::GET, "/app/theirs", None)
             .await
             .0,
-        StatusCode::FORBIDDEN
+        StatusCode::NOT_FOUND,
+        "another application answers as a missing one"
     );
     assert_eq!(
         api.call_as(Some(&token), Method::GET, "/app", None).await.0,

@@ -114,5 +114,9 @@ async fn endpoint_stats_count_the_last_day_and_give_a_success_rate() {
     let other = api.app("Other", None).await;
     let stranger = api.app_token(&other).await;
     let (status, _) = api.call_as(Some(&stranger), Method::GET, &path, None).await;
-    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "another application's endpoint"
+    );
 }

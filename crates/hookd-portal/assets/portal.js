@@ -513,7 +513,8 @@ async function renderEndpoint(appId, endpointId) {
     suggestions,
     h('div', { class: 'actions' },
       toggleAction(epBase, ep),
-      testAction(app, epBase),
+      // Test events speak in the provider's name: admin tokens only (docs/permissions.md).
+      session.scope === 'admin' ? testAction(app, epBase) : null,
       recoverAction(epBase),
       secretAction(epBase),
       filterAction(epBase, ep),

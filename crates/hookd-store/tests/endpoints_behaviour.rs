@@ -1,4 +1,4 @@
-//! Endpoints: created, found, changed (with their keys, and never on a stale read of whether they are disabled), and their statistics.
+//! Endpoints: created, found, counted, changed (with their keys, and never on a stale read of whether they are disabled), and their statistics.
 //!
 //! Each `behaviour!` case runs against a fresh SQLite file and, when `HOOKD_TEST_POSTGRES_URL`
 //! is set, against a fresh PostgreSQL database created for that test and dropped after it.
@@ -66,6 +66,27 @@ async fn endpoints_round_trip_with_uids_scoped_to_their_app(store: &dyn Store) {
     );
     store.delete_endpoint(&changed).await.unwrap();
     assert_eq!(store.get_endpoint(&a.id, "primary").await.unwrap(), None);
+}
+
+async fn endpoints_are_counted_per_application(store: &dyn Store) {
+    let (a, b) = (app(None, 0), app(None, 1));
+    store.create_app(&a).await.unwrap();
+    store.create_app(&b).await.unwrap();
+    assert_eq!(store.count_endpoints(&a.id).await.unwrap(), 0);
+    let first = endpoint(&a, None, None, None);
+    store.create_endpoint(&first).await.unwrap();
+    store
+        .create_endpoint(&endpoint(&a, Some("second"), None, None))
+        .await
+        .unwrap();
+    store
+        .create_endpoint(&endpoint(&b, None, None, None))
+        .await
+        .unwrap();
+    assert_eq!(store.count_endpoints(&a.id).await.unwrap(), 2);
+    assert_eq!(store.count_endpoints(&b.id).await.unwrap(), 1);
+    store.delete_endpoint(&first).await.unwrap();
+    assert_eq!(store.count_endpoints(&a.id).await.unwrap(), 1);
 }
 
 async fn endpoint_stats_count_a_periods_deliveries_and_attempts(store: &dyn Store) {
@@ -314,6 +335,7 @@ async fn an_edit_built_before_hookd_disabled_the_endpoint_is_refused(store: &dyn
 
 behaviour!(
     endpoints_round_trip_with_uids_scoped_to_their_app,
+    endpoints_are_counted_per_application,
     endpoint_stats_count_a_periods_deliveries_and_attempts,
     endpoint_keys_change_only_by_compare_and_swap,
     an_endpoint_and_its_keys_change_together_or_not_at_all,

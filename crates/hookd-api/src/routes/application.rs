@@ -103,10 +103,8 @@ fn ok(app: Application, status: StatusCode) -> Response {
 
 async fn list(
     State(state): State<ApiState>,
-    Extension(principal): Extension<Principal>,
     query: QueryParams,
 ) -> Result<Json<ListOut<ApplicationOut>>, ApiError> {
-    principal.require_admin()?;
     let page = state.store().list_apps(&page_request(&query)?).await?;
     Ok(Json(ListOut::from_page(
         page,
@@ -117,11 +115,9 @@ async fn list(
 
 async fn create(
     State(state): State<ApiState>,
-    Extension(principal): Extension<Principal>,
     query: QueryParams,
     JsonBody(input): JsonBody<ApplicationIn>,
 ) -> Result<Response, ApiError> {
-    principal.require_admin()?;
     input.validate()?;
     if query.flag("get_if_exists", false)?
         && let Some(uid) = &input.uid
@@ -152,7 +148,6 @@ async fn upsert(
     input.validate()?;
     match state.store().get_app(&app_id).await? {
         Some(mut app) => {
-            principal.require_app(&app.id)?;
             input.apply_to(&mut app);
             app.updated_at = state.clock().now();
             state.store().update_app(&app).await?;
@@ -174,7 +169,7 @@ async fn create_at_path(
     app_id: &str,
     input: ApplicationIn,
 ) -> Result<Application, ApiError> {
-    let app = new_at_path(state, principal, app_id, input)?;
+    let app = new_at_path(state, app_id, input)?;
     match state.store().create_app(&app).await {
         Err(StoreError::Conflict(_)) => state.app(principal, app_id).await,
         done => done.map(|()| app).map_err(ApiError::from),
@@ -183,14 +178,14 @@ async fn create_at_path(
 
 /// The application to make for a path that names none yet, with the path as its uid (an
 /// admin's PUT, or a publish that carries the application, as Svix's SDKs send it, which the
-/// store makes in the publish's transaction); the path wins over a uid in the body.
+/// store makes in the publish's transaction); the path wins over a uid in the body. Both are
+/// the provider's alone ([`crate::permissions`]): a customer's token never makes an
+/// application.
 pub(crate) fn new_at_path(
     state: &ApiState,
-    principal: &Principal,
     app_id: &str,
     input: ApplicationIn,
 ) -> Result<Application, ApiError> {
-    principal.require_admin()?;
     if AppId::looks_like(app_id) {
         return Err(ApiError::NotFound("application"));
     }
@@ -232,7 +227,6 @@ async fn remove(
     Extension(principal): Extension<Principal>,
     Path(app_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    principal.require_admin()?;
     let app = state.app(&principal, &app_id).await?;
     state.store().delete_app(&app.id).await?;
     state.forget_apps();

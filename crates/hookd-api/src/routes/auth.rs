@@ -94,7 +94,6 @@ async fn create(
     Extension(caller): Extension<Caller>,
     JsonBody(input): JsonBody<TokenIn>,
 ) -> Result<Response, ApiError> {
-    principal.require_admin()?;
     if !input.name.is_empty() {
         validate::text("name", &input.name, 256)?;
     }
@@ -132,10 +131,8 @@ fn audit_issue(caller: &Caller, token: &ApiToken, action: &'static str) {
 
 async fn list(
     State(state): State<ApiState>,
-    Extension(principal): Extension<Principal>,
     query: QueryParams,
 ) -> Result<Json<ListOut<TokenOut>>, ApiError> {
-    principal.require_admin()?;
     let page = state.store().list_tokens(&page_request(&query)?).await?;
     Ok(Json(ListOut::from_page(
         page,
@@ -146,11 +143,9 @@ async fn list(
 
 async fn revoke(
     State(state): State<ApiState>,
-    Extension(principal): Extension<Principal>,
     Extension(caller): Extension<Caller>,
     Path(token_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    principal.require_admin()?;
     revoke_token(&state, &caller, &token_id).await
 }
 
@@ -258,7 +253,6 @@ async fn app_portal_access(
     Path(app_id): Path<String>,
     JsonBody(input): JsonBody<PortalAccessIn>,
 ) -> Result<Json<PortalAccessOut>, ApiError> {
-    principal.require_admin()?;
     let expiry = input.validate()?;
     let app = app_or_create(&state, &principal, &app_id, input.application).await?;
     let now = state.clock().now();

@@ -5,13 +5,13 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Extension, Json, Router};
+use axum::{Json, Router};
 use hookd_core::model::EventType;
 use serde::{Deserialize, Serialize};
 
 use crate::extract::{JsonBody, QueryParams, patch_field};
 use crate::list::{ListOut, page_request};
-use crate::{ApiError, ApiState, Principal, validate};
+use crate::{ApiError, ApiState, validate};
 
 pub fn routes() -> Router<ApiState> {
     Router::new()
@@ -169,10 +169,8 @@ async fn list(
 
 async fn create(
     State(state): State<ApiState>,
-    Extension(principal): Extension<Principal>,
     JsonBody(input): JsonBody<EventTypeIn>,
 ) -> Result<Response, ApiError> {
-    principal.require_admin()?;
     validate::name("name", &input.name)?;
     let EventTypeIn {
         name,
@@ -213,11 +211,9 @@ async fn fetch(
 
 async fn upsert(
     State(state): State<ApiState>,
-    Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
     JsonBody(input): JsonBody<EventTypeUpdate>,
 ) -> Result<Response, ApiError> {
-    principal.require_admin()?;
     input.validate()?;
     match state.store().get_event_type(&name).await? {
         Some(existing) => {
@@ -237,11 +233,9 @@ async fn upsert(
 
 async fn patch(
     State(state): State<ApiState>,
-    Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
     JsonBody(input): JsonBody<EventTypePatch>,
 ) -> Result<Json<EventTypeOut>, ApiError> {
-    principal.require_admin()?;
     let mut et = state
         .store()
         .get_event_type(&name)
@@ -280,11 +274,9 @@ async fn patch(
 
 async fn remove(
     State(state): State<ApiState>,
-    Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
     query: QueryParams,
 ) -> Result<StatusCode, ApiError> {
-    principal.require_admin()?;
     let mut et = state
         .store()
         .get_event_type(&name)

@@ -282,7 +282,7 @@ async fn create(
     ) {
         (Err(ApiError::NotFound(_)), Some(new)) => {
             new.validate()?;
-            let app = application::new_at_path(&state, &principal, &app_id, new)?;
+            let app = application::new_at_path(&state, &app_id, new)?;
             (app.id.clone(), Some(app))
         }
         (found, _) => (found?.id, None),

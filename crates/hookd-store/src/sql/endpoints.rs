@@ -54,6 +54,11 @@ impl<D: EventWrites> EndpointStore for D {
         self.read_one(get(app, id_or_uid), rows::endpoint).await
     }
 
+    async fn count_endpoints(&self, app: &AppId) -> Result<u64, StoreError> {
+        let count = self.read_one(count(app), |row| rows::int(row, 0)).await?;
+        Ok(count.unwrap_or(0))
+    }
+
     async fn list_endpoints(
         &self,
         app: &AppId,
@@ -176,6 +181,11 @@ pub fn get_by_id<'a>(app: &'a AppId, id: &'a EndpointId) -> Statement<'a> {
         " FROM endpoints e WHERE e.id = ?1 AND e.app_id = ?2"
     );
     Statement::new(sql, args![id.as_str(), app.as_str()])
+}
+
+fn count(app: &AppId) -> Statement<'_> {
+    let sql = sql!("SELECT COUNT(*) FROM endpoints WHERE app_id = ?1");
+    Statement::new(sql, args![app.as_str()])
 }
 
 fn list(dialect: Dialect, app: &AppId) -> ListQuery<'_> {

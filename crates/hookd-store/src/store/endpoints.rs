@@ -81,6 +81,8 @@ pub trait EndpointStore: Send + Sync {
         app: &AppId,
         id_or_uid: &str,
     ) -> Result<Option<Endpoint>, StoreError>;
+    /// How many endpoints `app` has: what `--max-endpoints-per-app` holds it to.
+    async fn count_endpoints(&self, app: &AppId) -> Result<u64, StoreError>;
     /// An application's endpoints in creation order.
     async fn list_endpoints(
         &self,

@@ -79,6 +79,11 @@ pub struct Args {
     /// none. Admin tokens are limited only by their own limit.
     #[arg(long, env = "HOOKD_APP_TOKEN_RATE_LIMIT", default_value_t = 100)]
     app_token_rate_limit: u32,
+    /// Endpoints one application may have; creating one more answers 422. One publish goes
+    /// to every endpoint that takes it, so this bounds what a message costs and how far a
+    /// customer can fan out the provider's messages.
+    #[arg(long, env = "HOOKD_MAX_ENDPOINTS_PER_APP", default_value_t = hookd_api::state::DEFAULT_MAX_ENDPOINTS_PER_APP, value_parser = clap::value_parser!(u64).range(1..))]
+    max_endpoints_per_app: u64,
     /// Write an audit line (`hookd::audit`, `token.use`) for every API request, reads and
     /// publishes too; without it only requests that change something or are refused leave one.
     #[arg(long, env = "HOOKD_ACCESS_LOG")]
@@ -428,6 +433,7 @@ fn api_config(args: &Args, settings: &Settings, address: Option<SocketAddr>) -> 
         app_token_rate_limit: args.app_token_rate_limit,
         access_log: args.access_log,
         credential_headers: settings.credentials.clone(),
+        max_endpoints_per_app: args.max_endpoints_per_app,
     }
 }
 

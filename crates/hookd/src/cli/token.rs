@@ -37,7 +37,8 @@ struct DatabaseArgs {
 struct CreateArgs {
     #[command(flatten)]
     database: Database,
-    /// Limit the token to this application (id or uid); an admin token without it.
+    /// Limit the token to this application (id or uid): a customer's token, which reads it and
+    /// manages its endpoints but cannot publish (docs/permissions.md); an admin token without it.
     #[arg(long)]
     app: Option<String>,
     /// What the token is for.

@@ -8,9 +8,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use hookd_core::EndpointId;
 use hookd_core::model::Endpoint;
 use hookd_core::operations::OperationalEvent;
+use hookd_core::{AppId, EndpointId};
 use hookd_store::{EndpointUpdate, KeySwap, Page};
 use hookd_vault::EndpointKeys;
 
@@ -25,14 +25,33 @@ use crate::list::{ListOut, page_request};
 use crate::operations::{Operator, toggled, told, wake_for};
 use crate::{ApiError, ApiState, Principal, validate};
 
-/// Stores a new endpoint, telling the operator.
+/// Stores a new endpoint, telling the operator, unless its application has as many as it may.
 async fn insert(state: &ApiState, ep: &Endpoint) -> Result<(), ApiError> {
+    check_room(state, &ep.app_id).await?;
     let events = told(state, ep, OperationalEvent::EndpointCreated).await?;
     state
         .store()
         .create_endpoint_with_events(ep, &events)
         .await?;
     wake_for(state, &events);
+    Ok(())
+}
+
+/// Refuses a new endpoint once `app` has `--max-endpoints-per-app`: a message goes to every
+/// endpoint that takes it, so the limit bounds what one publish costs and how far a customer
+/// can fan the provider's messages out. Counted before the insert, so requests racing at the
+/// limit may each add one.
+async fn check_room(state: &ApiState, app: &AppId) -> Result<(), ApiError> {
+    let max = state.config().max_endpoints_per_app;
+    if state.store().count_endpoints(app).await? >= max {
+        return Err(ApiError::body_field(
+            "url",
+            format!(
+                "this application has {max} endpoints, the most this server allows \
+                 (--max-endpoints-per-app); delete one or change an existing one"
+            ),
+        ));
+    }
     Ok(())
 }
 

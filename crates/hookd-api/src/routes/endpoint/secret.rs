@@ -88,9 +88,6 @@ pub(super) async fn secret(
     Extension(caller): Extension<Caller>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
 ) -> Result<Json<SecretOut>, ApiError> {
-    if caller.read_only {
-        return Err(ApiError::Forbidden);
-    }
     let ep = find(&state, &principal, &app_id, &endpoint_id).await?;
     let keys = open_keys(&state, &ep)?;
     tracing::info!(target: "hookd::audit", action = "secret.read", token_id = %caller.token_id, app_id = %ep.app_id, endpoint_id = %ep.id);
