@@ -29,9 +29,11 @@
 //! connections in the accept queue. So each address (IPv6: each /64, what one host is given)
 //! holds at most its cap ([`ConnectionLimit::per_client`]): a newcomer at its address's cap is
 //! served in the place of one of that address's own connections, in the order above, never
-//! another's; and where none of them can close at once, it is taken only while the address
-//! holds fewer than an eighth more than its cap (the rest are leaving after their answers),
-//! else closed at once. The accept loop never waits for a client's own room.
+//! another's. Where none of them can close at once, it is taken while the address holds less
+//! than an eighth more than its cap (one of its own is asked to close after its answer, unless
+//! as many are already leaving), then only in the place of one of its own with no request
+//! under way, closed at once; with every one of them busy, it is closed at once. The accept
+//! loop never waits for a client's own room.
 
 use std::collections::HashMap;
 use std::io;
@@ -225,14 +227,26 @@ impl Open {
             return true;
         }
         let now = millis();
-        let Some((rank, activity)) = quietest(own(), now) else {
-            return false;
-        };
-        let admitted = rank <= IDLE || staying < cap + cap.div_ceil(8);
-        if admitted {
+        let readiest = quietest(own(), now);
+        if let Some((rank, activity)) = readiest
+            && rank <= IDLE
+        {
+            activity.close_now();
+            return true;
+        }
+        if staying >= cap + cap.div_ceil(8) {
+            // Past its allowance, only one with no request under way makes room, at once.
+            let unoccupied = quietest(own().filter(|a| !a.busy()), now);
+            unoccupied.inspect(|(_, activity)| activity.close_now());
+            return unoccupied.is_some();
+        }
+        // Those already asked to close after their answers make room soon: asking one more
+        // for each newcomer would turn a client's pool over faster and faster.
+        let unasked = own().filter(|a| !a.asked()).count();
+        if let Some((_, activity)) = readiest.filter(|_| unasked >= cap) {
             activity.ask_to_close(now);
         }
-        admitted
+        true
     }
 
     fn ask_all(&self) {
@@ -310,15 +324,24 @@ impl Activity {
             let rank = if quiet(self.opened) { UNUSED } else { RECENT };
             return Some((rank, self.opened));
         }
-        let last = self.last.load(Ordering::Relaxed);
-        let (since, busy) = (last >> 1, last & 1 == 1);
+        let since = self.last.load(Ordering::Relaxed) >> 1;
         let rank = match () {
-            () if busy => BUSY,
+            () if self.busy() => BUSY,
             () if quiet(since) => IDLE,
             () => RECENT,
         };
         let asked = rank > IDLE && self.after_answer.load(Ordering::Relaxed);
         (!asked).then_some((rank, since))
+    }
+
+    /// Whether a request is coming in or being answered on it.
+    fn busy(&self) -> bool {
+        self.requested.load(Ordering::Relaxed) && self.last.load(Ordering::Relaxed) & 1 == 1
+    }
+
+    /// Whether it was asked to close, at once or after its answer.
+    fn asked(&self) -> bool {
+        self.closing_now.load(Ordering::Relaxed) || self.after_answer.load(Ordering::Relaxed)
     }
 
     /// Asks it to close as its `readiness` allows: at once if unused or idle for a while, else
@@ -626,7 +649,12 @@ mod tests {
 
     /// Opens a connection and starts a `/slow` request on it; returns once it is in progress.
     async fn busy(address: SocketAddr, slow: &Slow) -> TcpStream {
-        let mut busy = TcpStream::connect(address).await.unwrap();
+        busy_from([127, 0, 0, 1], address, slow).await
+    }
+
+    /// [`busy`] from `client`'s address.
+    async fn busy_from(client: [u8; 4], address: SocketAddr, slow: &Slow) -> TcpStream {
+        let mut busy = connect_from(client, address).await;
         busy.write_all(SLOW_REQUEST).await.unwrap();
         slow.started.notified().await;
         busy
@@ -738,21 +766,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn at_its_cap_with_none_of_its_own_to_spare_a_clients_newcomer_is_closed() {
+    async fn past_its_allowance_with_all_its_own_busy_a_clients_newcomer_is_closed() {
         let slow = Arc::new(Slow::default());
         let address = server_with(8, 1, NEVER, slow.clone()).await;
-        let mut busy = connect_from(OTHER_CLIENT, address).await;
-        busy.write_all(SLOW_REQUEST).await.unwrap();
-        slow.started.notified().await;
-        // Past the cap by its allowance: served, the busy one to close after its answer.
-        let mut allowed = connect_from(OTHER_CLIENT, address).await;
-        assert!(ask(&mut allowed).await.starts_with("HTTP/1.1 200"));
+        // At its cap of one, then one past it by its allowance: both busy.
+        let mut first = busy_from(OTHER_CLIENT, address, &slow).await;
+        let _second = busy_from(OTHER_CLIENT, address, &slow).await;
 
         let mut refused = connect_from(OTHER_CLIENT, address).await;
         assert!(closed(&mut refused).await, "served past the allowance");
         let _others = kept_alive(address).await; // another client is served
         slow.release.notify_one();
-        assert!(answer(&mut busy).await.contains("connection: close"));
+        let last = answer(&mut first).await;
+        assert!(last.contains("connection: close"), "{last}");
     }
 
     #[tokio::test]

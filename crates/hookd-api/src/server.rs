@@ -11,13 +11,16 @@
 //! peer reconnecting as fast as it is closed would otherwise hold its slots that long each
 //! time. Requests in progress are not affected. A connection the limit asks to make room
 //! shuts down gracefully: at once if idle, after its answer otherwise; one that has not sent
-//! a whole request head yet is closed at once (nothing was started on it).
+//! a whole request head yet is closed at once (nothing was started on it). Either way, and at
+//! the first-request deadline, what the client has sent by then is read first: a loaded
+//! hookd may not have read a request that arrived in time, which is then answered.
 //!
 //! HTTP/1.1 only: the Svix SDKs, the portal and the CLI all speak it, and detecting HTTP/2
 //! would read the first bytes with no timeout at all.
 
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::{Future, poll_fn};
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::Router;
@@ -74,19 +77,23 @@ pub async fn serve<L>(
             .serve_connection(TokioIo::new(io), service(app.clone(), closing.clone()));
         tokio::spawn(async move {
             let mut connection = std::pin::pin!(connection);
-            let ended = tokio::select! {
-                ended = connection.as_mut() => ended,
-                () = closing.now() => {
-                    if !closing.requested() {
-                        return; // Dropped: nothing was started on it.
+            let asked = tokio::select! {
+                ended = connection.as_mut() => Some(ended),
+                () = closing.now() => None,
+                () = first_request_missed(&closing, timeouts.first_request) => None,
+            };
+            let ended = match asked {
+                Some(ended) => ended,
+                // What the client sent by now is read first, so a request it sent is answered:
+                // a server slower than its clients must not take their requests for silence.
+                None => match poll_fn(|cx| Poll::Ready(connection.as_mut().poll(cx))).await {
+                    Poll::Ready(ended) => ended,
+                    Poll::Pending if !closing.requested() => return, // nothing was started
+                    Poll::Pending => {
+                        connection.as_mut().graceful_shutdown();
+                        connection.await
                     }
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-                () = first_request_missed(&closing, timeouts.first_request) => {
-                    tracing::debug!("an API connection sent no request head in time");
-                    return;
-                }
+                },
             };
             if let Err(error) = ended {
                 tracing::debug!(%error, "an API connection ended with an error");
