@@ -95,11 +95,6 @@ impl Args {
         let connections = self.concurrency.iter().max().unwrap_or(&0) + 64;
         let mut options = setting.flags().to_vec();
         options.extend(["--max-connections".to_owned(), connections.to_string()]);
-        // All from 127.0.0.1: one client to hookd.
-        options.extend([
-            "--max-connections-per-client".to_owned(),
-            connections.to_string(),
-        ]);
         options
     }
 }
