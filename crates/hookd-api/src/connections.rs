@@ -782,6 +782,20 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn past_its_allowance_a_clients_newcomer_replaces_its_own_connection_not_in_use() {
+        let slow = Arc::new(Slow::default());
+        let address = server_with(8, 1, NEVER, slow.clone()).await;
+        let mut busy = busy_from(OTHER_CLIENT, address, &slow).await;
+        // Used a moment ago: not one to close at once, but for its client's own newcomer.
+        let mut idle = kept_alive_from(OTHER_CLIENT, address).await;
+
+        let _newcomer = kept_alive_from(OTHER_CLIENT, address).await;
+        assert!(closed(&mut idle).await, "its own unused connection is open");
+        slow.release.notify_one();
+        assert!(answer(&mut busy).await.starts_with("HTTP/1.1 200"));
+    }
+
+    #[tokio::test]
     async fn at_the_bound_a_connection_with_no_whole_request_makes_room_before_an_idle_one() {
         let address = server(2, LONG, Arc::default()).await;
         let mut idle = kept_alive(address).await;
