@@ -17,11 +17,13 @@
 //! - `rate_limit`: the per-token request buckets.
 //! - `idempotency`: `Idempotency-Key` replays.
 //! - `cache`: the short-lived token and application caches of the hot path.
-//! - `connections`: the bound on open connections ([`ConnectionLimit`]); at it, an open
-//!   connection makes room for a new one (idle ones first).
+//! - `connections`: the bound on open connections ([`ConnectionLimit`]) and the cap per client
+//!   address; at either, an open connection makes room for a new one (unused and idle ones
+//!   first, and only the client's own at its cap).
 //! - `overload`: the bound on requests in progress (503 past it).
 //! - `server`: the accept loop ([`serve`]): HTTP/1.1, every connection closed once it has
-//!   waited too long for a request head, so a silent one cannot hold a slot of the limit.
+//!   waited too long for a request head ([`Timeouts`]: a short deadline for a new
+//!   connection's first), so a silent one cannot hold a slot of the limit.
 //! - [`observe`]: the `x-request-id` of every request, its tracing span, and the request
 //!   metrics by route template.
 //! - `extract`: JSON body and query extractors whose errors name the field.
@@ -56,7 +58,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 pub use auth::{NewToken, Principal, create_admin_token, issue_token, token_hash};
 pub use connections::ConnectionLimit;
 pub use error::ApiError;
-pub use server::serve;
+pub use server::{Timeouts, serve};
 pub use state::{ApiConfig, ApiState};
 
 /// Room for the envelope around the largest accepted payload.

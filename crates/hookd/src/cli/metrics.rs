@@ -97,11 +97,11 @@ impl Metrics {
     pub async fn serve_alone(
         self,
         listener: tokio::net::TcpListener,
-        header_timeout: Duration,
+        timeouts: hookd_api::Timeouts,
         stop: impl Future<Output = ()> + Send + 'static,
     ) {
         let listener = hookd_api::ConnectionLimit::new(listener, SCRAPERS);
-        hookd_api::serve(listener, self.router(), header_timeout, stop).await;
+        hookd_api::serve(listener, self.router(), timeouts, stop).await;
     }
 
     /// Samples the database-wide gauges every [`SAMPLE_EVERY`], and keeps the exporter's

@@ -122,13 +122,24 @@ pub struct Args {
     max_in_flight: usize,
     /// Connections held open at once (an idle keep-alive connection costs hookd about
     /// 60 KiB), so memory stays bounded however fast clients connect. At the limit, a new
-    /// connection is served in the place of one asked to close (idle a second or more, else
-    /// busy, closed after its answer); the others wait in the kernel's accept queue.
-    #[arg(long, env = "HOOKD_MAX_CONNECTIONS", default_value_t = 512)]
+    /// connection is served in the place of one asked to close (one that has sent no request
+    /// a second after it opened, else idle a second or more, else busy, closed after its
+    /// answer); the others wait in the kernel's accept queue.
+    #[arg(long, env = "HOOKD_MAX_CONNECTIONS", default_value_t = 1024)]
     max_connections: usize,
-    /// Seconds a connection may wait to send a whole request head (its first, or the next on a
-    /// kept-alive connection) before hookd closes it, so that silent or idle connections
-    /// cannot hold every one of `--max-connections`.
+    /// Connections held open at once from one client address (IPv6: one /64); 0 for no cap.
+    /// At it, a new connection from that address is served in the place of one of the
+    /// address's own, never another's. Behind a reverse proxy every connection comes from the
+    /// proxy: raise it to `--max-connections` or set 0, and limit clients at the proxy.
+    #[arg(long, env = "HOOKD_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 512)]
+    max_connections_per_client: usize,
+    /// Seconds a new connection may take to send its first whole request head before hookd
+    /// closes it (later requests on a kept-alive connection have `--header-timeout`).
+    #[arg(long, env = "HOOKD_FIRST_REQUEST_TIMEOUT", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    first_request_timeout: u64,
+    /// Seconds a connection may wait to send a whole request head (the next on a kept-alive
+    /// connection, or its first if `--first-request-timeout` is longer) before hookd closes
+    /// it, so that silent or idle connections cannot hold every one of `--max-connections`.
     #[arg(long, env = "HOOKD_HEADER_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     header_timeout: u64,
     /// What this process runs: `all` (the API, the delivery engine and the outbox relay),
@@ -241,10 +252,12 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     }
     let wake = WakeUps::start(&store).await?;
     // For every listener: the API's and the metrics' own.
-    let header_timeout = Duration::from_secs(args.header_timeout);
+    let timeouts = hookd_api::Timeouts {
+        first_request: Duration::from_secs(args.first_request_timeout),
+        header: Duration::from_secs(args.header_timeout),
+    };
     let mut shutdown = Shutdown::new(settings.engine.shutdown_grace);
-    let metrics =
-        start_metrics(&args.metrics, &store, &clock, header_timeout, &mut shutdown).await?;
+    let metrics = start_metrics(&args.metrics, &store, &clock, timeouts, &mut shutdown).await?;
     let rules = RelayRules {
         strict_event_types: config.strict_event_types,
         max_payload_bytes: config.max_payload_bytes,
@@ -286,8 +299,9 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             let app = hookd_api::router(state)
                 .merge(hookd_portal::router())
                 .merge(metrics.router());
-            let listener = hookd_api::ConnectionLimit::new(listener, args.max_connections);
-            let server = hookd_api::serve(listener, app, header_timeout, shutdown.notice());
+            let listener = hookd_api::ConnectionLimit::new(listener, args.max_connections)
+                .per_client(args.max_connections_per_client);
+            let server = hookd_api::serve(listener, app, timeouts, shutdown.notice());
             shutdown.start_api(server);
         }
         _ => {
@@ -497,7 +511,7 @@ async fn start_metrics(
     options: &MetricsOptions,
     store: &Arc<dyn Store>,
     clock: &Arc<dyn Clock>,
-    header_timeout: Duration,
+    timeouts: hookd_api::Timeouts,
     shutdown: &mut Shutdown,
 ) -> anyhow::Result<Metrics> {
     let metrics = options.install()?;
@@ -509,7 +523,7 @@ async fn start_metrics(
         tracing::info!(%address, "serving /metrics");
         let server = metrics
             .clone()
-            .serve_alone(listener, header_timeout, shutdown.notice());
+            .serve_alone(listener, timeouts, shutdown.notice());
         shutdown.start("the metrics listener", server);
     }
     Ok(metrics)
