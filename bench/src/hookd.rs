@@ -325,9 +325,6 @@ impl Hookd {
             .args(["serve", "--listen", "127.0.0.1:0", "--allow-http-endpoints"])
             .args(["--allow-subnet", "127.0.0.1/32"])
             .args(["--admin-token", &admin_token, "--database", database_url])
-            // The harness is one client (127.0.0.1) with all its connections; the per-client
-            // cap is for sharing hookd among clients, which a benchmark has none of.
-            .args(["--max-connections-per-client", "0"])
             .args(extra);
         for (name, _) in std::env::vars_os() {
             if name.to_string_lossy().starts_with("HOOKD_") {

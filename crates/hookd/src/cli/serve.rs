@@ -131,7 +131,7 @@ pub struct Args {
     /// At it, a new connection from that address is served in the place of one of the
     /// address's own, never another's. Behind a reverse proxy every connection comes from the
     /// proxy: raise it to `--max-connections` or set 0, and limit clients at the proxy.
-    #[arg(long, env = "HOOKD_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 512)]
+    #[arg(long, env = "HOOKD_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 768)]
     max_connections_per_client: usize,
     /// Seconds a new connection may take to send its first whole request head before hookd
     /// closes it (later requests on a kept-alive connection have `--header-timeout`).
