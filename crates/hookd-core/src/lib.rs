@@ -10,12 +10,15 @@
 //! - [`validate`]: the naming rules for uids, event types and channels.
 //! - [`schema`]: event types' JSON Schemas: checking a payload against one, and an example
 //!   payload made from one.
+//! - [`openapi`]: OpenAPI documents read for an event-type import (JSON or YAML, `$ref`s
+//!   resolved), at a bounded cost whatever the input.
 //! - [`operations`]: the operational webhooks' event types and the messages that carry them.
 //! - [`load`]: [`EndpointLoad`], an engine's current concurrency for an endpoint, for views.
 
 pub mod id;
 pub mod load;
 pub mod model;
+pub mod openapi;
 pub mod operations;
 pub mod schema;
 pub mod time;
