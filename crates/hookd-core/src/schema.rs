@@ -83,6 +83,11 @@ fn failure(error: &jsonschema::ValidationError<'_>) -> String {
 /// backtracks without bound) with a size limit on each compiled pattern, and every subschema
 /// paying a step from the [`budget`].
 fn compile(schema: &Value) -> Result<Validator, String> {
+    if patterns(schema) > MAX_PATTERNS {
+        return Err(format!(
+            "holds more than {MAX_PATTERNS} patterns (`pattern`, `patternProperties`)"
+        ));
+    }
     let patterns = PatternOptions::regex()
         .size_limit(PATTERN_SIZE_LIMIT)
         .dfa_size_limit(PATTERN_SIZE_LIMIT);
@@ -93,15 +98,35 @@ fn compile(schema: &Value) -> Result<Validator, String> {
         .map_err(|e| match e.to_string() {
             bad_pattern if bad_pattern.contains(r#"is not a "regex""#) => format!(
                 "{bad_pattern}: patterns are matched in linear time, which rules out \
-                 backreferences and most look-around, within {PATTERN_SIZE_LIMIT} bytes compiled"
+                 backreferences and look-around, within {PATTERN_SIZE_LIMIT} bytes compiled"
             ),
             other => other,
         })
 }
 
 /// The most memory one compiled `pattern` may take (per limit of the `regex` crate), well above
-/// what the patterns of real catalogs need.
-const PATTERN_SIZE_LIMIT: usize = 1 << 20;
+/// what the patterns of real catalogs need (a 200-letter Unicode class repeated fits).
+const PATTERN_SIZE_LIMIT: usize = 256 << 10;
+
+/// How many patterns one schema may hold: with [`PATTERN_SIZE_LIMIT`], what compiling them
+/// may take in all.
+const MAX_PATTERNS: usize = 256;
+
+/// How many patterns `schema` holds, counted wherever they are (a schema's data included).
+fn patterns(schema: &Value) -> usize {
+    match schema {
+        Value::Object(fields) => fields
+            .iter()
+            .map(|(keyword, value)| match (keyword.as_str(), value) {
+                ("pattern", Value::String(_)) => 1,
+                ("patternProperties", Value::Object(map)) => map.len() + patterns(value),
+                _ => patterns(value),
+            })
+            .sum(),
+        Value::Array(items) => items.iter().map(patterns).sum(),
+        _ => 0,
+    }
+}
 
 /// Compiled schemas, by event type: strict mode checks every publish, and compiling a schema
 /// costs far more than checking a payload against it. An entry is used while its version and
@@ -277,6 +302,16 @@ mod tests {
     fn patterns_match_in_linear_time_and_backreferences_are_refused() {
         let error = check_schema(&json!({"pattern": "^(a+)\\1$"})).unwrap_err();
         assert!(error.contains("backreferences"), "{error}");
+        assert!(check_schema(&json!({"pattern": "^(?=.*[0-9])[a-z0-9]{8,}$"})).is_err());
+        assert_eq!(
+            check_schema(&json!({"pattern": "^[a-z]+(-[0-9]{2,})*$"})),
+            Ok(())
+        );
+        let many: Map<String, Value> = (0..=MAX_PATTERNS)
+            .map(|n| (format!("p{n}"), json!({"pattern": format!("^{n}$")})))
+            .collect();
+        let error = check_schema(&json!({"properties": many})).unwrap_err();
+        assert!(error.contains("more than 256 patterns"), "{error}");
         // Catastrophic on a backtracking engine; instant here.
         let schemas = json!({"1": {"properties": {"s": {"pattern": "^(a|a)*$"}}}});
         let payload = json!({"s": format!("{}b", "a".repeat(5_000))});
