@@ -255,43 +255,69 @@ impl RefBudget {
 }
 
 /// `value` with every `$ref` into `document` replaced by what it points at, each value
-/// produced paid for from `budget`.
+/// produced paid for from `budget`. What it would produce is counted first, which costs no
+/// memory, so a document that fans out is refused before anything is built.
 pub fn resolve(document: &Value, value: &Value, budget: &mut RefBudget) -> Result<Value, RefError> {
-    resolve_at(document, value, REF_DEPTH, budget)
+    count(document, value, REF_DEPTH, budget)?;
+    Ok(build(document, value))
 }
 
-fn resolve_at(
+/// Pays for each value resolving `value` produces; checks every `$ref` on the way.
+fn count(
     document: &Value,
     value: &Value,
     depth: usize,
     budget: &mut RefBudget,
-) -> Result<Value, RefError> {
+) -> Result<(), RefError> {
     if depth == 0 {
         return Err(RefError::TooDeep);
     }
-    if let Some(target) = value.get("$ref").and_then(Value::as_str) {
-        let pointer = target
-            .strip_prefix('#')
-            .ok_or_else(|| RefError::Outside(target.to_owned()))?;
-        let found = document
-            .pointer(pointer)
-            .ok_or_else(|| RefError::Dangling(target.to_owned()))?;
-        return resolve_at(document, found, depth - 1, budget);
+    if let Some(target) = target(document, value)? {
+        return count(document, target, depth - 1, budget);
     }
     budget.spend()?;
     match value {
         Value::Object(fields) => fields
-            .iter()
-            .map(|(key, field)| Ok((key.clone(), resolve_at(document, field, depth - 1, budget)?)))
-            .collect::<Result<Map<_, _>, _>>()
-            .map(Value::Object),
+            .values()
+            .try_for_each(|field| count(document, field, depth - 1, budget)),
         Value::Array(items) => items
             .iter()
-            .map(|item| resolve_at(document, item, depth - 1, budget))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Value::Array),
-        other => Ok(other.clone()),
+            .try_for_each(|item| count(document, item, depth - 1, budget)),
+        _ => Ok(()),
     }
+}
+
+/// `value` resolved, once [`count`] has found it within bounds.
+fn build(document: &Value, value: &Value) -> Value {
+    if let Ok(Some(target)) = target(document, value) {
+        return build(document, target);
+    }
+    match value {
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(key, field)| (key.clone(), build(document, field)))
+                .collect(),
+        ),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|item| build(document, item)).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// What `value` points at, when it is a `$ref`.
+fn target<'a>(document: &'a Value, value: &Value) -> Result<Option<&'a Value>, RefError> {
+    let Some(target) = value.get("$ref").and_then(Value::as_str) else {
+        return Ok(None);
+    };
+    let pointer = target
+        .strip_prefix('#')
+        .ok_or_else(|| RefError::Outside(target.to_owned()))?;
+    let found = document
+        .pointer(pointer)
+        .ok_or_else(|| RefError::Dangling(target.to_owned()))?;
+    Ok(Some(found))
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 pub const STEPS: u64 = 1_000_000;
 
 /// The steps finding the error of a failed check may take (it costs more per step).
-pub const ERROR_STEPS: u64 = 100_000;
+pub const ERROR_STEPS: u64 = 25_000;
 
 /// The keyword each subschema gets (through `allOf`); it pays one step.
 pub(super) const KEYWORD: &str = "x-hookd-step";
