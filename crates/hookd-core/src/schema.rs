@@ -373,6 +373,13 @@ mod tests {
             Ok(())
         );
         assert!(check_payload("i", &schemas, &json!({"x": {"a": 2}})).is_err());
+        let closed = json!({"1": {"properties": {"a": {}}, "unevaluatedProperties": false}});
+        assert_eq!(check_payload("u", &closed, &json!({"a": 1})), Ok(()));
+        assert!(check_payload("u", &closed, &json!({"a": 1, "b": 2})).is_err());
+        let draft7 = json!({"1": {"$schema": "http://json-schema.org/draft-07/schema#",
+            "definitions": {"n": {"type": "integer"}}, "items": {"$ref": "#/definitions/n"}}});
+        assert_eq!(check_payload("d", &draft7, &json!([1, 2])), Ok(()));
+        assert!(check_payload("d", &draft7, &json!([1, "2"])).is_err());
     }
 
     #[test]
