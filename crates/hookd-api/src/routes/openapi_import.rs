@@ -79,7 +79,10 @@ async fn import(
             ));
         }
     };
-    let described = event_types(&spec)?;
+    // Resolving `$ref`s and compiling each schema is bounded but not cheap: off the async workers.
+    let described = tokio::task::spawn_blocking(move || event_types(&spec))
+        .await
+        .map_err(|e| ApiError::Internal(format!("the import's reading ended abnormally: {e}")))??;
     let mut changes = Vec::new();
     for event_type in &described {
         let stored = state.store().get_event_type(&event_type.name).await?;
