@@ -8,8 +8,8 @@
 //! - [`time`]: [`Timestamp`] (unix milliseconds) and the injectable [`Clock`].
 //! - [`model`]: applications, endpoints, event types, messages, deliveries and attempts.
 //! - [`validate`]: the naming rules for uids, event types and channels.
-//! - [`schema`]: event types' JSON Schemas: checking a payload against one, and an example
-//!   payload made from one.
+//! - [`schema`]: event types' JSON Schemas: checking a payload against one (within a step
+//!   budget, `schema/budget.rs`), and an example payload made from one.
 //! - [`openapi`]: OpenAPI documents read for an event-type import (JSON or YAML, `$ref`s
 //!   resolved), at a bounded cost whatever the input.
 //! - [`operations`]: the operational webhooks' event types and the messages that carry them.

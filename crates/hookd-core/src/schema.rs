@@ -4,6 +4,11 @@
 //!
 //! An event type keeps its schemas by version (`{"1": {…}, "2": {…}}`, as Svix does); the
 //! newest version is the one payloads are held to.
+//!
+//! A schema costs a bounded amount whatever it says: patterns run on a linear-time engine, a
+//! schema holds a bounded number of them, and a payload check stops after a number of steps
+//! ([`budget`]). The catalog's routes compile schemas as a publish does, so a schema that
+//! cannot be held to is refused when it is stored.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -11,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use jsonschema::{PatternOptions, Validator};
 use serde_json::{Map, Value, json};
 
-mod budget;
+pub mod budget;
 
 /// How deep an example follows nested schemas (a recursive schema would never end).
 const EXAMPLE_DEPTH: usize = 8;

@@ -5,7 +5,7 @@
 //! a payload that fails at its bottom walks every branch at every level. The validator has no
 //! limit of its own, so the schema is compiled with a step keyword added to every subschema
 //! (through `allOf`), each check of a subschema pays a step, and once the steps are spent the
-//! check is unwound at once (without the panic hook: nothing is printed) and [`within`] reports
+//! check is unwound at once (without the panic hook: nothing is printed) and `within` reports
 //! it. Unwinding is safe here: a check holds no lock and changes nothing shared.
 
 use std::cell::Cell;
