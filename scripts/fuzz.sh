@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs each cargo-fuzz target in fuzz/ (the signature-header parsers and a receiver's payload
-# path) for a short time.
+# Runs each cargo-fuzz target in fuzz/ (the signature-header parsers, a receiver's payload
+# path and an OpenAPI import's reading of its document) for a short time.
 #
 #   ./scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 30)
 #

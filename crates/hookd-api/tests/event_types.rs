@@ -1,5 +1,6 @@
 //! Event types over real HTTP on loopback and a real SQLite file: the catalog's archive on
-//! delete and expunge on request, and the group and feature flags Svix's SDKs send.
+//! delete and expunge on request, the group and feature flags Svix's SDKs send, and schemas
+//! that do not compile refused.
 
 mod common;
 
@@ -71,4 +72,45 @@ async fn an_event_types_group_and_feature_flags_are_kept_patched_and_checked() {
         .call(Method::PUT, "/event-type/order.shipped", Some(bad))
         .await;
     common::assert_invalid_field(status, &body, "groupName");
+}
+
+#[tokio::test]
+async fn schemas_that_do_not_compile_are_refused_on_create_put_and_patch() {
+    let api = start_default().await;
+    let backreference = json!({"1": {"type": "object"}, "2": {"pattern": "^(a)\\1$"}});
+    let refused = |body: serde_json::Value| {
+        let message = body["detail"][0]["msg"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        (body["detail"][0]["loc"].clone(), message)
+    };
+    let created = json!({"name": "a.b", "description": "AB", "schemas": backreference});
+    let (status, body) = api.call(Method::POST, "/event-type", Some(created)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (field, message) = refused(body);
+    assert_eq!(field, json!(["body", "schemas"]));
+    assert!(message.starts_with("version \"2\": ") && message.contains("backreferences"));
+
+    let fine = json!({"name": "a.b", "description": "AB", "schemas": {"1": {}}});
+    assert_eq!(
+        api.call(Method::POST, "/event-type", Some(fine)).await.0,
+        StatusCode::CREATED
+    );
+    let put = json!({"description": "AB", "schemas": {"1": {"type": 12}}});
+    let (status, body) = api.call(Method::PUT, "/event-type/a.b", Some(put)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(refused(body).0, json!(["body", "schemas"]));
+    let patch = json!({"schemas": backreference});
+    let (status, body) = api
+        .call(Method::PATCH, "/event-type/a.b", Some(patch))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(refused(body).0, json!(["body", "schemas"]));
+    let (_, kept) = api.call(Method::GET, "/event-type/a.b", None).await;
+    assert_eq!(
+        kept["schemas"],
+        json!({"1": {}}),
+        "a refused change changes nothing"
+    );
 }

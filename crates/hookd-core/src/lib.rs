@@ -10,14 +10,17 @@
 //! - [`validate`]: the naming rules for uids, event types and channels, and the characters
 //!   free text may not hold.
 //! - [`redact`]: masking the passwords and secret parameters of URLs before they are shown.
-//! - [`schema`]: event types' JSON Schemas: checking a payload against one, and an example
-//!   payload made from one.
+//! - [`schema`]: event types' JSON Schemas: checking a payload against one (within a step
+//!   budget, `schema/budget.rs`), and an example payload made from one.
+//! - [`openapi`]: OpenAPI documents read for an event-type import (JSON or YAML, `$ref`s
+//!   resolved), at a bounded cost whatever the input.
 //! - [`operations`]: the operational webhooks' event types and the messages that carry them.
 //! - [`load`]: [`EndpointLoad`], an engine's current concurrency for an endpoint, for views.
 
 pub mod id;
 pub mod load;
 pub mod model;
+pub mod openapi;
 pub mod operations;
 pub mod redact;
 pub mod schema;

@@ -192,12 +192,56 @@ pub fn message(
             limit: max_payload,
         });
     }
+    if nests_deeper(payload, MAX_PAYLOAD_DEPTH) {
+        return Err(MessageError::Field {
+            field: "payload",
+            reason: format!("nests deeper than {MAX_PAYLOAD_DEPTH} levels"),
+        });
+    }
     Ok(())
+}
+
+/// How deep a payload may nest: every part of hookd that reads a payload as a JSON value (its
+/// schema check, notices) and most receivers' JSON parsers stop at 128 levels.
+pub const MAX_PAYLOAD_DEPTH: usize = 100;
+
+/// Whether the JSON text `json` nests arrays and objects more than `limit` deep.
+fn nests_deeper(json: &str, limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for byte in json.bytes() {
+        match byte {
+            _ if escaped => escaped = false,
+            b'\\' if in_string => escaped = true,
+            b'"' => in_string = !in_string,
+            b'[' | b'{' if !in_string => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' if !in_string => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_payload_nesting_past_the_limit_is_refused_whatever_its_strings_hold() {
+        let nested =
+            |levels: usize| format!("{{\"a\":{}{}}}", "[".repeat(levels), "]".repeat(levels));
+        let check = |payload: &str| message("a.b", None, None, None, payload, 1 << 20);
+        assert_eq!(check(&nested(MAX_PAYLOAD_DEPTH - 1)), Ok(()));
+        let refused = check(&nested(MAX_PAYLOAD_DEPTH)).unwrap_err();
+        assert!(refused.to_string().contains("nests deeper"), "{refused}");
+        assert!(check(&nested(20_000)).is_err());
+        let brackets_in_text = format!("{{\"a\":\"\\\"{}\"}}", "[".repeat(500));
+        assert_eq!(check(&brackets_in_text), Ok(()));
+    }
 
     #[test]
     fn accepts_dotted_names() {

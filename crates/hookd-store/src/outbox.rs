@@ -154,7 +154,7 @@ pub fn strict_event_type(
                 .map_err(|e| format!("eventType: its schemas are not JSON: {e}"))?;
             let payload: serde_json::Value = serde_json::from_str(row.payload())
                 .map_err(|_| "payload: is not valid JSON".to_owned())?;
-            hookd_core::schema::check_payload(&schemas, &payload)
+            hookd_core::schema::check_payload(&row.event_type, &schemas, &payload)
                 .map_err(|why| format!("payload: {why}"))
         }
     }

@@ -143,11 +143,12 @@ fn feature_flags(flags: Option<&[String]>) -> Result<(), ApiError> {
         .try_for_each(|flag| validate::uid("featureFlags", Some(flag)))
 }
 
+/// `schemas`, if given: every version a JSON Schema that compiles as a publish compiles it
+/// (so a `pattern` the regex engine refuses, such as a backreference, is refused here).
 fn schemas(field: &str, value: Option<&serde_json::Value>) -> Result<(), ApiError> {
-    match value {
-        Some(v) if !v.is_object() => Err(ApiError::body_field(field, "must be a JSON object")),
-        _ => Ok(()),
-    }
+    value.map_or(Ok(()), |schemas| {
+        hookd_core::schema::check_schemas(schemas).map_err(|why| ApiError::body_field(field, why))
+    })
 }
 
 async fn list(

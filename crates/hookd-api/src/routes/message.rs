@@ -179,7 +179,7 @@ impl MessageIn {
         if state.config().strict_event_types {
             let known = state.store().get_event_type(&self.event_type).await?;
             match known {
-                Some(et) if !et.archived => self.check_schema(et.schemas.as_ref())?,
+                Some(et) if !et.archived => self.check_schema(et.name, et.schemas).await?,
                 Some(_) => {
                     return Err(ApiError::body_field(
                         "eventType",
@@ -197,15 +197,27 @@ impl MessageIn {
         Ok(())
     }
 
-    /// Holds the payload to the newest of its event type's `schemas`, if it has any.
-    fn check_schema(&self, schemas: Option<&serde_json::Value>) -> Result<(), ApiError> {
+    /// Holds the payload to the newest of its event type's `schemas`, if it has any, on a
+    /// blocking thread: a check may take up to its step budget, which would stall every
+    /// request sharing an async worker.
+    async fn check_schema(
+        &self,
+        event_type: String,
+        schemas: Option<serde_json::Value>,
+    ) -> Result<(), ApiError> {
         let Some(schemas) = schemas else {
             return Ok(());
         };
-        let payload: serde_json::Value =
-            serde_json::from_str(self.payload.get()).expect("the payload was parsed as JSON");
-        hookd_core::schema::check_payload(schemas, &payload)
-            .map_err(|why| ApiError::body_field("payload", why))
+        let payload = self.payload.get().to_owned();
+        let checked = tokio::task::spawn_blocking(move || {
+            let payload: serde_json::Value = serde_json::from_str(&payload)
+                .map_err(|e| format!("cannot be read to check it: {e}"))?;
+            hookd_core::schema::check_payload(&event_type, &schemas, &payload)
+        });
+        let checked = checked
+            .await
+            .map_err(|e| ApiError::Internal(format!("the payload check ended abnormally: {e}")))?;
+        checked.map_err(|why| ApiError::body_field("payload", why))
     }
 
     /// When the deliveries become due, if not at once.

@@ -14,16 +14,14 @@ use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
 use hookd_core::model::EventType;
+use hookd_core::openapi::{self, RefBudget};
 use hookd_store::PageRequest;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::extract::JsonBody;
 use crate::validate;
 use crate::{ApiError, ApiState};
-
-/// How deep `$ref`s may nest before the document is taken to be circular.
-const REF_DEPTH: usize = 32;
 
 pub fn routes() -> Router<ApiState> {
     Router::new().route("/event-type/import/openapi", post(import))
@@ -79,7 +77,10 @@ async fn import(
             ));
         }
     };
-    let described = event_types(&spec)?;
+    // Resolving `$ref`s and compiling each schema is bounded but not cheap: off the async workers.
+    let described = tokio::task::spawn_blocking(move || event_types(&spec))
+        .await
+        .map_err(|e| ApiError::Internal(format!("the import's reading ended abnormally: {e}")))??;
     let mut changes = Vec::new();
     for event_type in &described {
         let stored = state.store().get_event_type(&event_type.name).await?;
@@ -232,47 +233,9 @@ async fn all_event_types(state: &ApiState) -> Result<Vec<EventType>, ApiError> {
     }
 }
 
-/// `specRaw` as JSON, or else as YAML.
+/// `specRaw` as JSON, or else as YAML, within hookd's bounds on size and nesting.
 fn parse_raw(raw: &str) -> Result<Value, ApiError> {
-    if let Ok(spec) = serde_json::from_str(raw) {
-        return Ok(spec);
-    }
-    let documents = yaml_rust2::YamlLoader::load_from_str(raw)
-        .map_err(|e| ApiError::body_field("specRaw", format!("neither JSON nor YAML: {e}")))?;
-    let document = documents
-        .into_iter()
-        .next()
-        .ok_or_else(|| ApiError::body_field("specRaw", "is empty"))?;
-    yaml_to_json(document)
-        .ok_or_else(|| ApiError::body_field("specRaw", "holds YAML that has no JSON form"))
-}
-
-/// A YAML value as JSON; `None` for what JSON cannot hold (aliases, non-string keys…).
-fn yaml_to_json(yaml: yaml_rust2::Yaml) -> Option<Value> {
-    use yaml_rust2::Yaml;
-    Some(match yaml {
-        Yaml::Null => Value::Null,
-        Yaml::Boolean(b) => Value::Bool(b),
-        Yaml::Integer(i) => json!(i),
-        Yaml::Real(text) => json!(text.parse::<f64>().ok()?),
-        Yaml::String(text) => Value::String(text),
-        Yaml::Array(items) => {
-            Value::Array(items.into_iter().map(yaml_to_json).collect::<Option<_>>()?)
-        }
-        Yaml::Hash(entries) => {
-            let mut object = Map::new();
-            for (key, value) in entries {
-                let key = match key {
-                    Yaml::String(key) => key,
-                    Yaml::Integer(i) => i.to_string(),
-                    _ => return None,
-                };
-                object.insert(key, yaml_to_json(value)?);
-            }
-            Value::Object(object)
-        }
-        Yaml::Alias(_) | Yaml::BadValue => return None,
-    })
+    openapi::parse(raw).map_err(|why| ApiError::body_field("specRaw", why.to_string()))
 }
 
 /// The event types `spec`'s webhooks describe, by name.
@@ -287,14 +250,21 @@ fn event_types(spec: &Value) -> Result<Vec<FromOpenApi>, ApiError> {
                 "has no `webhooks` (OpenAPI 3.1) or `x-webhooks` section",
             )
         })?;
+    // One budget for the whole document: `$ref`s shared between webhooks cost each time.
+    let mut budget = RefBudget::default();
     webhooks
         .iter()
-        .map(|(name, item)| described(spec, name, item))
+        .map(|(name, item)| described(spec, name, item, &mut budget))
         .collect()
 }
 
 /// The event type webhook `name` (its path item `item`) describes.
-fn described(spec: &Value, name: &str, item: &Value) -> Result<FromOpenApi, ApiError> {
+fn described(
+    spec: &Value,
+    name: &str,
+    item: &Value,
+    budget: &mut RefBudget,
+) -> Result<FromOpenApi, ApiError> {
     let field = format!("spec.webhooks.{name}");
     validate::name(&field, name)?;
     let operation = item
@@ -304,9 +274,9 @@ fn described(spec: &Value, name: &str, item: &Value) -> Result<FromOpenApi, ApiE
     let text = |key: &str| operation.get(key).and_then(Value::as_str);
     let schema = operation
         .pointer("/requestBody/content/application~1json/schema")
-        .map(|schema| resolve(spec, schema, REF_DEPTH))
+        .map(|schema| openapi::resolve(spec, schema, budget))
         .transpose()
-        .map_err(|why| ApiError::body_field(&field, why))?;
+        .map_err(|why| ApiError::body_field(&field, why.to_string()))?;
     if let Some(schema) = &schema {
         hookd_core::schema::check_schema(schema)
             .map_err(|why| ApiError::body_field(&field, format!("its schema: {why}")))?;
@@ -336,37 +306,6 @@ fn described(spec: &Value, name: &str, item: &Value) -> Result<FromOpenApi, ApiE
         group_name: text("x-svix-group-name").map(str::to_owned),
         feature_flags,
     })
-}
-
-/// `value` with every `$ref` into the document replaced by what it points at.
-fn resolve(spec: &Value, value: &Value, depth: usize) -> Result<Value, String> {
-    if depth == 0 {
-        return Err("its `$ref`s nest too deep (a cycle?)".into());
-    }
-    match value {
-        Value::Object(fields) => {
-            if let Some(target) = fields.get("$ref").and_then(Value::as_str) {
-                let pointer = target
-                    .strip_prefix('#')
-                    .ok_or_else(|| format!("`$ref` {target:?} points outside the document"))?;
-                let found = spec
-                    .pointer(pointer)
-                    .ok_or_else(|| format!("`$ref` {target:?} points at nothing"))?;
-                return resolve(spec, found, depth - 1);
-            }
-            let resolved = fields
-                .iter()
-                .map(|(key, field)| Ok((key.clone(), resolve(spec, field, depth - 1)?)))
-                .collect::<Result<Map<_, _>, String>>()?;
-            Ok(Value::Object(resolved))
-        }
-        Value::Array(items) => items
-            .iter()
-            .map(|item| resolve(spec, item, depth - 1))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Value::Array),
-        other => Ok(other.clone()),
-    }
 }
 
 #[cfg(test)]
