@@ -13,46 +13,26 @@ use hookd_api::permissions::{Effect, Rule, TABLE, TokenKind};
 use hookd_store::testing::{fresh_postgres, fresh_sqlite};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::{Hookd, closed_port, eventually};
+use support::{Api, Hookd, closed_port, eventually};
 
 const ADMIN: &str = "permissions-test-admin-token";
 
 /// A token's way into hookd's API.
 #[derive(Clone)]
-struct Client {
-    base: String,
-    token: String,
-    http: reqwest::Client,
-}
+struct Client(Api);
 
 impl Client {
     fn new(hookd: &Hookd, token: &str) -> Self {
-        Self {
-            base: format!("{}/api/v1", hookd.base_url),
-            token: token.to_owned(),
-            http: reqwest::Client::new(),
-        }
+        Self(Api::new(hookd, token))
     }
 
     fn with_token(&self, token: &str) -> Self {
-        Self {
-            token: token.to_owned(),
-            ..self.clone()
-        }
+        Self(self.0.with_token(token))
     }
 
     /// The status and JSON answer (`null` without a body) of `method path` with `body`.
     async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(&self.token);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        self.0.call(method, path, body, &[]).await
     }
 
     /// POSTs `body` to `path`, asserting `status`; the answer.

@@ -22,7 +22,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hookd_engine::testing::Receiver;
 use serde_json::{Value, json};
-use support::{Hookd, TEST_MASTER_KEY};
+use support::{Api, Hookd, TEST_MASTER_KEY};
 use webhook_signature::{Ed25519SecretKey, Secret};
 
 /// A header name only the operator's `--sensitive-header` makes a credential.
@@ -84,36 +84,22 @@ impl Secrets {
 }
 
 /// A client sending every POST with a fresh `Idempotency-Key`, as the Python SDK does.
-struct Client {
-    base: String,
-    token: String,
-    http: reqwest::Client,
-}
+struct Client(Api);
 
 impl Client {
     fn new(hookd: &Hookd, token: &str) -> Self {
-        Self {
-            base: format!("{}/api/v1", hookd.base_url),
-            token: token.to_owned(),
-            http: reqwest::Client::new(),
-        }
+        Self(Api::new(hookd, token))
     }
 
     async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut request = self
-            .http
-            .request(method.clone(), format!("{}{path}", self.base))
-            .bearer_auth(&self.token);
-        if method == reqwest::Method::POST {
-            let key = format!("idem-{}", hex::encode(Secret::generate().as_bytes()));
-            request = request.header("idempotency-key", key);
-        }
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        let key = format!("idem-{}", hex::encode(Secret::generate().as_bytes()));
+        let idempotent = [("idempotency-key", key.as_str())];
+        let headers: &[_] = if method == reqwest::Method::POST {
+            &idempotent
+        } else {
+            &[]
+        };
+        self.0.call(method, path, body, headers).await
     }
 
     /// POSTs `body`, asserting `want`; the answer.

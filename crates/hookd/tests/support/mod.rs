@@ -176,6 +176,41 @@ impl Api {
         }
     }
 
+    /// The same client calling with `token`.
+    pub fn with_token(&self, token: &str) -> Self {
+        Self {
+            token: token.into(),
+            ..self.clone()
+        }
+    }
+
+    /// `method path` with `body` and the extra `headers`: the status and JSON answer (`null`
+    /// without one), whatever the status.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+        headers: &[(&str, &str)],
+    ) -> (u16, serde_json::Value) {
+        let mut request = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.token);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        (
+            status,
+            response.json().await.unwrap_or(serde_json::Value::Null),
+        )
+    }
+
     /// POSTs `body` to `path`; the status and JSON answer, or the transport error.
     pub async fn post(
         &self,
