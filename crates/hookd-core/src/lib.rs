@@ -6,6 +6,7 @@
 //! # Layout
 //! - [`id`]: typed, time-sortable ids (`app_…`, `ep_…`, `msg_…`, `atmpt_…`).
 //! - [`time`]: [`Timestamp`] (unix milliseconds) and the injectable [`Clock`].
+//! - [`duration`]: [`parse_duration`], durations written as text (`30s`, `5m`, `2h`, `5d`).
 //! - [`model`]: applications, endpoints, event types, messages, deliveries and attempts.
 //! - [`validate`]: the naming rules for uids, event types and channels, and the characters
 //!   free text may not hold.
@@ -17,6 +18,7 @@
 //! - [`operations`]: the operational webhooks' event types and the messages that carry them.
 //! - [`load`]: [`EndpointLoad`], an engine's current concurrency for an endpoint, for views.
 
+pub mod duration;
 pub mod id;
 pub mod load;
 pub mod model;
@@ -27,6 +29,7 @@ pub mod schema;
 pub mod time;
 pub mod validate;
 
+pub use duration::{DurationParseError, parse_duration};
 pub use id::{AppId, AttemptId, EndpointId, MessageId, TaskId};
 pub use load::{Concurrency, EndpointLoad};
 pub use time::{Clock, ManualClock, StrictlyLater, SystemClock, Timestamp};

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use hookd_core::Timestamp;
+use hookd_core::{DurationParseError, Timestamp, parse_duration};
 
 /// When attempts are made, counted from the previous attempt.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,8 +82,8 @@ impl Jitter {
 pub enum ScheduleError {
     #[error("the retry schedule needs at least one attempt")]
     Empty,
-    #[error("{0:?} is not a duration (use e.g. 0, 30s, 5m, 2h, 1d)")]
-    BadDuration(String),
+    #[error(transparent)]
+    BadDuration(#[from] DurationParseError),
     #[error("{0:?} is not a jitter (use e.g. +10% or ±20%, at most 50%)")]
     BadJitter(String),
 }
@@ -155,26 +155,6 @@ impl RetrySchedule {
             .unwrap_or_default();
         Some(jittered.max(asked))
     }
-}
-
-/// A duration such as `0`, `30s`, `5m`, `2h` or `5d`.
-pub fn parse_duration(text: &str) -> Result<Duration, ScheduleError> {
-    let bad = || ScheduleError::BadDuration(text.to_owned());
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().map_err(|_| bad())?;
-    let seconds = match unit {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        _ => return Err(bad()),
-    };
-    Ok(Duration::from_secs(
-        number.checked_mul(seconds).ok_or_else(bad)?,
-    ))
 }
 
 /// A duration in words, in the largest unit that measures it whole: `5 days`, `12 hours`.

@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use hookd_core::parse_duration;
 use hookd_engine::http::HttpConfig;
-use hookd_engine::schedule::{Jitter, parse_duration};
+use hookd_engine::schedule::Jitter;
 use hookd_engine::ssrf::AddressPolicy;
 use hookd_engine::{EngineConfig, RetrySchedule};
 use ipnet::IpNet;

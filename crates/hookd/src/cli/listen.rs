@@ -21,7 +21,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use hookd_engine::schedule::parse_duration;
+use hookd_core::parse_duration;
 use hookd_receiver::WebhookVerifier;
 use webhook_signature::clock;
 

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
+use hookd_core::parse_duration;
 use hookd_engine::RetentionConfig;
-use hookd_engine::schedule::parse_duration;
 
 /// The pause between two purge batches: room for the writes of deliveries in between.
 const PAUSE: Duration = Duration::from_millis(50);

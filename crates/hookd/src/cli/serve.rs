@@ -357,7 +357,7 @@ impl Settings {
             traceparent: args.traces.traceparent()?,
             ..args.delivery.engine()?
         };
-        let rotation_overlap = hookd_engine::schedule::parse_duration(&args.rotation_overlap)
+        let rotation_overlap = hookd_core::parse_duration(&args.rotation_overlap)
             .map_err(|e| anyhow::anyhow!("--rotation-overlap: {e}"))?;
         anyhow::ensure!(
             rotation_overlap <= Duration::from_secs(7 * 24 * 3600),

@@ -5,8 +5,7 @@
 use std::process::ExitCode;
 
 use hookd_api::{NewToken, issue_token};
-use hookd_core::{Clock, SystemClock, Timestamp};
-use hookd_engine::schedule::parse_duration;
+use hookd_core::{Clock, SystemClock, Timestamp, parse_duration};
 use hookd_store::{Cursor, PageRequest, Store};
 
 use super::database::{Database, runtime};
