@@ -15,6 +15,7 @@
 
 mod capture;
 mod resolve;
+pub mod ssrf;
 
 use std::error::Error as _;
 use std::sync::Arc;
@@ -25,10 +26,10 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Certificate, Client, Proxy, redirect, retry};
 use url::{Host, Url};
 
-use crate::ssrf::{AddressPolicy, Refused};
 use capture::{Captured, Limits, capture};
 use resolve::GuardedResolver;
 pub use resolve::HostLookup;
+use ssrf::{AddressPolicy, Refused};
 
 /// How the shared client is built.
 #[derive(Debug, Clone)]

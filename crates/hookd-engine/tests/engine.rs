@@ -12,7 +12,7 @@ use common::{Harness, Receiver, SECRET};
 use hookd_core::Clock;
 use hookd_core::model::DeliveryStatus;
 use hookd_engine::EngineConfig;
-use hookd_engine::ssrf::AddressPolicy;
+use hookd_engine::http::ssrf::AddressPolicy;
 use hookd_store::{AttemptFilter, PageRequest};
 use webhook_signature::{Secret, Verifier};
 

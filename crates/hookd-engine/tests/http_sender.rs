@@ -13,10 +13,10 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use hookd_engine::http::ssrf::AddressPolicy;
 use hookd_engine::http::{
     BuildError, HttpConfig, OutgoingRequest, SendError, SendOutcome, WebhookSender,
 };
-use hookd_engine::ssrf::AddressPolicy;
 use hookd_engine::testing::read_request;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};

@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use hookd_engine::ssrf::AddressPolicy;
+use hookd_engine::http::ssrf::AddressPolicy;
 use ipnet::IpNet;
 use url::Url;
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-use crate::ssrf::AddressPolicy;
+use crate::http::ssrf::AddressPolicy;
 
 /// Turns a host name into addresses. hookd uses the system resolver; tests hand in scripted
 /// answers (a name resolving to a private range, a name that changes its answer between

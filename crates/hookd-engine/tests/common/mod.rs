@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use hookd_core::model::{Application, DeliveryStatus, Endpoint, Message};
 use hookd_core::{AppId, Clock, EndpointId, ManualClock, MessageId, Timestamp};
+use hookd_engine::http::ssrf::AddressPolicy;
 use hookd_engine::http::{HttpConfig, WebhookSender};
-use hookd_engine::ssrf::AddressPolicy;
 use hookd_engine::{Engine, EngineConfig};
 use hookd_store::Store;
 use hookd_vault::{EndpointKeys, Keyring, Scheme};

@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use hookd_core::parse_duration;
 use hookd_engine::http::HttpConfig;
-use hookd_engine::schedule::Jitter;
-use hookd_engine::ssrf::AddressPolicy;
-use hookd_engine::{EngineConfig, RetrySchedule};
+use hookd_engine::http::ssrf::AddressPolicy;
+use hookd_engine::{EngineConfig, Jitter, RetrySchedule};
 use ipnet::IpNet;
 
 #[derive(Debug, clap::Args)]

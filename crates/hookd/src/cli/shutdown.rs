@@ -9,7 +9,7 @@
 //!    off;
 //! 3. the other parts are waited for in the order they started. The engine bounds its own
 //!    drain by the same grace: attempts in flight finish and are recorded, or are stopped at the
-//!    deadline with their claims given back (see [`hookd_engine::dispatcher`]).
+//!    deadline with their claims given back (see [`hookd_engine::Engine`]).
 
 use std::future::Future;
 use std::time::Duration;

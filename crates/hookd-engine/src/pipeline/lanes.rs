@@ -4,7 +4,7 @@
 //! A lane keeps a short window of its endpoint's due deliveries claimed ahead (under their
 //! leases, oldest first), so a slot freed by an answer starts the next send without a round
 //! trip to the database. How many slots it has is learned from the answers (see
-//! [`crate::adaptive`]), within the endpoint's ceiling; its `rateLimit` spaces the starts out,
+//! [`crate::pipeline::adaptive`]), within the endpoint's ceiling; its `rateLimit` spaces the starts out,
 //! and an endpoint that asked to slow down starts nothing until its pause is over. A slot is
 //! the receiver's: it is freed the moment the answer is in, not when the attempt is recorded.
 //!
@@ -20,7 +20,7 @@ use hookd_store::ClaimedDelivery;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
-use crate::adaptive::{AdaptiveLimit, INITIAL_LIMIT, Signal, Started};
+use crate::pipeline::adaptive::{AdaptiveLimit, INITIAL_LIMIT, Signal, Started};
 
 /// A lane with nothing claimed is forgotten (with the limit it learned) after this long idle.
 const FORGET_AFTER: Duration = Duration::from_secs(60);

@@ -16,7 +16,7 @@ use hookd_core::operations::{self, AttemptRef, DisableTrigger, EndpointRef, Oper
 use hookd_core::{AppId, Timestamp};
 use hookd_store::{Store, StoreError};
 
-use crate::attempt::Verdict;
+use crate::pipeline::attempt::Verdict;
 
 /// Looks up what operational webhooks name (the operations application, applications' uids)
 /// and builds their messages. Lookups happen only when there is something to tell, which is

@@ -1,10 +1,10 @@
 //! The engine's loop: claim due deliveries into their endpoints' lanes, run each attempt under
 //! its endpoint's limits, record it.
 //!
-//! One task claims; claimed deliveries wait in their endpoint's lane (see [`crate::lanes`]),
+//! One task claims; claimed deliveries wait in their endpoint's lane (see [`crate::pipeline::lanes`]),
 //! which starts each as soon as the endpoint has a free slot and a global worker is free. An
 //! attempt task sends, hands its slot and worker back the moment the answer is in, and gives
-//! its verdict to the recorder (see [`crate::recorder`]), which writes finished attempts in
+//! its verdict to the recorder (see [`crate::pipeline::recorder`]), which writes finished attempts in
 //! batches off the send path. A lane keeps a window of its endpoint's due deliveries claimed
 //! ahead, so a busy endpoint's next send needs no round trip to the database; the loop claims
 //! again when a lane has drained half its window and more may wait for it, when it is woken
@@ -39,13 +39,13 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::MissedTickBehavior;
 use tracing::Instrument;
 
-use crate::adaptive::Signal;
-use crate::attempt::{self, Happened, Verdict};
 use crate::http::{SendError, SendOutcome, WebhookSender};
-use crate::lanes::{Held, Lanes, Start};
-use crate::operations::Operations;
-use crate::recorder::{Finished, Recorder};
-use crate::schedule::RetrySchedule;
+use crate::pipeline::adaptive::Signal;
+use crate::pipeline::attempt::{self, Happened, Verdict};
+use crate::pipeline::lanes::{Held, Lanes, Start};
+use crate::pipeline::operations::Operations;
+use crate::pipeline::recorder::{Finished, Recorder};
+use crate::pipeline::schedule::RetrySchedule;
 use crate::telemetry;
 
 /// How the engine behaves.
@@ -664,7 +664,7 @@ fn held_budget(workers: usize) -> usize {
     2 * workers
 }
 
-/// What an attempt's outcome says of its endpoint's capacity (see [`crate::adaptive`]).
+/// What an attempt's outcome says of its endpoint's capacity (see [`crate::pipeline::adaptive`]).
 fn signal(outcome: &SendOutcome) -> Signal {
     match (outcome.status, &outcome.error) {
         (Some(429 | 502 | 503 | 504), _) => Signal::Overloaded,

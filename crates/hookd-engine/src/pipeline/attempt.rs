@@ -16,7 +16,7 @@ use hookd_store::ClaimedDelivery;
 use hookd_vault::OpenedKeys;
 
 use crate::http::{OutgoingRequest, SendOutcome};
-use crate::schedule::{RetrySchedule, parse_retry_after};
+use crate::pipeline::schedule::{RetrySchedule, parse_retry_after};
 
 /// Why an attempt could not be made at all; the attempt log shows it as the response.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]

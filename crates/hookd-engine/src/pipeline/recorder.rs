@@ -9,7 +9,7 @@
 //! slows claiming instead of piling up unrecorded attempts, and a crash before the write only
 //! lets the lease run out (the attempt is made again: at least once).
 //!
-//! The operational webhooks an attempt causes (see [`crate::operations`]) go into the same
+//! The operational webhooks an attempt causes (see [`crate::pipeline::operations`]) go into the same
 //! write as its record, and `endpoint.disabled` into the write that disables the endpoint.
 
 use std::sync::Arc;
@@ -20,9 +20,9 @@ use hookd_core::model::DeliveryStatus;
 use hookd_store::{AttemptRecord, Recorded, Store};
 use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc};
 
-use crate::attempt::Verdict;
-use crate::operations::Operations;
-use crate::schedule::describe_duration;
+use crate::pipeline::attempt::Verdict;
+use crate::pipeline::operations::Operations;
+use crate::pipeline::schedule::describe_duration;
 use crate::telemetry;
 
 /// Most attempts written in one transaction. One write is in flight at a time, so this is
