@@ -42,7 +42,8 @@ pub mod telemetry;
 pub mod testing;
 pub mod workers;
 
-pub use pipeline::dispatcher::{Engine, EngineConfig};
+pub use pipeline::config::EngineConfig;
+pub use pipeline::dispatcher::Engine;
 pub use pipeline::schedule::{Jitter, RetrySchedule};
 pub use workers::notices::{Mailer, NoticeConfig, Notices};
 pub use workers::relay::{Relay, RelayConfig};

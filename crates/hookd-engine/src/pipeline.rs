@@ -8,8 +8,12 @@
 
 mod adaptive;
 mod attempt;
+pub mod config;
 pub mod dispatcher;
+mod handoff;
 mod lanes;
+mod leases;
 mod operations;
 mod recorder;
 pub mod schedule;
+mod send;

@@ -1,0 +1,206 @@
+//! One attempt's task: waits for its start, sends the signed request, frees its endpoint's
+//! slot and its worker the moment the answer is in, and hands the verdict to the recorder
+//! (see [`super::recorder`]).
+//!
+//! The request and what its outcome means are [`super::attempt`]'s; this is the running of it:
+//! its timeout (within a third of the lease), its span and log line, the signal its answer
+//! gives the endpoint's adaptive limit, and the closing of an endpoint being disabled.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookd_core::model::Delivery;
+use hookd_store::ClaimedDelivery;
+use tracing::Instrument;
+
+use crate::http::{SendError, SendOutcome};
+use crate::pipeline::adaptive::Signal;
+use crate::pipeline::attempt::{self, Happened, Verdict};
+use crate::pipeline::dispatcher::Engine;
+use crate::pipeline::lanes::Start;
+use crate::pipeline::recorder::Finished;
+use crate::telemetry;
+
+impl Engine {
+    pub(super) async fn attempt(self: Arc<Self>, start: Start) {
+        let Start {
+            held,
+            started,
+            at,
+            worker,
+        } = start;
+        let endpoint = held.claimed.endpoint.id.clone();
+        let mut cut_short = self.cut_short.subscribe();
+        let sent = tokio::select! {
+            sent = async {
+                tokio::time::sleep_until(at).await;
+                if self.would_outlive_its_lease(&held.claimed) {
+                    return None;
+                }
+                Some(self.send(&held.claimed).instrument(attempt_span(&held.claimed)).await)
+            } => sent,
+            Ok(_) = cut_short.wait_for(|stop| *stop) => {
+                // Shutting down past the grace: nothing recorded, the claim is given back.
+                self.lanes.abandoned(&endpoint);
+                self.abandoned.lock().expect("abandoned poisoned").push(held.claimed.delivery);
+                return;
+            }
+        };
+        let Some((verdict, signal)) = sent else {
+            self.lanes.abandoned(&endpoint);
+            drop(worker);
+            self.pump(&endpoint);
+            self.give_back(held.claimed.delivery).await;
+            return;
+        };
+        // The slot and the worker are free the moment the answer is in; the delivery stays
+        // leased (and its ticket held) until its record is written.
+        let mut resume = self
+            .lanes
+            .answered(&endpoint, started, signal, verdict.slow_down);
+        drop(worker);
+        if verdict.disable.is_some() {
+            let (waiting, until) = self.lanes.close(&endpoint, CLOSING);
+            resume = until.or(resume);
+            let deliveries: Vec<Delivery> =
+                waiting.iter().map(|h| h.claimed.delivery.clone()).collect();
+            if !deliveries.is_empty() {
+                self.release(&deliveries, "waiting for an endpoint being disabled")
+                    .await;
+            }
+        }
+        if let Some(resume) = resume {
+            let engine = self.clone();
+            let endpoint = endpoint.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep_until(resume).await;
+                engine.pump(&endpoint);
+            });
+        }
+        self.pump(&endpoint);
+        self.pump_starved();
+        if self.lanes.wants_refill(&endpoint) {
+            self.freed.notify_one();
+        }
+        telemetry::settled(verdict.next.status);
+        let finished = Finished {
+            verdict,
+            _ticket: held.ticket,
+        };
+        if let Err(unsent) = self.finished.send(finished) {
+            let attempt = &unsent.0.verdict.attempt;
+            tracing::warn!(message_id = %attempt.message_id, endpoint_id = %attempt.endpoint_id, attempt_id = %attempt.id, "the recorder has stopped; the attempt will be made again");
+        }
+    }
+
+    /// The attempt's timeout: the endpoint's own or the engine's, within a third of the lease.
+    pub(super) fn timeout(&self, claimed: &ClaimedDelivery) -> Duration {
+        claimed
+            .endpoint
+            .timeout_secs
+            .map_or(self.config.attempt_timeout, |s| {
+                Duration::from_secs(u64::from(s))
+            })
+            .min(self.config.lease / 3)
+    }
+
+    /// Makes the attempt; its verdict, and what its answer says of the endpoint's capacity.
+    async fn send(&self, claimed: &ClaimedDelivery) -> (Verdict, Signal) {
+        let started = self.clock.now();
+        let jitter = random_fraction();
+        let (schedule, failing_after) = (&self.config.schedule, self.config.failing_after);
+        let timeout = self.timeout(claimed);
+        let keys = &self.opened_keys;
+        match attempt::request(claimed, keys, started, timeout, self.config.svix_headers) {
+            Ok(mut request) => {
+                let traceparent = self.config.traceparent.as_ref().and_then(|t| (t.0)());
+                if let Some(value) = traceparent {
+                    request.headers.push(("traceparent".to_owned(), value));
+                }
+                let outcome = self.sender.send(request).await;
+                let verdict = attempt::judge(
+                    claimed,
+                    Happened::Sent(&outcome),
+                    self.clock.now(),
+                    schedule,
+                    failing_after,
+                    jitter,
+                );
+                made(&verdict, telemetry::outcome(&outcome), outcome.duration);
+                (verdict, signal(&outcome))
+            }
+            Err(error) => {
+                let verdict = attempt::judge(
+                    claimed,
+                    Happened::NotSent(&error),
+                    started,
+                    schedule,
+                    failing_after,
+                    jitter,
+                );
+                made(&verdict, telemetry::NOT_SENT, Duration::ZERO);
+                (verdict, Signal::None)
+            }
+        }
+    }
+}
+
+/// What an attempt's outcome says of its endpoint's capacity (see [`crate::pipeline::adaptive`]).
+fn signal(outcome: &SendOutcome) -> Signal {
+    match (outcome.status, &outcome.error) {
+        (Some(429 | 502 | 503 | 504), _) => Signal::Overloaded,
+        (Some(_), _) => Signal::Answered(outcome.duration),
+        (None, Some(SendError::Timeout | SendError::Connect(_) | SendError::Request(_))) => {
+            Signal::Overloaded
+        }
+        (None, _) => Signal::None,
+    }
+}
+
+/// How long an endpoint being disabled (it answered `410 Gone`) starts nothing, so that no
+/// attempt starts between the answer and the write that disables it.
+const CLOSING: Duration = Duration::from_secs(10);
+
+/// The span of one attempt (for traces: `--otlp-endpoint`), named by what it is for; [`made`]
+/// adds what came of it. Never the payload, the URL or a header.
+fn attempt_span(claimed: &ClaimedDelivery) -> tracing::Span {
+    tracing::debug_span!(
+        "attempt",
+        hookd.message_id = %claimed.message.id,
+        hookd.endpoint_id = %claimed.endpoint.id,
+        hookd.app_id = %claimed.message.app_id,
+        hookd.attempt_id = tracing::field::Empty,
+        hookd.outcome = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+    )
+}
+
+/// Counts an attempt and leaves its log line (and its span's fields).
+fn made(verdict: &Verdict, outcome: &'static str, took: Duration) {
+    telemetry::attempt(outcome, took);
+    let span = tracing::Span::current();
+    span.record(
+        "hookd.attempt_id",
+        tracing::field::display(&verdict.attempt.id),
+    );
+    span.record("hookd.outcome", outcome);
+    span.record(
+        "http.response.status_code",
+        verdict.attempt.response_status_code,
+    );
+    tracing::debug!(
+        message_id = %verdict.attempt.message_id,
+        endpoint_id = %verdict.attempt.endpoint_id,
+        attempt_id = %verdict.attempt.id,
+        outcome,
+        status = verdict.attempt.response_status_code,
+        duration_ms = took.as_millis() as u64,
+        next = verdict.next.status.text(),
+        "attempt made"
+    );
+}
+
+/// A random number in `[0, 1)` for jitter.
+fn random_fraction() -> f64 {
+    rand::RngExt::random(&mut rand::rng())
+}
