@@ -7,8 +7,16 @@
 //!
 //! # Layout
 //! - [`pipeline`]: the delivery pipeline, claim → send → record.
-//!   - [`pipeline::dispatcher`]: [`Engine`], the claim → send → record loop, its graceful
-//!     shutdown, and its [`EngineConfig`].
+//!   - [`pipeline::dispatcher`]: [`Engine`] and its loop: claiming due deliveries into their
+//!     endpoints' lanes, woken by new work, freed room and the poll interval.
+//!   - [`pipeline::config`]: [`EngineConfig`], how the engine behaves, and its defaults.
+//!   - `pipeline::send`: one attempt's task: it waits for its start, sends, frees its slot the
+//!     moment the answer is in, and hands the verdict to the recorder.
+//!   - `pipeline::leases`: starting held deliveries from their lanes as workers free up, and
+//!     giving back the claims of those not attempted (a lease nearly out; the graceful
+//!     shutdown).
+//!   - `pipeline::handoff`: new deliveries taken as they are written, already claimed, through
+//!     the store's `Handoff`.
 //!   - `pipeline::lanes`: each endpoint's claimed deliveries waiting for its slots (its
 //!     adaptive concurrency, rate limit and pauses), so one endpoint never holds up another.
 //!   - `pipeline::adaptive`: the per-endpoint concurrency limit learned from the answers.
@@ -22,6 +30,8 @@
 //! - [`http`]: [`http::WebhookSender`], the one shared HTTP client: timeouts, no redirects,
 //!   capped response reads.
 //!   - [`http::ssrf`]: [`http::ssrf::AddressPolicy`], which addresses deliveries may reach.
+//!   - `http::resolve`: the DNS resolver that applies the SSRF guard to host names.
+//!   - `http::capture`: what the attempt log keeps of a response, a capped head and body.
 //! - [`workers`]: the background workers beside the pipeline.
 //!   - [`workers::relay`]: [`Relay`], which turns committed outbox rows into messages and
 //!     deliveries.
