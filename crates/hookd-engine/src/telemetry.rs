@@ -30,7 +30,7 @@ pub const STORE_WRITE_DURATION: &str = "hookd_store_write_duration_seconds";
 pub const STORE_WRITE_ROWS: &str = "hookd_store_write_rows_total";
 
 /// Histogram: the concurrency limit each attempt's endpoint had when its answer came (see
-/// [`crate::pipeline::adaptive`]); no endpoint label, so the series stay few.
+/// `pipeline::adaptive`); no endpoint label, so the series stay few.
 pub const ENDPOINT_LIMIT: &str = "hookd_endpoint_concurrency_limit";
 /// Gauges, sampled each poll interval: the highest limit and the most attempts in flight of
 /// any one endpoint, and how many endpoints have attempts in flight.

@@ -1,10 +1,10 @@
 //! The engine's loop: claim due deliveries into their endpoints' lanes, run each attempt under
 //! its endpoint's limits, record it.
 //!
-//! One task claims; claimed deliveries wait in their endpoint's lane (see [`crate::pipeline::lanes`]),
+//! One task claims; claimed deliveries wait in their endpoint's lane (see `lanes`),
 //! which starts each as soon as the endpoint has a free slot and a global worker is free. An
 //! attempt task sends, hands its slot and worker back the moment the answer is in, and gives
-//! its verdict to the recorder (see [`crate::pipeline::recorder`]), which writes finished attempts in
+//! its verdict to the recorder (see `recorder`), which writes finished attempts in
 //! batches off the send path. A lane keeps a window of its endpoint's due deliveries claimed
 //! ahead, so a busy endpoint's next send needs no round trip to the database; the loop claims
 //! again when a lane has drained half its window and more may wait for it, when it is woken
