@@ -6,12 +6,11 @@
 //! PostgreSQL (for several hookd processes sharing one database).
 //!
 //! # Layout
-//! - [`store`]: the [`Store`] trait, which gathers one trait per resource
-//!   ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`], [`MessageStore`],
-//!   [`AuthStore`], [`OutboxStore`], [`GaugeStore`], [`RetentionStore`], [`TaskStore`]) with
-//!   their query and
-//!   result types.
-//! - [`queue`]: [`DeliveryQueue`], the deliveries as the delivery engine's work queue.
+//! - [`store`]: the contracts, and nothing else: the [`Store`] trait, which gathers one trait
+//!   per resource ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`],
+//!   [`MessageStore`], [`AuthStore`], [`OutboxStore`], [`GaugeStore`], [`RetentionStore`],
+//!   [`TaskStore`], and [`DeliveryQueue`], the deliveries as the delivery engine's work queue)
+//!   with their query and result types.
 //! - [`prelude`]: every store trait, for calling their methods on a concrete store.
 //! - [`error`]: [`StoreError`], the one error every storage call returns.
 //! - `sql`: the SQL both implementations share, written once: statements with their
@@ -43,7 +42,6 @@ mod operations;
 mod outbox;
 pub mod postgres;
 mod purge;
-pub mod queue;
 mod sql;
 pub mod sqlite;
 pub mod store;
@@ -53,21 +51,16 @@ pub mod testing;
 pub use error::StoreError;
 pub use operations::ensure_operations_app;
 pub use outbox::{OutboxColumns, OutboxRow};
-pub(crate) use queue::skip_refused;
-pub use queue::{
-    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,
-    Reserved, Skipped,
-};
+pub(crate) use store::skip_refused;
 pub use store::*;
 
 /// Every store trait: `use hookd_store::prelude::*;` to call store methods on a concrete store
 /// (`SqliteStore`, `PgStore`). Methods of the resource traits are callable on `dyn Store`
 /// without it.
 pub mod prelude {
-    pub use crate::queue::DeliveryQueue;
     pub use crate::store::{
-        ApplicationStore, AuthStore, EndpointStore, EventTypeStore, GaugeStore, MessageStore,
-        NoticeStore, OutboxStore, RetentionStore, Store, TaskStore,
+        ApplicationStore, AuthStore, DeliveryQueue, EndpointStore, EventTypeStore, GaugeStore,
+        MessageStore, NoticeStore, OutboxStore, RetentionStore, Store, TaskStore,
     };
 }
 
