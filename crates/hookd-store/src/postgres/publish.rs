@@ -38,7 +38,7 @@
 //! claim. The statement is a call of `publish_batch` (migration 0010), which, when it hands
 //! anything over, takes the claims' advisory lock first and gives each endpoint no more than
 //! the room its cap leaves after every process's attempts in flight; rate-limited and paused
-//! endpoints are left to claims. A delivery it cannot hand over is written pending, due at
+//! endpoints are left to claims. A delivery it cannot hand off is written pending, due at
 //! once, and its room is freed.
 //!
 //! Both statements run on the connection the task keeps while batches follow one another (see
@@ -71,7 +71,7 @@ use crate::json::encode_opt;
 use crate::{ClaimedDelivery, CreatedMessage, Handoff, Reserved, Route, StoreError};
 
 /// The enabled endpoints of the applications in `$1`, each application looked up by index;
-/// whole rows, since the deliveries handed over start with their endpoint.
+/// whole rows, since the deliveries handed off start with their endpoint.
 pub(super) static SUBSCRIBERS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {ENDPOINT_COLUMNS} FROM unnest($1::text[]) a(app_id)
@@ -271,7 +271,7 @@ fn route<'a, 's: 'a>(
     (routes, rooms)
 }
 
-/// Hands over the deliveries written claimed, frees the room of those that were not (their
+/// Hands off the deliveries written claimed, frees the room of those that were not (their
 /// endpoint had none left across the processes), and answers every caller.
 fn answer(
     batch: Vec<Publish>,
@@ -362,7 +362,7 @@ impl<'a> Routes<'a> {
     }
 }
 
-/// The room a batch's deliveries are handed over within (see migration 0010).
+/// The room a batch's deliveries are handed off within (see migration 0010).
 #[derive(Clone, Copy)]
 struct Limits {
     per_endpoint: usize,
@@ -387,7 +387,7 @@ impl Written {
 
 /// Inserts the messages of the publishes at `positions` (skipping those whose `eventId` is
 /// taken) and the deliveries of those inserted, in one statement and so one transaction of
-/// its own, handing over the deliveries asked for within their endpoints' room.
+/// its own, handing off the deliveries asked for within their endpoints' room.
 async fn insert_batch(
     conn: &mut PgConnection,
     batch: &[Publish],

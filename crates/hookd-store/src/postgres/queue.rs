@@ -38,7 +38,7 @@ use super::{PgStore, missing, rows};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::sql::search::NOT_DELIVERED;
 use crate::{
-    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,
+    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, HandoffMode, Recorded,
     Skipped, StoreError, skip_refused,
 };
 
@@ -98,13 +98,13 @@ impl DeliveryQueue for PgStore {
         rows.iter().map(|row| claimed.decode(row)).collect()
     }
 
-    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> Handover {
+    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> HandoffMode {
         let taker = Taker {
             handoff,
             cluster_limits: self.cluster_limits,
         };
         *self.taker.write().expect("handoff lock poisoned") = Some(taker);
-        Handover::Shared
+        HandoffMode::Shared
     }
 
     async fn record_attempts(

@@ -19,7 +19,7 @@ use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::json::encode;
 use crate::sql::search::NOT_DELIVERED;
 use crate::{
-    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,
+    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, HandoffMode, Recorded,
     Reserved, Skipped, StoreError, skip_refused,
 };
 
@@ -48,7 +48,7 @@ impl DeliveryQueue for SqliteStore {
                     recorded[i] = record(conn, &records[i])?;
                 }
                 let handed = match handoff.as_deref() {
-                    Some(handoff) => hand_over_next_in_order(conn, handoff, &records, &recorded)?,
+                    Some(handoff) => hand_off_next_in_order(conn, handoff, &records, &recorded)?,
                     None => Vec::new(),
                 };
                 Ok((recorded, handed))
@@ -262,9 +262,9 @@ impl DeliveryQueue for SqliteStore {
             .await
     }
 
-    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> Handover {
+    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> HandoffMode {
         *self.handoff.write().expect("handoff lock poisoned") = Some(handoff);
-        Handover::Sole
+        HandoffMode::Sole
     }
 }
 
@@ -494,10 +494,10 @@ impl ClaimLoader {
 }
 
 /// Hands `handoff` the deliveries these records made due next in their ordering keys (each
-/// record queued its key's next when it settled the one ahead), as a publish hands over new
+/// record queued its key's next when it settled the one ahead), as a publish hands off new
 /// ones: those it has room for are written claimed under its lease in this write and started
 /// once committed, so a key's next message needs no claim.
-fn hand_over_next_in_order(
+fn hand_off_next_in_order(
     conn: &Connection,
     handoff: &dyn Handoff,
     records: &[AttemptRecord],
