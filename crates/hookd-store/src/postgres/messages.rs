@@ -1,5 +1,5 @@
 //! Publishing on PostgreSQL (`crate::sql::messages::Publish`), and the routing and delivery
-//! inserts the publish task (`publish`) shares: a message written inside a caller's
+//! inserts the publish task (`publisher`) shares: a message written inside a caller's
 //! transaction (a scheduled message, operational events) has all its deliveries inserted in
 //! one statement from arrays.
 

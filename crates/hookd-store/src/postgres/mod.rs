@@ -14,7 +14,7 @@
 //!
 //! One file per resource where this backend does something its own way (`endpoints`,
 //! `messages`, `queue`, `outbox`, `gauges`, `retention`, `tasks`), `record` for recording attempts in
-//! batches (the queue's hot write), `publish` for writing concurrent publishes in one
+//! batches (the queue's hot write), `publisher` for writing concurrent publishes in one
 //! transaction (the API's hot write); this one keeps what they share: connecting and
 //! migrating, and constraint-error mapping. `held` keeps a connection for each of those two
 //! hot writers while their batches follow one another. `rows` is how a shared statement runs
@@ -33,7 +33,7 @@ mod outbox;
 pub use outbox::ORDERED_ROWS_LOCK;
 #[cfg(test)]
 mod plans;
-mod publish;
+mod publisher;
 mod queue;
 mod record;
 mod retention;
@@ -49,7 +49,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::StoreError;
 use held::Held;
-use publish::Publisher;
+use publisher::Publisher;
 
 /// The PostgreSQL schema that holds hookd's tables.
 pub const SCHEMA: &str = "hookd";
@@ -70,7 +70,7 @@ pub struct PgStore {
     options: PgConnectOptions,
     /// Whether claims hold per-endpoint limits across every process (see `queue`).
     cluster_limits: bool,
-    /// The pool's one publish task, shared by every clone (see `publish`).
+    /// The pool's one publish task, shared by every clone (see `publisher`).
     publisher: Publisher,
     /// The connection the recorder's batches are written on while they follow one another
     /// (see `held`).
@@ -78,8 +78,8 @@ pub struct PgStore {
     /// This store's mark on its announcements of new deliveries, random and the same for
     /// every clone: its own listener ignores them (see `outbox`).
     origin: Arc<str>,
-    /// The engine new deliveries are offered to (see `publish`).
-    taker: publish::HandoffSlot,
+    /// The engine new deliveries are offered to (see `publisher`).
+    taker: publisher::HandoffSlot,
 }
 
 impl PgStore {
@@ -90,7 +90,7 @@ impl PgStore {
     /// (taken by `sqlx`'s migrator, per database), and the schema is created inside that lock
     /// too, since two concurrent `CREATE SCHEMA IF NOT EXISTS` can still collide.
     ///
-    /// Starts the store's publish task (see `publish`) on the current tokio runtime, so the
+    /// Starts the store's publish task (see `publisher`) on the current tokio runtime, so the
     /// store publishes only while that runtime runs; the task ends when the store and all its
     /// clones are dropped.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
@@ -120,7 +120,7 @@ impl PgStore {
         })?;
         let now = hookd_core::Clock::now(&hookd_core::SystemClock);
         functions::apply(&pool, now.as_millis()).await?;
-        let taker = publish::HandoffSlot::default();
+        let taker = publisher::HandoffSlot::default();
         Ok(Self {
             publisher: Publisher::start(pool.clone(), taker.clone()),
             recording: Arc::new(Held::new(pool.clone())),

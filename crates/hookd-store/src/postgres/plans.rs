@@ -55,12 +55,12 @@ async fn array_statements_read_tables_by_key_even_when_first_planned_on_empty_ta
     let statements = [
         (
             "publish: subscribers",
-            super::publish::SUBSCRIBERS.as_str(),
+            super::publisher::SUBSCRIBERS.as_str(),
             1,
         ),
         (
             "publish: subscribers' filters",
-            super::publish::SUBSCRIBER_FILTERS,
+            super::publisher::SUBSCRIBER_FILTERS,
             1,
         ),
     ];

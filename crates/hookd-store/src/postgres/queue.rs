@@ -33,7 +33,7 @@ use sqlx::AssertSqlSafe;
 
 use super::endpoints::require_endpoint;
 use super::messages::insert_events;
-use super::publish::Taker;
+use super::publisher::Taker;
 use super::{PgStore, missing, rows};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::sql::search::NOT_DELIVERED;
