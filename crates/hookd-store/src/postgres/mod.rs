@@ -28,8 +28,8 @@ mod endpoints;
 mod functions;
 mod gauges;
 mod held;
-mod messages;
 mod outbox;
+mod publish;
 pub use outbox::ORDERED_ROWS_LOCK;
 #[cfg(test)]
 mod plans;

@@ -63,7 +63,7 @@ use sqlx::{AssertSqlSafe, Postgres, Row as _, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
 use super::held::Held;
-use super::messages::{Routed, Subscriber, insert_message, routed};
+use super::publish::{Routed, Subscriber, insert_message, routed};
 use super::rows;
 use crate::columns::ENDPOINT_COLUMNS;
 use crate::error::taken;

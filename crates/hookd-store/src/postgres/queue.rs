@@ -32,7 +32,7 @@ use hookd_core::{EndpointId, MessageId, Timestamp};
 use sqlx::AssertSqlSafe;
 
 use super::endpoints::require_endpoint;
-use super::messages::insert_events;
+use super::publish::insert_events;
 use super::publisher::Taker;
 use super::{PgStore, missing, rows};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};

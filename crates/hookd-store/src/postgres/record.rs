@@ -21,7 +21,7 @@ use hookd_core::Timestamp;
 use hookd_core::model::DeliveryStatus;
 use sqlx::{PgConnection, Postgres, Row as _};
 
-use super::messages::insert_events;
+use super::publish::insert_events;
 use super::{PgStore, missing};
 use crate::{AttemptRecord, Recorded, StoreError};
 

@@ -9,7 +9,7 @@ use hookd_core::{AppId, EndpointId, TaskId, Timestamp};
 use sqlx::PgConnection;
 
 use super::PgStore;
-use super::messages::Deliveries;
+use super::publish::Deliveries;
 use super::queue::{queue_next_in_order, resend_one};
 use super::rows::{self, fetch, fetch_one, run, text};
 use crate::sql::task_chunks::{self, Chunk, Job, Range, apps_per_chunk, stats_chunk};

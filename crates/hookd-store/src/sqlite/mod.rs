@@ -12,8 +12,8 @@
 mod db;
 mod endpoints;
 mod gauges;
-mod messages;
 mod outbox;
+mod publish;
 mod queue;
 mod retention;
 mod rows;

@@ -13,7 +13,7 @@ use hookd_core::{EndpointId, MessageId, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::endpoints::require_endpoint;
-use super::messages::insert_events;
+use super::publish::insert_events;
 use super::{SqliteStore, missing, rows};
 use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::json::encode;
