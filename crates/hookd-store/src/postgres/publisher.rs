@@ -4,7 +4,7 @@
 //! application's endpoints, insert its deliveries, commit) and a WAL flush, and between the
 //! statements its backend sits idle in its transaction. Under concurrent publishes the round
 //! trips, not the database, then cap messages per second while its CPU idles. So, as SQLite's
-//! writer does (`crate::sqlite::db`), every publish of a store goes to one task, which takes the
+//! writer does (`crate::sqlite::writer`), every publish of a store goes to one task, which takes the
 //! publishes already waiting (at most [`MAX_BATCH`], and never waits for more: a lone publish is
 //! written at once) and writes them in two round trips whatever the batch's size: one read of
 //! the enabled endpoints of all their applications, each message then routed in Rust by its

@@ -1,15 +1,14 @@
 //! The embedded SQLite [`Store`](crate::Store): hookd's zero-setup default.
 //!
-//! Writes go through `db::Db::write` (one writer thread, group commit); reads through
-//! `db::Db::read` (a reader pool). The statements both databases share are written once in
+//! Writes go through `writer::Db::write` (one writer thread, group commit); reads through
+//! `writer::Db::read` (a reader pool). The statements both databases share are written once in
 //! `crate::sql`; the SQL here is SQLite's own (claims, the writer's per-row writes).
 //!
 //! One file per resource where this backend does something its own way (`endpoints`,
 //! `messages`, `queue`, `outbox`, `gauges`, `retention`, `tasks`); this one keeps what they
-//! share: the store and constraint-error mapping. `db` is the connection discipline, `rows`
+//! share: the store and constraint-error mapping. `writer` is the connection discipline, `rows`
 //! how a shared statement runs (the store as a `crate::sql::Database`).
 
-mod db;
 mod endpoints;
 mod gauges;
 mod outbox;
@@ -18,6 +17,7 @@ mod queue;
 mod retention;
 mod rows;
 mod tasks;
+mod writer;
 
 pub use outbox::outbox_row;
 
@@ -27,7 +27,7 @@ use std::sync::{Arc, RwLock, Weak};
 use rusqlite::ffi;
 
 use crate::{Handoff, StoreError};
-use db::Db;
+use writer::Db;
 
 /// hookd's state in one SQLite file.
 #[derive(Clone)]

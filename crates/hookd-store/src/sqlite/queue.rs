@@ -447,7 +447,7 @@ fn claim(conn: &Connection, request: &ClaimRequest) -> Result<Vec<ClaimedDeliver
 /// `OR FAIL`, as the record's update: a statement that may end in an `ABORT` (the unique index
 /// `deliveries_key_head`) may make SQLite copy the pages it touches to a statement journal
 /// first, to undo that statement alone. Under `FAIL` it keeps none: a failed statement fails
-/// its whole write job, whose writes the writer undoes anyway (`db::run_batch`), so the
+/// its whole write job, whose writes the writer undoes anyway (`writer::run_batch`), so the
 /// journal would only be paid for, on every delivery.
 const MARK_CLAIMED: &str =
     "UPDATE OR FAIL deliveries SET status = ?3, next_attempt_at = ?4, updated_at = ?5
@@ -700,8 +700,8 @@ mod tests {
     /// messages `msg_1` and `msg_2`; its path and a connection to it.
     fn one_endpoint(dir: &tempfile::TempDir) -> (std::path::PathBuf, Connection) {
         let path = dir.path().join("hookd.db");
-        let conn = super::super::db::migrated(&path);
-        conn.execute_batch(super::super::db::TWO_MESSAGES_TO_ONE_ENDPOINT)
+        let conn = super::super::writer::migrated(&path);
+        conn.execute_batch(super::super::writer::TWO_MESSAGES_TO_ONE_ENDPOINT)
             .unwrap();
         (path, conn)
     }
