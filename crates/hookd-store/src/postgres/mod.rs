@@ -19,7 +19,7 @@
 //! migrating, and constraint-error mapping. `held` keeps a connection for each of those two
 //! hot writers while their batches follow one another. `rows` is how a shared statement runs
 //! (the store as a `crate::sql::Database`), and
-//! `plans` (tests only) checks that the hot writes' prepared statements read by key.
+//! `functions::plans` (tests only) checks that the hot writes' prepared statements read by key.
 //!
 //! Queries are prepared at run time (`sqlx::query`), never checked against a database at build
 //! time, so building hookd needs no PostgreSQL.
@@ -31,8 +31,6 @@ mod held;
 mod outbox;
 mod publish;
 pub use outbox::ORDERED_ROWS_LOCK;
-#[cfg(test)]
-mod plans;
 mod publisher;
 mod queue;
 mod record;

@@ -45,7 +45,7 @@
 //! `super::held`), and are kept prepared. The endpoint read looks each application up through a
 //! `LATERAL` subquery that `OFFSET 0` keeps from being merged into a join, so even the
 //! generic plan of a statement first planned on an empty table reads the applications'
-//! endpoints by index (see `record` and `plans`). Messages are inserted in (application,
+//! endpoints by index (see `record` and `functions::plans`). Messages are inserted in (application,
 //! `eventId`) order, so two processes' batches holding the same event ids take their keys in
 //! the same order and cannot deadlock waiting for each other's.
 //!
