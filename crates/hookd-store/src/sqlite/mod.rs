@@ -9,11 +9,14 @@
 //! share: the store and constraint-error mapping. `writer` is the connection discipline, `rows`
 //! how a shared statement runs (the store as a `crate::sql::Database`).
 
+mod claim;
 mod endpoints;
 mod gauges;
 mod outbox;
 mod publish;
 mod queue;
+mod record;
+mod recover;
 mod retention;
 mod rows;
 mod tasks;

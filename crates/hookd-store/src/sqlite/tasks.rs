@@ -10,7 +10,7 @@ use rusqlite::{Connection, params};
 
 use super::SqliteStore;
 use super::publish::INSERT_DELIVERY;
-use super::queue::{queue_next_in_order, resend_one};
+use super::recover::{queue_next_in_order, resend_one};
 use super::rows::{self, fetch, fetch_one, run, text};
 use crate::sql::task_chunks::{self, Chunk, Job, Range, TASK_COLUMNS, apps_per_chunk, stats_chunk};
 use crate::sql::tasks::{self as sql, StepTasks};
