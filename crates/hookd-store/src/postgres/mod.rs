@@ -24,6 +24,7 @@
 //! Queries are prepared at run time (`sqlx::query`), never checked against a database at build
 //! time, so building hookd needs no PostgreSQL.
 
+mod claim;
 mod endpoints;
 mod functions;
 mod gauges;
@@ -34,6 +35,7 @@ pub use outbox::ORDERED_ROWS_LOCK;
 mod publisher;
 mod queue;
 mod record;
+mod recover;
 mod retention;
 mod rows;
 mod tasks;

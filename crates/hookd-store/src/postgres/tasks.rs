@@ -10,7 +10,7 @@ use sqlx::PgConnection;
 
 use super::PgStore;
 use super::publish::Deliveries;
-use super::queue::{queue_next_in_order, resend_one};
+use super::recover::{queue_next_in_order, resend_one};
 use super::rows::{self, fetch, fetch_one, run, text};
 use crate::sql::task_chunks::{self, Chunk, Job, Range, apps_per_chunk, stats_chunk};
 use crate::sql::tasks::{self as sql, StepTasks};

@@ -99,7 +99,7 @@ async fn searches_for_deliveries_not_delivered_use_their_partial_index() {
     let (failed, failed_params) = endpoint_list(DeliveryStatus::Fail);
     for (sql, params) in [
         (failed.as_str(), failed_params),
-        (&crate::postgres::queue::RECOVER, 6),
+        (&crate::postgres::recover::RECOVER, 6),
     ] {
         let plan = generic_plan(&mut conn, sql, params).await;
         assert!(
