@@ -12,6 +12,7 @@
 mod claim;
 mod endpoints;
 mod gauges;
+mod migrate;
 mod outbox;
 mod publish;
 mod queue;
