@@ -12,14 +12,16 @@
 //! `functions` applies the current definitions of the functions hookd calls, from
 //! `migrations/postgres-functions/`.
 //!
-//! One file per resource where this backend does something its own way (`endpoints`,
-//! `messages`, `queue`, `outbox`, `gauges`, `retention`, `tasks`), `record` for recording attempts in
-//! batches (the queue's hot write), `publisher` for writing concurrent publishes in one
-//! transaction (the API's hot write); this one keeps what they share: connecting and
-//! migrating, and constraint-error mapping. `held` keeps a connection for each of those two
-//! hot writers while their batches follow one another. `rows` is how a shared statement runs
-//! (the store as a `crate::sql::Database`), and
-//! `functions::plans` (tests only) checks that the hot writes' prepared statements read by key.
+//! One file per job, named as on SQLite (see the crate's `# Layout`): `publish`, `queue` with
+//! `claim`, `record` (attempts recorded in batches, the queue's hot write) and `recover`, and
+//! a file per resource where this backend does something its own way (`endpoints`,
+//! `outbox`, `gauges`, `retention`, `tasks`); this one keeps what they share: connecting and
+//! migrating, and constraint-error mapping. `publisher` writes concurrent publishes in one
+//! transaction (the API's hot write); `held` keeps a connection for each of the two hot
+//! writers while their batches follow one another; `functions` applies the server-side
+//! functions, and its test module `plans` checks that the hot writes' prepared statements
+//! read by key. `rows` is how a shared statement runs (the store as a
+//! `crate::sql::Database`).
 //!
 //! Queries are prepared at run time (`sqlx::query`), never checked against a database at build
 //! time, so building hookd needs no PostgreSQL.

@@ -4,10 +4,12 @@
 //! `writer::Db::read` (a reader pool). The statements both databases share are written once in
 //! `crate::sql`; the SQL here is SQLite's own (claims, the writer's per-row writes).
 //!
-//! One file per resource where this backend does something its own way (`endpoints`,
-//! `messages`, `queue`, `outbox`, `gauges`, `retention`, `tasks`); this one keeps what they
-//! share: the store and constraint-error mapping. `writer` is the connection discipline, `rows`
-//! how a shared statement runs (the store as a `crate::sql::Database`).
+//! One file per job, named as on PostgreSQL (see the crate's `# Layout`): `publish`, `queue`
+//! with `claim`, `record` and `recover`, and a file per resource where this backend does
+//! something its own way (`endpoints`, `outbox`, `gauges`, `retention`, `tasks`); this one
+//! keeps what they share: the store and constraint-error mapping. `writer` is the connection
+//! discipline, `migrate` the schema, `rows` how a shared statement runs (the store as a
+//! `crate::sql::Database`).
 
 mod claim;
 mod endpoints;
