@@ -29,7 +29,8 @@
 //! - `extract`: JSON body and query extractors whose errors name the field.
 //! - `list`: the list envelope and cursor parameters.
 //! - `validate`: field checks (URLs, names, custom headers).
-//! - `operations`: the operational webhooks the endpoint routes send (`endpoint.created`, …).
+//! - `operations`: the operational webhooks the endpoint routes send (`endpoint.created`, …),
+//!   with the reason an endpoint disabled through the API carries; it imports no route.
 //! - [`error`]: [`ApiError`] and its one mapping to HTTP.
 //! - [`state`]: [`ApiState`] and [`ApiConfig`].
 

@@ -12,8 +12,10 @@ use hookd_core::model::{Endpoint, Message};
 use hookd_core::operations::{self, DisableTrigger, EndpointRef, OperationalEvent};
 use hookd_core::{AppId, Timestamp};
 
-use crate::routes::endpoint::DISABLED_THROUGH_API;
 use crate::{ApiError, ApiState, Principal};
+
+/// Why an endpoint disabled through the API is disabled.
+pub(crate) const DISABLED_THROUGH_API: &str = "disabled through the API";
 
 /// Who is told of changes to an endpoint: the operations application, and the endpoint as
 /// its events name it.

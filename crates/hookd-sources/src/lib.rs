@@ -17,6 +17,9 @@
 //! - [`table`]: [`Table`], an installed source table: take waiting rows without blocking the
 //!   producer's transactions, settle them, count the backlog, listen for commits. Its
 //!   per-database SQL lives in `postgres`, `mysql` and `sqlite`.
+//! - `pass`: what a pass takes and settles ([`table::Taken`], [`table::Backlog`], the contract
+//!   row, the settling's outcome), shared by [`table`] and the per-database sources, which
+//!   import it and never [`table`].
 //! - [`relay`]: [`SourceRelay`], the loop that relays one source through hookd's store, backs
 //!   off while the producer's database is down, and reports per-source metrics.
 //! - [`error`]: [`SourceError`], what configuring, installing or relaying a source can fail
@@ -26,6 +29,7 @@
 pub mod error;
 pub mod install;
 mod mysql;
+mod pass;
 mod postgres;
 pub mod relay;
 pub mod source;

@@ -11,7 +11,7 @@ use sqlx::mysql::{MySqlConnection, MySqlPool, MySqlPoolOptions};
 use sqlx::{Connection as _, Executor as _, MySql, QueryBuilder};
 
 use crate::SourceError;
-use crate::table::{Backlog, Contract, HoldInner, Outcome, Taken, not_installed};
+use crate::pass::{Backlog, Contract, HoldInner, Outcome, Taken, not_installed};
 use hookd_store::OutboxColumns;
 
 /// `hookd outbox install` on MySQL/MariaDB, one statement at a time (MySQL commits DDL as it

@@ -11,7 +11,7 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Connection as _, PgConnection};
 use tokio::sync::Notify;
 
-use crate::table::{Backlog, Contract, HoldInner, Outcome, Taken, not_installed};
+use crate::pass::{Backlog, Contract, HoldInner, Outcome, Taken, not_installed};
 use crate::{CHANNEL, SourceError};
 use hookd_store::OutboxColumns;
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::SourceError;
-use crate::table::{Backlog, Contract, Hold, HoldInner, Outcome, Taken, not_installed};
+use crate::pass::{Backlog, Contract, Hold, HoldInner, Outcome, Taken, not_installed};
 
 /// `hookd outbox install` on SQLite, in one transaction. `AUTOINCREMENT`, so that an id is
 /// never reused once its row is removed (the relay keys published rows by id). `{table_id}`

@@ -6,12 +6,11 @@
 //! PostgreSQL (for several hookd processes sharing one database).
 //!
 //! # Layout
-//! - [`store`]: the [`Store`] trait, which gathers one trait per resource
-//!   ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`], [`MessageStore`],
-//!   [`AuthStore`], [`OutboxStore`], [`GaugeStore`], [`RetentionStore`], [`TaskStore`]) with
-//!   their query and
-//!   result types.
-//! - [`queue`]: [`DeliveryQueue`], the deliveries as the delivery engine's work queue.
+//! - [`store`]: the contracts, and nothing else: the [`Store`] trait, which gathers one trait
+//!   per resource ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`],
+//!   [`MessageStore`], [`AuthStore`], [`OutboxStore`], [`GaugeStore`], [`RetentionStore`],
+//!   [`TaskStore`], and [`DeliveryQueue`], the deliveries as the delivery engine's work queue)
+//!   with their query and result types.
 //! - [`prelude`]: every store trait, for calling their methods on a concrete store.
 //! - [`error`]: [`StoreError`], the one error every storage call returns.
 //! - `sql`: the SQL both implementations share, written once: statements with their
@@ -21,12 +20,24 @@
 //!   what it does its own way.
 //! - [`sqlite`]: the SQLite implementation: a single writer thread that group-commits many
 //!   callers' writes in one transaction, and a pool of reader connections; it runs the shared
-//!   statements and keeps what only SQLite does (the writer, claims, per-row writes). One
-//!   file per resource where it does something its own way.
+//!   statements and keeps what only SQLite does (the writer, claims, per-row writes).
 //! - [`postgres`]: the PostgreSQL implementation on `sqlx`, in a `hookd` schema, for several
 //!   hookd processes sharing one database; it runs the shared statements and keeps what only
-//!   PostgreSQL does (publish, record, notifications, row locks, arrays). One file per
-//!   resource where it does something its own way.
+//!   PostgreSQL does (the publish task, record, notifications, row locks, arrays).
+//!
+//!   Both backends name a file for the job it does, the same name on both:
+//!   - `publish`: writing a message and its deliveries (`sql::messages::Publish`), with the
+//!     inserts the other writes share;
+//!   - `queue`: the [`DeliveryQueue`] implementation, calling the queue's jobs: `claim`
+//!     (taking due deliveries under a lease), `record` (settling attempts), `recover`
+//!     (requeuing: recover, resend, an ordering key's next);
+//!   - one file per resource it does its own way (`endpoints`, `outbox`, `gauges`,
+//!     `retention`, `tasks`), and `rows` (how a shared statement runs on it).
+//!
+//!   What has no counterpart keeps its own name: SQLite's `writer` (the writer thread and the
+//!   reader pool) and `migrate` (its schema files); PostgreSQL's `publisher` (the publish
+//!   task's group commit), `held` (the connection each hot writer keeps) and `functions` (the
+//!   server-side functions, with the test module `functions::plans`).
 //! - `operations`: [`ensure_operations_app`], the application operational webhooks are
 //!   published in.
 //! - `outbox`: the outbox row's checks and the message it becomes, shared by both relays.
@@ -43,7 +54,6 @@ mod operations;
 mod outbox;
 pub mod postgres;
 mod purge;
-pub mod queue;
 mod sql;
 pub mod sqlite;
 pub mod store;
@@ -53,21 +63,16 @@ pub mod testing;
 pub use error::StoreError;
 pub use operations::ensure_operations_app;
 pub use outbox::{OutboxColumns, OutboxRow};
-pub(crate) use queue::skip_refused;
-pub use queue::{
-    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,
-    Reserved, Skipped,
-};
+pub(crate) use store::skip_refused;
 pub use store::*;
 
 /// Every store trait: `use hookd_store::prelude::*;` to call store methods on a concrete store
 /// (`SqliteStore`, `PgStore`). Methods of the resource traits are callable on `dyn Store`
 /// without it.
 pub mod prelude {
-    pub use crate::queue::DeliveryQueue;
     pub use crate::store::{
-        ApplicationStore, AuthStore, EndpointStore, EventTypeStore, GaugeStore, MessageStore,
-        NoticeStore, OutboxStore, RetentionStore, Store, TaskStore,
+        ApplicationStore, AuthStore, DeliveryQueue, EndpointStore, EventTypeStore, GaugeStore,
+        MessageStore, NoticeStore, OutboxStore, RetentionStore, Store, TaskStore,
     };
 }
 

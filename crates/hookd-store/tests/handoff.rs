@@ -1,8 +1,8 @@
 //! New deliveries handed to a claimer as they are written ([`Handoff`]), on SQLite: what it
 //! takes is stored claimed and given over once committed, what it refuses waits in the queue,
 //! and a write that fails hands nothing over and holds nothing; a record that settles the
-//! head of an ordering key hands over the key's next. (On PostgreSQL, where the room
-//! is the cluster's, `postgres_only` covers the handover.)
+//! head of an ordering key hands off the key's next. (On PostgreSQL, where the room
+//! is the cluster's, `postgres_only` covers the handoff.)
 
 mod harness;
 
@@ -18,7 +18,7 @@ use hookd_core::EndpointId;
 use hookd_core::model::{Application, DeliveryStatus, Endpoint};
 use hookd_store::prelude::*;
 use hookd_store::sqlite::SqliteStore;
-use hookd_store::{ClaimedDelivery, Handoff, Handover, Reserved, Route, StoreError};
+use hookd_store::{ClaimedDelivery, Handoff, HandoffMode, Reserved, Route, StoreError};
 use tempfile::TempDir;
 
 /// Takes the deliveries to some endpoints, keeping what it is given, and counts the room it
@@ -118,13 +118,13 @@ async fn every_reservation_is_handed_over_once_or_given_back() {
     assert_eq!(
         (started.len(), messages.len()),
         (20, 20),
-        "each written delivery handed over once"
+        "each written delivery handed off once"
     );
     let (reserved, given_back) = (taker.reserved.load(Ordering::SeqCst), taker.given_back());
     assert_eq!(
         reserved,
         started.len() + given_back,
-        "every reservation is handed over or given back"
+        "every reservation is handed off or given back"
     );
     assert!(
         given_back >= 20,
@@ -169,7 +169,7 @@ async fn a_publish_whose_caller_goes_away_still_hands_its_deliveries_over() {
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while taker.started().is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "never handed over");
+        assert!(tokio::time::Instant::now() < deadline, "never handed off");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let started = taker.started();
@@ -223,7 +223,7 @@ async fn recording_a_keys_head_hands_over_the_next_of_its_key() {
     store.record_attempts(&[record]).await.unwrap();
 
     let started = taker.started();
-    assert_eq!(started.len(), 2, "the next handed over without a claim");
+    assert_eq!(started.len(), 2, "the next handed off without a claim");
     assert_eq!(started[1].message, next);
     let taken = delivery(&store, &next, &eps[0]).await.unwrap();
     assert_eq!(
@@ -243,7 +243,7 @@ impl Taker {
             given_back: Arc::default(),
         });
         let weak: Weak<dyn Handoff> = Arc::downgrade(&taker) as Weak<Self>;
-        assert_eq!(store.hand_off_new_deliveries(weak), Handover::Sole);
+        assert_eq!(store.hand_off_new_deliveries(weak), HandoffMode::Sole);
         taker
     }
 

@@ -20,7 +20,7 @@ use hookd_store::postgres::PgStore;
 use hookd_store::prelude::*;
 use hookd_store::testing::{POSTGRES_URL_VAR, fresh_postgres, fresh_postgres_with};
 use hookd_store::{
-    AttemptRecord, ClaimRequest, ClaimedDelivery, Cursor, EndpointUpdate, Handoff, Handover,
+    AttemptRecord, ClaimRequest, ClaimedDelivery, Cursor, EndpointUpdate, Handoff, HandoffMode,
     PageRequest, Reserved, StoreError, ensure_operations_app,
 };
 use sqlx::{AssertSqlSafe, Connection};
@@ -790,7 +790,7 @@ async fn the_publish_task_ends_with_the_last_clone_of_its_store() {
     }
 }
 
-/// An engine's side of a handover for these tests: takes a delivery to any endpoint, under a
+/// An engine's side of a handoff for these tests: takes a delivery to any endpoint, under a
 /// lease until 70 s, within a cap of 3; keeps what it is given and counts the room it held
 /// that came back unused.
 struct Taker {
@@ -834,11 +834,11 @@ impl Taker {
             me: me.clone(),
         });
         let weak: std::sync::Weak<dyn Handoff> = Arc::downgrade(&taker) as std::sync::Weak<Self>;
-        assert_eq!(store.hand_off_new_deliveries(weak), Handover::Shared);
+        assert_eq!(store.hand_off_new_deliveries(weak), HandoffMode::Shared);
         taker
     }
 
-    /// The messages of the deliveries handed over, in order.
+    /// The messages of the deliveries handed off, in order.
     fn started(&self) -> Vec<MessageId> {
         let started = self.started.lock().unwrap();
         started.iter().map(|c| c.message.id.clone()).collect()
@@ -846,7 +846,7 @@ impl Taker {
 }
 
 /// A delivery handed to the publishing process's engine counts against its endpoint's cap
-/// like a claimed one, in every process: the publish hands over only the room the cap has
+/// like a claimed one, in every process: the publish hands off only the room the cap has
 /// left after the other processes' attempts, and their claims then find the cap full.
 #[tokio::test]
 async fn new_deliveries_are_handed_over_only_within_their_endpoints_room_across_processes() {
@@ -916,7 +916,7 @@ async fn a_handover_that_waited_its_turn_counts_the_claims_committed_meanwhile()
         sqlx::query("COMMIT").execute(&mut turn).await.unwrap();
     };
     let (created, ()) = tokio::join!(publish, commit_once_waited_for);
-    assert_eq!(created.unwrap().queued, 1, "handed over past a full cap");
+    assert_eq!(created.unwrap().queued, 1, "handed off past a full cap");
     assert!(taker.started().is_empty());
 }
 

@@ -678,7 +678,7 @@ async fn a_scheduled_message_is_claimed_only_once_due(store: &dyn Store) {
     assert_eq!(
         (created.deliveries, created.queued),
         (2, 2),
-        "all wait, none handed over"
+        "all wait, none handed off"
     );
     let stored = store.get_message(&a.id, msg.id.as_str()).await.unwrap();
     assert_eq!(stored.and_then(|m| m.deliver_at), Some(at(5_000)));

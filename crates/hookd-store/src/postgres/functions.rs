@@ -7,10 +7,16 @@
 //! function has one file; its first line numbers the definition, and `function_definitions`
 //! records the number in place, so a process of an older version (during a rolling upgrade)
 //! never replaces a newer definition with its own (the folder's README.md has the rules).
+//!
+//! `plans` (tests only) checks that what these functions and the hot writes keep prepared
+//! reads every row by key.
 
 use sqlx::{PgPool, Postgres, Transaction};
 
 use crate::StoreError;
+
+#[cfg(test)]
+mod plans;
 
 /// Each function's file.
 const FUNCTIONS: [&str; 6] = [

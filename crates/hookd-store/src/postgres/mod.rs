@@ -12,30 +12,32 @@
 //! `functions` applies the current definitions of the functions hookd calls, from
 //! `migrations/postgres-functions/`.
 //!
-//! One file per resource where this backend does something its own way (`endpoints`,
-//! `messages`, `queue`, `outbox`, `gauges`, `retention`, `tasks`), `record` for recording attempts in
-//! batches (the queue's hot write), `publish` for writing concurrent publishes in one
-//! transaction (the API's hot write); this one keeps what they share: connecting and
-//! migrating, and constraint-error mapping. `held` keeps a connection for each of those two
-//! hot writers while their batches follow one another. `rows` is how a shared statement runs
-//! (the store as a `crate::sql::Database`), and
-//! `plans` (tests only) checks that the hot writes' prepared statements read by key.
+//! One file per job, named as on SQLite (see the crate's `# Layout`): `publish`, `queue` with
+//! `claim`, `record` (attempts recorded in batches, the queue's hot write) and `recover`, and
+//! a file per resource where this backend does something its own way (`endpoints`,
+//! `outbox`, `gauges`, `retention`, `tasks`); this one keeps what they share: connecting and
+//! migrating, and constraint-error mapping. `publisher` writes concurrent publishes in one
+//! transaction (the API's hot write); `held` keeps a connection for each of the two hot
+//! writers while their batches follow one another; `functions` applies the server-side
+//! functions, and its test module `plans` checks that the hot writes' prepared statements
+//! read by key. `rows` is how a shared statement runs (the store as a
+//! `crate::sql::Database`).
 //!
 //! Queries are prepared at run time (`sqlx::query`), never checked against a database at build
 //! time, so building hookd needs no PostgreSQL.
 
+mod claim;
 mod endpoints;
 mod functions;
 mod gauges;
 mod held;
-mod messages;
 mod outbox;
-pub use outbox::ORDERED_ROWS_LOCK;
-#[cfg(test)]
-mod plans;
 mod publish;
+pub use outbox::ORDERED_ROWS_LOCK;
+mod publisher;
 mod queue;
 mod record;
+mod recover;
 mod retention;
 mod rows;
 mod tasks;
@@ -49,7 +51,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::StoreError;
 use held::Held;
-use publish::Publisher;
+use publisher::Publisher;
 
 /// The PostgreSQL schema that holds hookd's tables.
 pub const SCHEMA: &str = "hookd";
@@ -70,7 +72,7 @@ pub struct PgStore {
     options: PgConnectOptions,
     /// Whether claims hold per-endpoint limits across every process (see `queue`).
     cluster_limits: bool,
-    /// The pool's one publish task, shared by every clone (see `publish`).
+    /// The pool's one publish task, shared by every clone (see `publisher`).
     publisher: Publisher,
     /// The connection the recorder's batches are written on while they follow one another
     /// (see `held`).
@@ -78,8 +80,8 @@ pub struct PgStore {
     /// This store's mark on its announcements of new deliveries, random and the same for
     /// every clone: its own listener ignores them (see `outbox`).
     origin: Arc<str>,
-    /// The engine new deliveries are offered to (see `publish`).
-    taker: publish::HandoffSlot,
+    /// The engine new deliveries are offered to (see `publisher`).
+    taker: publisher::HandoffSlot,
 }
 
 impl PgStore {
@@ -90,7 +92,7 @@ impl PgStore {
     /// (taken by `sqlx`'s migrator, per database), and the schema is created inside that lock
     /// too, since two concurrent `CREATE SCHEMA IF NOT EXISTS` can still collide.
     ///
-    /// Starts the store's publish task (see `publish`) on the current tokio runtime, so the
+    /// Starts the store's publish task (see `publisher`) on the current tokio runtime, so the
     /// store publishes only while that runtime runs; the task ends when the store and all its
     /// clones are dropped.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
@@ -120,7 +122,7 @@ impl PgStore {
         })?;
         let now = hookd_core::Clock::now(&hookd_core::SystemClock);
         functions::apply(&pool, now.as_millis()).await?;
-        let taker = publish::HandoffSlot::default();
+        let taker = publisher::HandoffSlot::default();
         Ok(Self {
             publisher: Publisher::start(pool.clone(), taker.clone()),
             recording: Arc::new(Held::new(pool.clone())),

@@ -21,7 +21,7 @@ use sqlx::{Connection as _, Postgres, Transaction};
 use tokio::sync::Notify;
 
 use super::PgStore;
-use super::messages::insert_message;
+use super::publish::insert_message;
 use super::rows::{fetch_one, run, text};
 use crate::outbox::{
     DELIVERIES_CHANNEL, OUTBOX_CHANNEL, OutboxColumns, OutboxRow, strict_event_type, unknown_app,

@@ -1,579 +1,252 @@
-//! Publishing on PostgreSQL with group commit: many callers' messages in one statement.
-//!
-//! Written alone, a message costs five round trips (begin, insert the message, read its
-//! application's endpoints, insert its deliveries, commit) and a WAL flush, and between the
-//! statements its backend sits idle in its transaction. Under concurrent publishes the round
-//! trips, not the database, then cap messages per second while its CPU idles. So, as SQLite's
-//! writer does (`crate::sqlite::db`), every publish of a store goes to one task, which takes the
-//! publishes already waiting (at most [`MAX_BATCH`], and never waits for more: a lone publish is
-//! written at once) and writes them in two round trips whatever the batch's size: one read of
-//! the enabled endpoints of all their applications, each message then routed in Rust by its
-//! own filters, and one statement, its own transaction, that inserts the messages and their
-//! deliveries from arrays (`unnest`, inside `publish_batch`). A caller still hears `Ok` only
-//! once its message and deliveries are committed. No `BEGIN` and `COMMIT` round trips: they
-//! are a fixed cost per batch, in hookd and in PostgreSQL, and with several processes on one
-//! database each process's batches are smaller. Reading the endpoints before the insert
-//! rather than inside its transaction changes nothing: each statement of a `READ COMMITTED`
-//! transaction reads its own snapshot anyway, and an endpoint deleted meanwhile fails the
-//! insert (its foreign key) as it did inside the transaction.
-//!
-//! Every caller gets the answer it would get publishing alone:
-//! - A taken `eventId`, in the database or by an earlier publish of the same batch, is that
-//!   message's conflict; the message insert skips it (`ON CONFLICT … DO NOTHING`) and the rest
-//!   of the batch is written. Clients resending an event are common enough that they must not
-//!   cost the batch its group commit.
-//! - Anything else the database refuses (an application, or a test send's endpoint, deleted
-//!   meanwhile; a value it rejects) or that does not decode (an endpoint's stored filters) writes
-//!   nothing of the batch. Its messages are then written one at a time in their order, each in its
-//!   own transaction exactly as a lone publish was before batching, so each caller gets its own
-//!   answer (and of two publishes with one `eventId`, the first wins).
-//! - A database that cannot be reached fails every caller of the batch with its error at once,
-//!   rather than one after another, each after its own wait for a connection. A batch whose
-//!   connection failed during its insert is not retried: it may have been committed, so its
-//!   callers hear the failure, as a lone publish would.
-//!
-//! New deliveries are offered to this process's engine, as SQLite's writer offers them (see
-//! [`crate::Handoff`]): those it has a worker and endpoint room for are written `sending` under
-//! its lease by the same statement and started once committed, so a fresh message costs no
-//! claim. The statement is a call of `publish_batch` (migration 0010), which, when it hands
-//! anything over, takes the claims' advisory lock first and gives each endpoint no more than
-//! the room its cap leaves after every process's attempts in flight; rate-limited and paused
-//! endpoints are left to claims. A delivery it cannot hand over is written pending, due at
-//! once, and its room is freed.
-//!
-//! Both statements run on the connection the task keeps while batches follow one another (see
-//! `super::held`), and are kept prepared. The endpoint read looks each application up through a
-//! `LATERAL` subquery that `OFFSET 0` keeps from being merged into a join, so even the
-//! generic plan of a statement first planned on an empty table reads the applications'
-//! endpoints by index (see `record` and `plans`). Messages are inserted in (application,
-//! `eventId`) order, so two processes' batches holding the same event ids take their keys in
-//! the same order and cannot deadlock waiting for each other's.
-//!
-//! The task holds the pool and the receiving end of the queue; every clone of the store holds
-//! a [`Publisher`], the sending end. When the last clone is dropped the queue closes, and the
-//! task finishes the batch in hand and ends.
+//! Publishing on PostgreSQL (`crate::sql::messages::Publish`), and the routing and delivery
+//! inserts the publish task (`publisher`) shares: a message written inside a caller's
+//! transaction (a scheduled message, operational events) has all its deliveries inserted in
+//! one statement from arrays.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, LazyLock, RwLock, Weak};
+use async_trait::async_trait;
+use hookd_core::model::{Application, DeliveryStatus, Message};
+use hookd_core::{AppId, MessageId, Timestamp};
+use sqlx::Postgres;
+use sqlx::postgres::{PgArguments, PgConnection};
+use sqlx::query::Query;
 
-use hookd_core::Timestamp;
-use hookd_core::model::{Delivery, DeliveryStatus, Endpoint, Message};
-use sqlx::postgres::{PgConnection, PgPool};
-use sqlx::{AssertSqlSafe, Postgres, Row as _, Transaction};
-use tokio::sync::{mpsc, oneshot};
-
-use super::held::Held;
-use super::messages::{Routed, Subscriber, insert_message, routed};
-use super::rows;
-use crate::columns::ENDPOINT_COLUMNS;
+use super::rows::{fetch, fetch_one, run};
+use super::{PgStore, missing, refused};
 use crate::error::taken;
-use crate::json::encode_opt;
-use crate::{ClaimedDelivery, CreatedMessage, Handoff, Reserved, Route, StoreError};
+use crate::sql::applications;
+pub(super) use crate::sql::messages::Subscriber;
+use crate::sql::messages::{self as sql, Publish};
+use crate::{CreatedMessage, Route, StoreError};
 
-/// The enabled endpoints of the applications in `$1`, each application looked up by index;
-/// whole rows, since the deliveries handed over start with their endpoint.
-pub(super) static SUBSCRIBERS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "SELECT {ENDPOINT_COLUMNS} FROM unnest($1::text[]) a(app_id)
-         CROSS JOIN LATERAL (SELECT * FROM endpoints
-             WHERE app_id = a.app_id AND NOT disabled OFFSET 0) e"
-    )
-});
-
-/// The same endpoints' routing columns only, for a process whose engine takes no new
-/// deliveries (an API-only process): it never needs their keys, headers or metadata.
-pub(super) const SUBSCRIBER_FILTERS: &str =
-    "SELECT e.app_id, e.id, e.event_types, e.channels, e.strict_order
-     FROM unnest($1::text[]) a(app_id)
-     CROSS JOIN LATERAL (SELECT id, app_id, event_types, channels, strict_order FROM endpoints
-         WHERE app_id = a.app_id AND NOT disabled OFFSET 0) e";
-
-/// A row of [`SUBSCRIBER_FILTERS`]: application, then the subscriber's columns.
-type FilterRow = (String, String, Option<String>, Option<String>, bool);
-
-/// The engine new deliveries are offered to, set once it runs, shared by the store's clones.
-pub(super) type HandoffSlot = Arc<RwLock<Option<Taker>>>;
-
-/// An engine taking new deliveries, and whether the room it is given counts every process's
-/// attempts (see [`PgStore::with_cluster_limits`](super::PgStore::with_cluster_limits)).
-#[derive(Clone)]
-pub(super) struct Taker {
-    pub(super) handoff: Weak<dyn Handoff>,
-    pub(super) cluster_limits: bool,
-}
-
-impl std::fmt::Debug for Taker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Taker")
-            .field("cluster_limits", &self.cluster_limits)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Most publishes one transaction takes; bounds the wait a batch adds for its last caller.
-const MAX_BATCH: usize = 256;
-
-/// The publish task's queue; see the module doc.
-#[derive(Clone, Debug)]
-pub(super) struct Publisher {
-    queue: mpsc::UnboundedSender<Publish>,
-}
-
-impl Publisher {
-    /// Starts the publish task of `pool` on the current runtime.
-    pub(super) fn start(pool: PgPool, taker: HandoffSlot) -> Self {
-        let (queue, waiting) = mpsc::unbounded_channel();
-        tokio::spawn(publish_loop(pool, taker, waiting));
-        Self { queue }
-    }
-
-    /// Writes `message` routed by `route` in the next batch; see
-    /// [`crate::MessageStore::create_routed_message`].
-    pub(super) async fn publish(
+#[async_trait]
+impl Publish for PgStore {
+    async fn publish_routed(
         &self,
         message: &Message,
         route: &Route,
     ) -> Result<CreatedMessage, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        let publish = Publish {
-            message: message.clone(),
-            route: route.clone(),
-            reply,
+        self.publisher.publish(message, route).await
+    }
+
+    async fn publish_scheduled(
+        &self,
+        message: &Message,
+        deliver_at: Timestamp,
+        payload_expires_at: Option<Timestamp>,
+    ) -> Result<CreatedMessage, StoreError> {
+        let message = &Message {
+            deliver_at: Some(deliver_at),
+            ..message.clone()
         };
-        self.queue.send(publish).map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
-    }
-}
-
-fn stopped() -> StoreError {
-    StoreError::Unavailable("the PostgreSQL publish task has stopped".into())
-}
-
-/// One caller's publish, waiting for its batch.
-struct Publish {
-    message: Message,
-    route: Route,
-    reply: oneshot::Sender<Result<CreatedMessage, StoreError>>,
-}
-
-impl Publish {
-    fn answer(self, outcome: Result<CreatedMessage, StoreError>) {
-        // A caller that stopped waiting (its request was cancelled) needs no answer.
-        let _ = self.reply.send(outcome);
+        let mut tx = self.pool.begin().await?;
+        let created = insert_unhanded(&mut tx, message, payload_expires_at).await?;
+        tx.commit().await?;
+        Ok(created)
     }
 
-    /// Answers from the batch's outcome: written with this many deliveries, of them this
-    /// many left queued, or `None` when its `eventId` was taken.
-    fn answer_written(self, deliveries: Option<(usize, usize)>) {
-        let Publish { message, reply, .. } = self;
-        let outcome = match deliveries {
-            Some((deliveries, queued)) => Ok(CreatedMessage {
-                message,
-                deliveries,
-                queued,
-            }),
-            None => Err(StoreError::Conflict(taken::event_id(
-                message.event_id.as_deref(),
-            ))),
+    async fn publish_in_app(
+        &self,
+        app: &Application,
+        message: &Message,
+        payload_expires_at: Option<Timestamp>,
+    ) -> Result<CreatedMessage, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let message = Message {
+            app_id: get_or_create_app(&mut tx, app).await?,
+            ..message.clone()
         };
-        let _ = reply.send(outcome);
+        let created = insert_unhanded(&mut tx, &message, payload_expires_at).await?;
+        tx.commit().await?;
+        Ok(created)
     }
 }
 
-/// Takes the publishes waiting, a batch at a time, until every [`Publisher`] is dropped.
-async fn publish_loop(
-    pool: PgPool,
-    taker: HandoffSlot,
-    mut waiting: mpsc::UnboundedReceiver<Publish>,
-) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    let held = Held::new(pool.clone());
-    // Waits for one publish, then takes those already waiting with it; 0 once closed.
-    while waiting.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let taker = taker.read().expect("handoff lock poisoned").clone();
-        write(&pool, &held, taker, std::mem::take(&mut batch)).await;
-    }
-}
-
-/// Writes one batch on the task's kept connection and answers each of its callers.
-async fn write(pool: &PgPool, held: &Held, taker: Option<Taker>, batch: Vec<Publish>) {
-    let candidates = candidates(&batch);
-    let handoff = taker.as_ref().and_then(|t| t.handoff.upgrade());
-    let written = candidates.iter().map(|&i| &batch[i]);
-    let read = async {
-        let mut conn = held.take().await?;
-        let subscribers = subscribers_of(&mut conn, written, handoff.is_some()).await?;
-        Ok::<_, StoreError>((conn, subscribers))
-    };
-    let (mut conn, subscribers) = match read.await {
-        Ok(read) => read,
-        // Each message written alone reads its own (and fails at once if the database is
-        // gone).
-        Err(error) => {
-            log_refused(&error, batch.len());
-            return write_each(pool, batch).await;
-        }
-    };
-    let (routes, rooms) = route(&batch, &candidates, &subscribers, handoff.as_deref());
-    let limits = Limits {
-        per_endpoint: handoff.as_deref().map_or(0, Handoff::per_endpoint),
-        cluster: taker.is_none_or(|t| t.cluster_limits),
-    };
-    let inserted = insert_batch(&mut conn, &batch, &candidates, &routes, limits).await;
-    if inserted.is_ok() {
-        conn.keep();
-    } else {
-        drop(conn);
-    }
-    match inserted {
-        Ok(written) => {
-            let counts = routes.counts;
-            answer(batch, &written, counts, rooms, &subscribers);
-        }
-        // The server refused the statement: nothing of it was written.
-        Err(error) if error.as_database_error().is_some() => {
-            log_refused(&error, batch.len());
-            drop(rooms);
-            write_each(pool, batch).await
-        }
-        // The connection failed: the statement may have been committed, so writing the
-        // messages again could answer a written one with a conflict.
-        Err(error) => fail(batch, &error),
-    }
-}
-
-/// Room the engine holds for one new delivery: (publish, endpoint, room).
-type Room<'a> = (usize, &'a str, Reserved);
-
-/// The deliveries of the publishes at `candidates`, each offered to `handoff` if its endpoint
-/// is an enabled one of the application (whose row was read), with the room it reserved.
-fn route<'a, 's: 'a>(
-    batch: &'a [Publish],
-    candidates: &[usize],
-    subscribers: &'s Subscribers,
-    handoff: Option<&dyn Handoff>,
-) -> (Routes<'a>, Vec<Room<'s>>) {
-    let mut routes = Routes::new(batch.len());
-    let mut rooms = Vec::new();
-    for &i in candidates {
-        let Publish { message, route, .. } = &batch[i];
-        routes.counts[i] = Some(0);
-        for delivery in routed(message, route, subscribers.of(message)) {
-            let reserved = handoff.and_then(|handoff| {
-                let (id, row) = subscribers.endpoints.get_key_value(delivery.endpoint)?;
-                Some((id.as_str(), handoff.reserve(&row.id)?))
-            });
-            let lease = reserved.as_ref().map(|(_, room)| room.lease_until());
-            routes.add(i, message, delivery, lease);
-            rooms.extend(reserved.map(|(endpoint, room)| (i, endpoint, room)));
-        }
-    }
-    (routes, rooms)
-}
-
-/// Hands over the deliveries written claimed, frees the room of those that were not (their
-/// endpoint had none left across the processes), and answers every caller.
-fn answer(
-    batch: Vec<Publish>,
-    written: &Written,
-    counts: Vec<Option<usize>>,
-    rooms: Vec<Room<'_>>,
-    subscribers: &Subscribers,
-) {
-    let mut queued: Vec<usize> = counts.iter().map(|c| c.unwrap_or(0)).collect();
-    for (i, endpoint, room) in rooms {
-        let message = &batch[i].message;
-        if written.claimed(message, endpoint) {
-            queued[i] -= 1;
-            let lease = room.lease_until();
-            room.start(handed(message, &subscribers.endpoints[endpoint], lease));
-        }
-    }
-    for ((publish, count), queued) in batch.into_iter().zip(counts).zip(queued) {
-        // Candidates have distinct ids once their insert succeeded (the primary key), so an
-        // id inserted names one position; a candidate not inserted lost its `eventId` to a
-        // stored message.
-        let written = count
-            .filter(|_| written.messages.contains(publish.message.id.as_str()))
-            .map(|count| (count, queued));
-        publish.answer_written(written);
-    }
-}
-
-/// The claimed delivery of `message` to `endpoint` that `publish_batch` wrote, leased until
-/// `lease`.
-fn handed(message: &Message, endpoint: &Endpoint, lease: Timestamp) -> ClaimedDelivery {
-    ClaimedDelivery {
-        delivery: Delivery {
-            ordering_key: endpoint.ordering_key_of(message),
-            message_id: message.id.clone(),
-            endpoint_id: endpoint.id.clone(),
-            status: DeliveryStatus::Sending,
-            attempt_count: 0,
-            next_attempt_at: Some(lease),
-            updated_at: message.created_at,
-        },
-        message: message.clone(),
-        endpoint: endpoint.clone(),
-        manual: false,
-    }
-}
-
-/// The deliveries of a batch, as `publish_batch` takes them.
-struct Routes<'a> {
-    message_ids: Vec<&'a str>,
-    endpoint_ids: Vec<&'a str>,
-    due: Vec<i64>,
-    /// The end of the lease of a delivery the engine asked for, written `sending`.
-    leases: Vec<Option<i64>>,
-    ordering_keys: Vec<Option<String>>,
-    /// Deliveries per publish of the batch (`None`: not a candidate, its `eventId` repeated).
-    counts: Vec<Option<usize>>,
-}
-
-impl<'a> Routes<'a> {
-    /// No deliveries yet, for a batch of `len` publishes.
-    fn new(len: usize) -> Self {
-        Self {
-            message_ids: Vec::new(),
-            endpoint_ids: Vec::new(),
-            due: Vec::new(),
-            leases: Vec::new(),
-            ordering_keys: Vec::new(),
-            counts: vec![None; len],
-        }
-    }
-
-    /// Adds a delivery of publish `i`'s `message`, asked for by the engine under a lease until
-    /// `lease`, if any.
-    fn add(
-        &mut self,
-        i: usize,
-        message: &'a Message,
-        delivery: Routed<'a>,
-        lease: Option<Timestamp>,
-    ) {
-        *self.counts[i].get_or_insert(0) += 1;
-        self.message_ids.push(message.id.as_str());
-        self.endpoint_ids.push(delivery.endpoint);
-        self.due.push(message.created_at.as_millis());
-        self.leases.push(lease.map(Timestamp::as_millis));
-        self.ordering_keys.push(delivery.ordering_key);
-    }
-}
-
-/// The room a batch's deliveries are handed over within (see migration 0010).
-#[derive(Clone, Copy)]
-struct Limits {
-    per_endpoint: usize,
-    cluster: bool,
-}
-
-/// What `publish_batch` wrote: the messages (those whose `eventId` was free) and the
-/// deliveries it wrote claimed, as endpoints by message.
-struct Written {
-    messages: HashSet<String>,
-    claimed: HashMap<String, Vec<String>>,
-}
-
-impl Written {
-    /// Whether the delivery of `message` to `endpoint` was written claimed.
-    fn claimed(&self, message: &Message, endpoint: &str) -> bool {
-        self.claimed
-            .get(message.id.as_str())
-            .is_some_and(|endpoints| endpoints.iter().any(|e| e == endpoint))
-    }
-}
-
-/// Inserts the messages of the publishes at `positions` (skipping those whose `eventId` is
-/// taken) and the deliveries of those inserted, in one statement and so one transaction of
-/// its own, handing over the deliveries asked for within their endpoints' room.
-async fn insert_batch(
+/// The id of the application whose uid is `app`'s, made from `app` in the caller's transaction
+/// when there is none (`app` itself when it has no uid). A transaction making the same uid
+/// meanwhile is waited for: committed, its application is the one found.
+async fn get_or_create_app(
     conn: &mut PgConnection,
-    batch: &[Publish],
-    positions: &[usize],
-    routes: &Routes<'_>,
-    limits: Limits,
-) -> Result<Written, sqlx::Error> {
-    let messages: Vec<&Message> = positions.iter().map(|&i| &batch[i].message).collect();
-    // The batch's time, for the leases still live: its newest message's (the API's clock).
-    let now = messages.iter().map(|m| m.created_at).max();
-    let rows = sqlx::query(PUBLISH)
-        .bind(column(&messages, |m| m.id.as_str()))
-        .bind(column(&messages, |m| m.app_id.as_str()))
-        .bind(column(&messages, |m| m.event_type.as_str()))
-        .bind(column(&messages, |m| m.event_id.as_deref()))
-        .bind(column(&messages, |m| encode_opt(m.channels.as_ref())))
-        .bind(column(&messages, |m| m.payload.as_deref()))
-        .bind(column(&messages, |m| m.created_at.as_millis()))
-        .bind(column(&messages, |m| m.ordering_key.as_deref()))
-        .bind(column(&messages, |m| encode_opt(m.tags.as_ref())))
-        .bind(&routes.message_ids)
-        .bind(&routes.endpoint_ids)
-        .bind(&routes.due)
-        .bind(&routes.leases)
-        .bind(&routes.ordering_keys)
-        .bind(now.map_or(0, Timestamp::as_millis))
-        .bind(i64::try_from(limits.per_endpoint).unwrap_or(i64::MAX))
-        .bind(limits.cluster)
-        .fetch_all(conn)
-        .await?;
-    let mut written = Written {
-        messages: HashSet::new(),
-        claimed: HashMap::new(),
-    };
-    for row in rows {
-        let id: String = row.try_get(0)?;
-        match row.try_get::<Option<String>, _>(1)? {
-            Some(endpoint) => written.claimed.entry(id).or_default().push(endpoint),
-            None => {
-                written.messages.insert(id);
-            }
-        }
-    }
-    Ok(written)
+    app: &Application,
+) -> Result<AppId, StoreError> {
+    run(&mut *conn, applications::insert_unless_uid_taken(app)).await?;
+    fetch_one(
+        &mut *conn,
+        applications::id_of_uid(app),
+        applications::app_id,
+    )
+    .await?
+    .ok_or(StoreError::NotFound("application"))
 }
 
-/// A batch in one statement (see migration 0010): the messages, then their deliveries, those
-/// asked for written claimed within their endpoints' room.
-const PUBLISH: &str = "SELECT written_id, claimed_endpoint
-    FROM publish_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
-
-/// The positions of the publishes whose message the batch tries to insert: all but those
-/// repeating the (application, `eventId`) of an earlier one, which lose to it. In (application,
-/// `eventId`) order, the order every batch takes these keys in.
-fn candidates(batch: &[Publish]) -> Vec<usize> {
-    let mut keys = HashSet::new();
-    let mut candidates: Vec<usize> = (0..batch.len())
-        .filter(|&i| {
-            let message = &batch[i].message;
-            message
-                .event_id
-                .as_deref()
-                .is_none_or(|event_id| keys.insert((message.app_id.as_str(), event_id)))
-        })
-        .collect();
-    candidates.sort_by_key(|&i| {
-        let message = &batch[i].message;
-        (message.app_id.as_str(), message.event_id.as_deref())
-    });
-    candidates
-}
-
-/// One field of every message, to bind as an array.
-fn column<'a, T>(messages: &[&'a Message], field: impl Fn(&'a Message) -> T) -> Vec<T> {
-    messages.iter().map(|&m| field(m)).collect()
-}
-
-/// The enabled endpoints of the applications a batch publishes to.
-struct Subscribers {
-    by_app: HashMap<String, Vec<Subscriber>>,
-    /// The whole rows, by id; read only when an engine may take the deliveries.
-    endpoints: HashMap<String, Endpoint>,
-}
-
-impl Subscribers {
-    fn add(&mut self, app_id: String, subscriber: Subscriber) {
-        self.by_app.entry(app_id).or_default().push(subscriber);
-    }
-
-    /// The subscribers of `message`'s application.
-    fn of(&self, message: &Message) -> &[Subscriber] {
-        self.by_app
-            .get(message.app_id.as_str())
-            .map_or(&[][..], Vec::as_slice)
-    }
-}
-
-/// The enabled endpoints of every application the `written` publishes route to subscribers,
-/// in one read: whole rows when an engine may be handed their deliveries (`whole`), else only
-/// what routing reads.
-async fn subscribers_of(
+/// Writes `message` and its deliveries on `conn` (inside the caller's transaction), none
+/// handed to the engine: due at its `deliver_at` when it has one (they wait in the database
+/// until then), else at once; its content kept until `payload_expires_at` when given.
+async fn insert_unhanded(
     conn: &mut PgConnection,
-    written: impl Iterator<Item = &Publish>,
-    whole: bool,
-) -> Result<Subscribers, StoreError> {
-    let mut apps: Vec<&str> = written
-        .filter(|p| p.route == Route::Subscribers)
-        .map(|p| p.message.app_id.as_str())
-        .collect();
-    apps.sort_unstable();
-    apps.dedup();
-    let mut subscribers = Subscribers {
-        by_app: HashMap::new(),
-        endpoints: HashMap::new(),
-    };
-    if apps.is_empty() {
-        return Ok(subscribers);
-    }
-    if whole {
-        let rows = sqlx::query(AssertSqlSafe(SUBSCRIBERS.as_str()))
-            .bind(&apps)
-            .fetch_all(&mut *conn)
-            .await?;
-        for row in rows {
-            let endpoint = rows::endpoint(&row)?;
-            subscribers.add(endpoint.app_id.to_string(), Subscriber::of(&endpoint));
-            subscribers
-                .endpoints
-                .insert(endpoint.id.to_string(), endpoint);
-        }
-    } else {
-        let rows: Vec<FilterRow> = sqlx::query_as(SUBSCRIBER_FILTERS)
-            .bind(&apps)
-            .fetch_all(conn)
-            .await?;
-        for (app_id, id, event_types, channels, strict) in rows {
-            let subscriber = Subscriber::decode((id, event_types, channels, strict))?;
-            subscribers.add(app_id, subscriber);
-        }
-    }
-    Ok(subscribers)
-}
-
-/// Writes each message of a batch that could not be written whole alone, in the batch's
-/// order, each in its own transaction as a lone publish is written: each caller gets the
-/// answer it would have had alone. If the database cannot be reached, the rest fail at once.
-async fn write_each(pool: &PgPool, batch: Vec<Publish>) {
-    let mut batch = batch.into_iter();
-    while let Some(publish) = batch.next() {
-        match pool.begin().await {
-            Ok(tx) => {
-                let outcome = write_alone(tx, &publish.message, &publish.route).await;
-                publish.answer(outcome);
-            }
-            Err(error) => return fail(std::iter::once(publish).chain(batch), &error),
-        }
-    }
-}
-
-/// Notes a batch the database refused (expected now and then: an application deleted while
-/// its messages were being published), before its messages are written one at a time.
-fn log_refused(error: &dyn std::fmt::Display, messages: usize) {
-    tracing::debug!(
-        %error,
-        messages,
-        "the publish batch was refused; writing its messages one at a time"
-    );
-}
-
-/// Writes one message and its deliveries in `tx`, its own transaction, and commits.
-async fn write_alone(
-    mut tx: Transaction<'static, Postgres>,
     message: &Message,
-    route: &Route,
+    payload_expires_at: Option<Timestamp>,
 ) -> Result<CreatedMessage, StoreError> {
-    // Any early return drops `tx` uncommitted: nothing is written.
-    let created = insert_message(&mut tx, message, route).await?;
-    tx.commit().await?;
+    let created = insert_message(conn, message, &Route::Subscribers).await?;
+    if let Some(at) = payload_expires_at {
+        set_expiry(conn, &message.id, at).await?;
+    }
+    if let Some(due) = message.deliver_at {
+        run(&mut *conn, sql::schedule(&message.id, due)).await?;
+    }
     Ok(created)
 }
 
-/// Fails every publish with `error`, the database's, as a lone publish would have failed.
-fn fail(publishes: impl IntoIterator<Item = Publish>, error: &sqlx::Error) {
-    tracing::debug!(%error, "the database cannot take the publish batch");
-    for publish in publishes {
-        // As `From<sqlx::Error>` maps it for a lone publish.
-        publish.answer(Err(StoreError::Unavailable(error.to_string())));
+/// Keeps the message's content until `at` instead of the server's window.
+pub(super) async fn set_expiry(
+    conn: &mut PgConnection,
+    message: &MessageId,
+    at: Timestamp,
+) -> Result<(), StoreError> {
+    run(conn, sql::set_expiry(message, at)).await?;
+    Ok(())
+}
+
+/// Writes a message and its deliveries on `conn` (inside the caller's transaction, which
+/// decides whether they are kept).
+pub(super) async fn insert_message(
+    conn: &mut PgConnection,
+    message: &Message,
+    route: &Route,
+) -> Result<CreatedMessage, StoreError> {
+    run(&mut *conn, sql::insert(message))
+        .await
+        .map_err(refused(
+            taken::event_id(message.event_id.as_deref()),
+            "application",
+        ))?;
+    let subscribers = match route {
+        Route::Subscribers => subscribers(conn, &message.app_id).await?,
+        Route::Only(_) => Vec::new(),
+    };
+    let routed = routed(message, route, &subscribers);
+    let count = routed.len();
+    let mut deliveries = Deliveries::default();
+    deliveries.add(message, routed);
+    deliveries.insert(conn).await.map_err(missing("endpoint"))?;
+    Ok(CreatedMessage {
+        message: message.clone(),
+        deliveries: count,
+        queued: count,
+    })
+}
+
+/// The enabled endpoints of `app`.
+async fn subscribers(conn: &mut PgConnection, app: &AppId) -> Result<Vec<Subscriber>, StoreError> {
+    fetch(conn, sql::subscribers(app), Subscriber::from_row).await
+}
+
+/// One delivery routing decided: its endpoint, and the key it is ordered under, if any.
+pub(super) struct Routed<'a> {
+    pub(super) endpoint: &'a str,
+    pub(super) ordering_key: Option<String>,
+}
+
+/// The deliveries `route` makes of `message`; `subscribers` are the enabled endpoints of its
+/// application (needed for [`Route::Subscribers`] only). A delivery to one named endpoint (a
+/// test send) keeps the message's own key, whatever the endpoint's ordering.
+pub(super) fn routed<'a>(
+    message: &Message,
+    route: &'a Route,
+    subscribers: &'a [Subscriber],
+) -> Vec<Routed<'a>> {
+    match route {
+        Route::Subscribers => subscribers
+            .iter()
+            .filter(|s| s.takes(message))
+            .map(|s| Routed {
+                endpoint: s.id.as_str(),
+                ordering_key: s.ordering.key_of(message.ordering_key.as_deref()),
+            })
+            .collect(),
+        Route::Only(endpoint) => vec![Routed {
+            endpoint: endpoint.as_str(),
+            ordering_key: message.ordering_key.clone(),
+        }],
     }
+}
+
+/// New pending deliveries, each due when its message was created, written in one statement
+/// however many there are.
+#[derive(Default)]
+pub(super) struct Deliveries<'a> {
+    message_ids: Vec<&'a str>,
+    endpoint_ids: Vec<&'a str>,
+    due: Vec<i64>,
+    ordering_keys: Vec<Option<String>>,
+}
+
+impl<'a> Deliveries<'a> {
+    /// Adds the deliveries of `message` routing decided.
+    pub(super) fn add(&mut self, message: &'a Message, routed: Vec<Routed<'a>>) {
+        for delivery in routed {
+            let (id, due) = (message.id.as_str(), message.created_at);
+            self.push(id, delivery.endpoint, due, delivery.ordering_key);
+        }
+    }
+
+    /// Adds one delivery of `message` to `endpoint`, due at `due` (a replay's: now).
+    pub(super) fn push(
+        &mut self,
+        message: &'a str,
+        endpoint: &'a str,
+        due: Timestamp,
+        ordering_key: Option<String>,
+    ) {
+        self.message_ids.push(message);
+        self.endpoint_ids.push(endpoint);
+        self.due.push(due.as_millis());
+        self.ordering_keys.push(ordering_key);
+    }
+
+    /// Inserts the deliveries added (no statement when there are none).
+    pub(super) async fn insert(&self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        if self.message_ids.is_empty() {
+            return Ok(());
+        }
+        self.bind(sqlx::query(INSERT_DELIVERIES))
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Binds what [`INSERT_DELIVERIES`] reads, as its `$1` to `$5`.
+    pub(super) fn bind<'q>(
+        &'q self,
+        query: Query<'q, Postgres, PgArguments>,
+    ) -> Query<'q, Postgres, PgArguments> {
+        query
+            .bind(i64::from(DeliveryStatus::Pending.code()))
+            .bind(&self.message_ids)
+            .bind(&self.endpoint_ids)
+            .bind(&self.due)
+            .bind(&self.ordering_keys)
+    }
+}
+
+/// Inserts [`Deliveries`] (bound by [`Deliveries::bind`]) from arrays, pending and due when
+/// their message was created (or waiting, when their key has an unsettled delivery); the rows
+/// are named `routed`, and inserted in the order of their ordering locks' ids, the order
+/// every writer takes them in (see `deliveries_in_order.sql`).
+pub(super) const INSERT_DELIVERIES: &str = "INSERT INTO deliveries
+     (message_id, endpoint_id, status, attempt_count, next_attempt_at, updated_at, ordering_key)
+     SELECT message_id, endpoint_id, $1, 0, due, due, ordering_key
+     FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::text[])
+         AS routed(message_id, endpoint_id, due, ordering_key)
+     ORDER BY ordering_lock(endpoint_id, ordering_key), endpoint_id, message_id";
+
+/// Writes operational-webhook messages, each with its deliveries, inside the caller's
+/// transaction.
+pub(super) async fn insert_events(
+    conn: &mut PgConnection,
+    events: &[Message],
+) -> Result<(), StoreError> {
+    for event in events {
+        insert_message(conn, event, &Route::Subscribers).await?;
+    }
+    Ok(())
 }

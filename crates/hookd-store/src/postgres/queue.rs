@@ -1,30 +1,8 @@
-//! [`DeliveryQueue`] on PostgreSQL, where several processes claim from one table at once.
-//!
-//! A claim locks its candidate rows with `FOR UPDATE SKIP LOCKED`: a row another claimer holds
-//! is skipped rather than waited for, and a row another claimer has already marked `sending`
-//! fails the due-time check when re-read after its lock is released. So concurrent claimers
-//! never get the same delivery.
-//!
-//! Per-endpoint limits hold across every process on the database, not per process (unless
-//! [`PgStore::with_cluster_limits`] turned that off): claims take turns under one
-//! transaction-scoped advisory lock, so each claim sees every earlier claim committed, and
-//! counts an endpoint's deliveries in flight (`sending` with a live lease) against its
-//! ceiling. The claim is one statement, a call of the function `claim_due` (migration
-//! 0008; 0009 locks no more of an endpoint's rows than the claim may take; 0012 looks only at
-//! endpoints with deliveries queued, and reads every row by key; 0014 takes each endpoint's
-//! room as the claimer asks, under the endpoint's own ceiling), which takes the
-//! lock, claims and commits inside the server: the turn never waits on a round trip to a
-//! claimer, which on a busy machine may not be scheduled to send its `COMMIT` for
-//! milliseconds. Nor on the WAL flush: the claim's commit does not wait for it. A
-//! claim lost with the server leaves its deliveries due, as an expired lease does, and they are
-//! sent again (at least once); the next record's commit flushes every claim before it.
-//! A rate-limited endpoint gives at most one second's worth
-//! of attempts to one claim and records when the next claim may take more
-//! (`endpoints.next_window_at`); the claiming process spaces those attempts out itself. A
-//! record moves that window too, when an endpoint asked to slow down (see `record`).
+//! [`DeliveryQueue`] on PostgreSQL: each of the queue's jobs runs in its own file (`claim`,
+//! `record`, `recover`); what is left here is short enough to stay inline.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{LazyLock, Weak};
+use std::sync::Weak;
 
 use async_trait::async_trait;
 use hookd_core::model::{Delivery, DeliveryStatus, Message};
@@ -32,79 +10,28 @@ use hookd_core::{EndpointId, MessageId, Timestamp};
 use sqlx::AssertSqlSafe;
 
 use super::endpoints::require_endpoint;
-use super::messages::insert_events;
-use super::publish::Taker;
-use super::{PgStore, missing, rows};
-use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
-use crate::sql::search::NOT_DELIVERED;
+use super::publish::insert_events;
+use super::publisher::Taker;
+use super::recover::{RECOVER, queue_next_in_order, resend_one};
+use super::{PgStore, missing};
 use crate::{
-    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, Handover, Recorded,
+    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, HandoffMode, Recorded,
     Skipped, StoreError, skip_refused,
 };
-
-/// A claim: `claim_due` (see the module doc) answers whole table rows, unpacked here into the
-/// columns the decoder reads. Built once; claims are on every delivery's path.
-static CLAIM: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "SELECT {DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}, {ENDPOINT_COLUMNS}
-         FROM claim_due($1, $2, $3, $4, $5, $6, $7, $8) c
-         CROSS JOIN LATERAL (SELECT (c.delivery).*) d
-         CROSS JOIN LATERAL (SELECT (c.message).*) m
-         CROSS JOIN LATERAL (SELECT (c.endpoint).*) e
-         ORDER BY c.due, d.message_id, d.endpoint_id"
-    )
-});
-
-/// Recover's update: the endpoint's (`$1`) failed (`$6`) deliveries of messages made in
-/// `$3..$4` whose payload is kept, queued again (`$2`) at `$5`, those with an ordering key to
-/// wait for their key's turn. It says [`NOT_DELIVERED`] so that its generic plan reads the
-/// endpoint's failed deliveries from their index.
-pub(super) static RECOVER: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "UPDATE deliveries d SET status = $2, attempt_count = 0,
-         next_attempt_at = CASE WHEN d.ordering_key IS NULL THEN $5::bigint END,
-         updated_at = $5, manual = false
-         FROM messages m
-         WHERE m.id = d.message_id AND d.endpoint_id = $1 AND d.status = $6 AND {NOT_DELIVERED}
-           AND m.created_at >= $3 AND ($4::bigint IS NULL OR m.created_at < $4)
-           AND m.payload IS NOT NULL
-         RETURNING d.ordering_key"
-    )
-});
 
 #[async_trait]
 impl DeliveryQueue for PgStore {
     async fn claim_due(&self, request: &ClaimRequest) -> Result<Vec<ClaimedDelivery>, StoreError> {
-        if request.limit == 0 || request.ceiling == 0 {
-            return Ok(Vec::new());
-        }
-        let (room_ids, room_n): (Vec<&str>, Vec<i64>) = request
-            .rooms
-            .iter()
-            .map(|(id, room)| (id.as_str(), sql_count(*room)))
-            .unzip();
-        let rows = sqlx::query(AssertSqlSafe(CLAIM.as_str()))
-            .bind(request.now.as_millis())
-            .bind(&room_ids)
-            .bind(&room_n)
-            .bind(sql_count(request.limit))
-            .bind(sql_count(request.per_endpoint))
-            .bind(sql_count(request.ceiling))
-            .bind(request.lease_until.as_millis())
-            .bind(self.cluster_limits)
-            .fetch_all(&self.pool)
-            .await?;
-        let mut claimed = rows::ClaimedRows::default();
-        rows.iter().map(|row| claimed.decode(row)).collect()
+        self.claim(request).await
     }
 
-    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> Handover {
+    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> HandoffMode {
         let taker = Taker {
             handoff,
             cluster_limits: self.cluster_limits,
         };
         *self.taker.write().expect("handoff lock poisoned") = Some(taker);
-        Handover::Shared
+        HandoffMode::Shared
     }
 
     async fn record_attempts(
@@ -279,63 +206,4 @@ impl DeliveryQueue for PgStore {
         .await?;
         Ok(done.rows_affected())
     }
-}
-
-/// A count as PostgreSQL binds it.
-fn sql_count(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-/// For each of `keys` of `endpoint`, makes its oldest waiting delivery due at `at` unless one
-/// is queued already (the function `queue_next_in_order`, under the key's lock), in the order
-/// of the keys' locks.
-/// Queues one manual attempt of `message` to `endpoint` (a resend), unless its delivery is in
-/// flight (`None`); a delivery with an ordering key is written waiting, and its key returned
-/// for the caller to queue the key's oldest (`Some(Some(key))`).
-pub(super) async fn resend_one(
-    conn: &mut sqlx::PgConnection,
-    message: &str,
-    endpoint: &EndpointId,
-    now: Timestamp,
-) -> Result<Option<Option<String>>, sqlx::Error> {
-    sqlx::query_scalar(
-        "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
-         next_attempt_at, updated_at, manual, ordering_key)
-         VALUES ($1, $2, $3, 0, $4, $4, true,
-                 (SELECT CASE WHEN e.strict_order THEN '' ELSE m.ordering_key END
-                  FROM messages m, endpoints e WHERE m.id = $1 AND e.id = $2))
-         ON CONFLICT (message_id, endpoint_id) DO UPDATE SET status = $3,
-         next_attempt_at = CASE WHEN deliveries.ordering_key IS NULL THEN $4 END,
-         updated_at = $4, manual = true
-         WHERE deliveries.status <> $5
-         RETURNING ordering_key",
-    )
-    .bind(message)
-    .bind(endpoint.as_str())
-    .bind(i64::from(DeliveryStatus::Pending.code()))
-    .bind(now.as_millis())
-    .bind(i64::from(DeliveryStatus::Sending.code()))
-    .fetch_optional(conn)
-    .await
-}
-
-pub(super) async fn queue_next_in_order(
-    conn: &mut sqlx::PgConnection,
-    endpoint: &EndpointId,
-    keys: &[String],
-    at: Timestamp,
-) -> Result<(), StoreError> {
-    if keys.is_empty() {
-        return Ok(());
-    }
-    sqlx::query(
-        "SELECT queue_next_in_order($1, k, $3) FROM unnest($2::text[]) k
-         ORDER BY ordering_lock($1, k)",
-    )
-    .bind(endpoint.as_str())
-    .bind(keys)
-    .bind(at.as_millis())
-    .execute(conn)
-    .await?;
-    Ok(())
 }

@@ -13,7 +13,7 @@
 //!
 //! The batches run on a connection kept while they follow one another (see `super::held`).
 //! No `BEGIN` and `COMMIT` round trips, and nothing planned per batch: the function keeps
-//! generic plans that read every row by key (`super::plans` checks that none scans a table),
+//! generic plans that read every row by key (`super::functions::plans` checks that none scans a table),
 //! and the call is kept prepared. With several processes each records its own, smaller
 //! batches, so a batch's fixed costs are what more processes multiply.
 
@@ -21,7 +21,7 @@ use hookd_core::Timestamp;
 use hookd_core::model::DeliveryStatus;
 use sqlx::{PgConnection, Postgres, Row as _};
 
-use super::messages::insert_events;
+use super::publish::insert_events;
 use super::{PgStore, missing};
 use crate::{AttemptRecord, Recorded, StoreError};
 

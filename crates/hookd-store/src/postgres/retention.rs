@@ -8,7 +8,7 @@ use hookd_core::{MessageId, Timestamp};
 use sqlx::{AssertSqlSafe, PgConnection, PgPool};
 
 use super::PgStore;
-use super::messages::{insert_message, set_expiry};
+use super::publish::{insert_message, set_expiry};
 use super::rows::{fetch, run};
 use crate::purge::{self, Candidate, Record};
 use crate::sql::retention::{self as sql, BUSY, PurgeBatches};

@@ -9,12 +9,12 @@ use hookd_core::{AppId, EndpointId, TaskId, Timestamp};
 use sqlx::PgConnection;
 
 use super::PgStore;
-use super::messages::Deliveries;
-use super::queue::{queue_next_in_order, resend_one};
+use super::publish::Deliveries;
+use super::recover::{queue_next_in_order, resend_one};
 use super::rows::{self, fetch, fetch_one, run, text};
+use crate::sql::task_chunks::{self, Chunk, Job, Range, apps_per_chunk, stats_chunk};
 use crate::sql::tasks::{self as sql, StepTasks};
 use crate::sql::{Dialect, endpoints};
-use crate::store::tasks::{self, Chunk, Job, Range, apps_per_chunk, stats_chunk};
 use crate::{BackgroundTask, ReplayFilter, StoreError, TaskStep};
 
 #[async_trait]
@@ -209,5 +209,5 @@ async fn event_types_chunk(
 ) -> Result<Chunk, StoreError> {
     let limit = apps_per_chunk(chunk);
     let rows = fetch(tx, sql::apps_with_filters(cursor, limit), sql::app_filter).await?;
-    tasks::event_types_chunk(&sql::app_filters(rows), limit)
+    task_chunks::event_types_chunk(&sql::app_filters(rows), limit)
 }

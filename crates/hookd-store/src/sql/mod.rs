@@ -18,6 +18,7 @@
 //!   writes that commit operational events with them, a task's or a purge's batch) it
 //!   provides through a small trait of that module (`messages::Publish`,
 //!   `endpoints::EventWrites`, `tasks::StepTasks`, `retention::PurgeBatches`).
+//! - [`task_chunks`]: a background task's row and the chunks both backends' steps run.
 
 pub mod applications;
 pub mod auth;
@@ -31,6 +32,7 @@ pub mod outbox;
 pub mod retention;
 pub mod rows;
 pub mod search;
+pub mod task_chunks;
 pub mod tasks;
 
 use std::borrow::Cow;

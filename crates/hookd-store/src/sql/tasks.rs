@@ -7,7 +7,7 @@ use hookd_core::{AppId, MessageId, TaskId, Timestamp};
 use super::rows::{Columns, Decoded, int, text};
 use super::{Database, Dialect, ListQuery, Statement, args, sql};
 use crate::json::decode_opt;
-use crate::store::tasks::{
+use crate::sql::task_chunks::{
     Candidate, Range, SentRow, TASK_COLUMNS, TaskRow, replay_start, results_json, task_from_row,
 };
 use crate::{BackgroundTask, Page, PageRequest, StoreError, TaskFilter, TaskStep, TaskStore};

@@ -7,7 +7,7 @@ use hookd_core::EndpointId;
 use hookd_core::model::{Endpoint, Message};
 use rusqlite::Connection;
 
-use super::messages::insert_events;
+use super::publish::insert_events;
 use super::rows::{fetch_one, run};
 use super::{SqliteStore, conflict, refused};
 use crate::error::{taken, touched};

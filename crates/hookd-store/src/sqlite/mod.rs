@@ -1,23 +1,29 @@
 //! The embedded SQLite [`Store`](crate::Store): hookd's zero-setup default.
 //!
-//! Writes go through `db::Db::write` (one writer thread, group commit); reads through
-//! `db::Db::read` (a reader pool). The statements both databases share are written once in
+//! Writes go through `writer::Db::write` (one writer thread, group commit); reads through
+//! `writer::Db::read` (a reader pool). The statements both databases share are written once in
 //! `crate::sql`; the SQL here is SQLite's own (claims, the writer's per-row writes).
 //!
-//! One file per resource where this backend does something its own way (`endpoints`,
-//! `messages`, `queue`, `outbox`, `gauges`, `retention`, `tasks`); this one keeps what they
-//! share: the store and constraint-error mapping. `db` is the connection discipline, `rows`
-//! how a shared statement runs (the store as a `crate::sql::Database`).
+//! One file per job, named as on PostgreSQL (see the crate's `# Layout`): `publish`, `queue`
+//! with `claim`, `record` and `recover`, and a file per resource where this backend does
+//! something its own way (`endpoints`, `outbox`, `gauges`, `retention`, `tasks`); this one
+//! keeps what they share: the store and constraint-error mapping. `writer` is the connection
+//! discipline, `migrate` the schema, `rows` how a shared statement runs (the store as a
+//! `crate::sql::Database`).
 
-mod db;
+mod claim;
 mod endpoints;
 mod gauges;
-mod messages;
+mod migrate;
 mod outbox;
+mod publish;
 mod queue;
+mod record;
+mod recover;
 mod retention;
 mod rows;
 mod tasks;
+mod writer;
 
 pub use outbox::outbox_row;
 
@@ -27,7 +33,7 @@ use std::sync::{Arc, RwLock, Weak};
 use rusqlite::ffi;
 
 use crate::{Handoff, StoreError};
-use db::Db;
+use writer::Db;
 
 /// hookd's state in one SQLite file.
 #[derive(Clone)]

@@ -12,7 +12,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, params};
 
 use super::SqliteStore;
-use super::messages::insert_message;
+use super::publish::insert_message;
 use super::rows::{fetch_one, run, text};
 use crate::outbox::{OutboxRow, strict_event_type, unknown_app};
 use crate::sql::outbox as sql;

@@ -7,7 +7,7 @@ use hookd_core::{MessageId, Timestamp};
 use rusqlite::{Connection, params};
 
 use super::SqliteStore;
-use super::messages::{insert_message, set_expiry};
+use super::publish::{insert_message, set_expiry};
 use super::rows::{fetch, run};
 use crate::purge::{self, Candidate, Record};
 use crate::sql::Dialect;

@@ -9,12 +9,12 @@ use hookd_core::{AppId, EndpointId, Timestamp};
 use rusqlite::{Connection, params};
 
 use super::SqliteStore;
-use super::messages::INSERT_DELIVERY;
-use super::queue::{queue_next_in_order, resend_one};
+use super::publish::INSERT_DELIVERY;
+use super::recover::{queue_next_in_order, resend_one};
 use super::rows::{self, fetch, fetch_one, run, text};
+use crate::sql::task_chunks::{self, Chunk, Job, Range, TASK_COLUMNS, apps_per_chunk, stats_chunk};
 use crate::sql::tasks::{self as sql, StepTasks};
 use crate::sql::{Dialect, Sql, Statement, args, endpoints, sql};
-use crate::store::tasks::{self, Chunk, Job, Range, TASK_COLUMNS, apps_per_chunk, stats_chunk};
 use crate::{BackgroundTask, ReplayFilter, StoreError, TaskStep};
 
 #[async_trait]
@@ -218,5 +218,5 @@ fn event_types_chunk(
         &sql::apps_with_filters(cursor, limit),
         sql::app_filter,
     )?;
-    tasks::event_types_chunk(&sql::app_filters(rows), limit)
+    task_chunks::event_types_chunk(&sql::app_filters(rows), limit)
 }

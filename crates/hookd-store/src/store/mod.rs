@@ -16,8 +16,9 @@ mod gauges;
 mod messages;
 mod notices;
 mod outbox;
+mod queue;
 mod retention;
-pub(crate) mod tasks;
+mod tasks;
 
 pub use applications::ApplicationStore;
 pub use auth::{ApiToken, AuthStore, StoredResponse};
@@ -32,12 +33,15 @@ pub use messages::{
 };
 pub use notices::NoticeStore;
 pub use outbox::{OutboxStore, RelayRules, Relayed, RowFate, Wakeups};
+pub(crate) use queue::skip_refused;
+pub use queue::{
+    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, HandoffMode, Handover,
+    Recorded, Reserved, Skipped,
+};
 pub use retention::{EXPUNGED, PurgeCursor, PurgeRequest, Purged, RetentionStore};
 pub use tasks::{
     BackgroundTask, ReplayFilter, TaskFilter, TaskStatus, TaskStep, TaskStore, TaskWork,
 };
-
-use crate::DeliveryQueue;
 
 /// Where a page starts, relative to an item id (or event-type name) from a previous page.
 #[derive(Clone, Debug, PartialEq, Eq)]

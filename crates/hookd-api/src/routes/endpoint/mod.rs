@@ -25,7 +25,6 @@ use axum::Router;
 use axum::routing::{get, post};
 use hookd_core::model::Endpoint;
 
-pub(crate) use models::DISABLED_THROUGH_API;
 pub use models::EndpointOut;
 
 use crate::{ApiError, ApiState, Principal};

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use webhook_signature::{Ed25519SecretKey, Secret, SigningKey};
 
 use crate::extract::{metadata, metadata_patch, patch_field};
+use crate::operations::DISABLED_THROUGH_API;
 use crate::{ApiError, ApiState, validate};
 
 /// The longest endpoint description, in characters.
@@ -260,9 +261,6 @@ pub(super) fn schemes_field(schemes: &[Scheme]) -> Result<(), ApiError> {
     }
     Ok(())
 }
-
-/// Why an endpoint disabled through the API is disabled.
-pub(crate) const DISABLED_THROUGH_API: &str = "disabled through the API";
 
 /// Disables or enables `ep` as the API asks. Disabling an enabled endpoint notes why and when;
 /// an endpoint already disabled keeps its reason (hookd's, say "410 Gone"); enabling clears

@@ -1,5 +1,5 @@
 //! Publishing on SQLite (`crate::sql::messages::Publish`): a message, its deliveries and the
-//! handover of those its engine takes are one job of the writer.
+//! handoff of those its engine takes are one job of the writer.
 
 use async_trait::async_trait;
 use hookd_core::model::{Application, Delivery, DeliveryStatus, Endpoint, Message, Ordering};
@@ -86,7 +86,7 @@ fn insert_unhanded(
 
 impl SqliteStore {
     /// Writes a message with `write`, offering its deliveries to the store's [`Handoff`], and
-    /// hands over those it took once committed. Write and handover run in a task of their own:
+    /// hands off those it took once committed. Write and handoff run in a task of their own:
     /// a caller that goes away meanwhile (a cancelled request) must not leave the deliveries
     /// it wrote claimed and idle until their lease ends.
     pub(super) async fn publish<F>(&self, write: F) -> Result<CreatedMessage, StoreError>
@@ -134,7 +134,7 @@ fn event_id_spent(conn: &Connection, app: &AppId, event_id: &str) -> Result<bool
 }
 
 /// Writes `message` and its deliveries. Those `handoff` takes are written claimed (`sending`
-/// until their lease ends) and returned, to hand over once committed; the rest are due at once.
+/// until their lease ends) and returned, to hand off once committed; the rest are due at once.
 pub(super) fn insert_message(
     conn: &Connection,
     message: &Message,

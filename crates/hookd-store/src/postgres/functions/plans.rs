@@ -23,7 +23,7 @@ use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
 use hookd_core::{AttemptId, EndpointId, MessageId, Timestamp};
 use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection, Row};
 
-use super::PgStore;
+use crate::postgres::PgStore;
 use crate::testing::fresh_postgres;
 use crate::{AttemptRecord, Recorded};
 
@@ -55,12 +55,12 @@ async fn array_statements_read_tables_by_key_even_when_first_planned_on_empty_ta
     let statements = [
         (
             "publish: subscribers",
-            super::publish::SUBSCRIBERS.as_str(),
+            crate::postgres::publisher::SUBSCRIBERS.as_str(),
             1,
         ),
         (
             "publish: subscribers' filters",
-            super::publish::SUBSCRIBER_FILTERS,
+            crate::postgres::publisher::SUBSCRIBER_FILTERS,
             1,
         ),
     ];
@@ -99,7 +99,7 @@ async fn searches_for_deliveries_not_delivered_use_their_partial_index() {
     let (failed, failed_params) = endpoint_list(DeliveryStatus::Fail);
     for (sql, params) in [
         (failed.as_str(), failed_params),
-        (&super::queue::RECOVER, 6),
+        (&crate::postgres::recover::RECOVER, 6),
     ] {
         let plan = generic_plan(&mut conn, sql, params).await;
         assert!(
@@ -226,7 +226,7 @@ async fn recording_reads_every_row_by_key_with_plans_made_on_empty_tables() {
         // call's are the difference.
         let before = table_counts(&mut tx, SEQUENTIAL_SCANS).await;
         let batch: Vec<&AttemptRecord> = batch.iter().collect();
-        let recorded = super::record::call(&mut tx, &batch, set_from)
+        let recorded = crate::postgres::record::call(&mut tx, &batch, set_from)
             .await
             .unwrap();
         assert_eq!(recorded, expected, "{test}");
@@ -345,7 +345,7 @@ async fn a_batch_written_at_once_or_attempt_by_attempt_records_the_same() {
         .await
         .unwrap();
         let mut conn = store.pool.acquire().await.unwrap();
-        let recorded = super::record::call(&mut conn, &made, set_from)
+        let recorded = crate::postgres::record::call(&mut conn, &made, set_from)
             .await
             .unwrap();
         let rows: Vec<String> = sqlx::query_scalar(

@@ -10,7 +10,7 @@
 //! late record is logged without overwriting what that claim decided.
 //!
 //! A claimer with room to spare may also take new deliveries as they are written (a
-//! [`Handoff`]): they are stored already claimed and handed over once committed, so a fresh
+//! [`Handoff`]): they are stored already claimed and handed off once committed, so a fresh
 //! message costs no claim at all. On SQLite the same goes for the next delivery of an ordering
 //! key, offered by the record that settles the one ahead of it. Nothing else changes: the lease is the same, so is what a
 //! crash leaves behind, and on PostgreSQL so are the endpoint's cap and windows across every
@@ -36,13 +36,13 @@ pub trait Handoff: Send + Sync {
     fn reserve(&self, endpoint: &EndpointId) -> Option<Reserved>;
 
     /// The claimer's per-endpoint cap, as a claim's `per_endpoint`: on PostgreSQL, a delivery
-    /// is handed over only while its endpoint has fewer in flight in every process.
+    /// is handed off only while its endpoint has fewer in flight in every process.
     fn per_endpoint(&self) -> usize;
 }
 
 /// How a store hands new deliveries over (see [`DeliveryQueue::hand_off_new_deliveries`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Handover {
+pub enum HandoffMode {
     /// It does not: claims are the only way in.
     None,
     /// It does, and the claimer is the queue's only one (SQLite): whatever waits was refused
@@ -53,6 +53,9 @@ pub enum Handover {
     /// wait for room their attempts hold, and their records free it without waking this one.
     Shared,
 }
+
+/// [`HandoffMode`]'s former name, for callers not yet moved to it.
+pub type Handover = HandoffMode;
 
 /// Room a [`Handoff`] holds for one new delivery: the delivery is written claimed until
 /// `lease_until`, then given to [`Reserved::start`] once committed.
@@ -78,7 +81,7 @@ impl Reserved {
         self.lease_until
     }
 
-    /// Hands over the committed delivery.
+    /// Hands off the committed delivery.
     pub fn start(self, claimed: ClaimedDelivery) {
         (self.start)(claimed);
     }
@@ -297,10 +300,10 @@ pub trait DeliveryQueue: Send + Sync {
 
     /// From now on, offers every new delivery of a published message to `handoff` while it is
     /// written (see [`Handoff`]), replacing any earlier one. Returns how: the SQLite store's
-    /// process is the queue's only claimer ([`Handover::Sole`]); on PostgreSQL, processes
-    /// share the queue ([`Handover::Shared`]).
-    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> Handover {
+    /// process is the queue's only claimer ([`HandoffMode::Sole`]); on PostgreSQL, processes
+    /// share the queue ([`HandoffMode::Shared`]).
+    fn hand_off_new_deliveries(&self, handoff: Weak<dyn Handoff>) -> HandoffMode {
         let _ = handoff;
-        Handover::None
+        HandoffMode::None
     }
 }
