@@ -850,11 +850,11 @@ impl Taker {
 /// left after the other processes' attempts, and their claims then find the cap full.
 #[tokio::test]
 async fn new_deliveries_are_handed_over_only_within_their_endpoints_room_across_processes() {
-    let Some((url, _db)) = fresh_postgres("postgres_only::handover_room").await else {
+    let Some((url, _db)) = fresh_postgres("postgres_only::handoff_room").await else {
         return;
     };
     let other = PgStore::connect(&url).await.unwrap();
-    let owner = app("app_handover");
+    let owner = app("app_handoff");
     let endpoint = endpoint_of(&owner, 1, None);
     queue(&other, &owner, std::slice::from_ref(&endpoint), 2).await;
     assert_eq!(other.claim_due(&claim_at(1_000, 3)).await.unwrap().len(), 2);
@@ -898,12 +898,12 @@ async fn new_deliveries_are_handed_over_only_within_their_endpoints_room_across_
 /// deliveries a claim took while it waited: the room it sees is read once the lock is
 /// granted.
 #[tokio::test]
-async fn a_handover_that_waited_its_turn_counts_the_claims_committed_meanwhile() {
-    let Some((url, _db)) = fresh_postgres("postgres_only::handover_turns").await else {
+async fn a_handoff_that_waited_its_turn_counts_the_claims_committed_meanwhile() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::handoff_turns").await else {
         return;
     };
     let store = PgStore::connect(&url).await.unwrap();
-    let owner = app("app_handover_turns");
+    let owner = app("app_handoff_turns");
     queue(&store, &owner, &[endpoint_of(&owner, 1, None)], 5).await;
     let taker = Taker::on(&store);
 
@@ -924,11 +924,11 @@ async fn a_handover_that_waited_its_turn_counts_the_claims_committed_meanwhile()
 /// nothing until the pause ends: their new deliveries are left to claims.
 #[tokio::test]
 async fn new_deliveries_to_rate_limited_or_paused_endpoints_wait_for_a_claim() {
-    let Some((url, _db)) = fresh_postgres("postgres_only::handover_windows").await else {
+    let Some((url, _db)) = fresh_postgres("postgres_only::handoff_windows").await else {
         return;
     };
     let store = PgStore::connect(&url).await.unwrap();
-    let owner = app("app_handover_windows");
+    let owner = app("app_handoff_windows");
     let (plain, throttled, paused) = (
         endpoint_of(&owner, 1, None),
         endpoint_of(&owner, 2, Some(5)),

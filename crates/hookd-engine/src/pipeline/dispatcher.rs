@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use hookd_core::model::Delivery;
 use hookd_core::{Clock, Concurrency, EndpointId, EndpointLoad};
-use hookd_store::{ClaimRequest, Handoff, Handover, Store};
+use hookd_store::{ClaimRequest, Handoff, HandoffMode, Store};
 use hookd_vault::OpenedKeys;
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::time::MissedTickBehavior;
@@ -151,17 +151,17 @@ impl Engine {
         // It ends once the engine and every attempt task are gone, after their last write.
         tokio::spawn(recorder.run(to_record));
         let me: Weak<dyn Handoff> = Arc::downgrade(&self) as Weak<Self>;
-        let handover = self.store.hand_off_new_deliveries(me);
+        let handoff = self.store.hand_off_new_deliveries(me);
         tokio::pin!(shutdown);
         // A schedule of its own, not a sleep restarted at every wake-up: finished attempts
         // wake the loop all the time under load, and must not keep the poll from coming.
         let period = self.config.poll_interval.max(Duration::from_millis(1));
         let mut poll = tokio::time::interval(period);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        // Shared handover: when a look again at the queue is due (see `RECHECK`).
+        // Shared handoff: when a look again at the queue is due (see `RECHECK`).
         let mut recheck = None;
         loop {
-            let claimed_all = self.clone().dispatch_due(handover).await;
+            let claimed_all = self.clone().dispatch_due(handoff).await;
             if claimed_all {
                 continue;
             }
@@ -169,7 +169,7 @@ impl Engine {
                 () = &mut shutdown => break,
                 () = self.wake.notified() => self.maybe_queued.store(true, Ordering::Release),
                 () = self.freed.notified() => {
-                    if handover == Handover::Shared && !self.maybe_queued.load(Ordering::Acquire) {
+                    if handoff == HandoffMode::Shared && !self.maybe_queued.load(Ordering::Acquire) {
                         recheck.get_or_insert_with(|| tokio::time::Instant::now() + RECHECK);
                     }
                 }
@@ -206,10 +206,10 @@ impl Engine {
 
     /// Claims due work into the lanes, within their rooms and the deliveries the engine may
     /// hold, and starts what the lanes may start. Returns whether the claim was full, i.e.
-    /// more work may be waiting. `handover`: whether new deliveries come through [`Handoff`],
+    /// more work may be waiting. `handoff`: whether new deliveries come through [`Handoff`],
     /// so that a claim that finds nothing means nothing waits, at least until a wake-up (or,
     /// shared, until attempts finish; see `RECHECK`).
-    async fn dispatch_due(self: Arc<Self>, handover: Handover) -> bool {
+    async fn dispatch_due(self: Arc<Self>, handoff: HandoffMode) -> bool {
         if !self.maybe_queued.swap(false, Ordering::AcqRel) && !self.lanes.any_wants_refill() {
             return false;
         }
@@ -222,13 +222,13 @@ impl Engine {
             self.maybe_queued.store(true, Ordering::Release);
             return false;
         }
-        // When new deliveries are handed over, a claim leaves them half the tickets: one in
+        // When new deliveries are handed off, a claim leaves them half the tickets: one in
         // flight (on PostgreSQL, milliseconds) would otherwise leave a delivery written
         // meanwhile no room, to wait for a claim of its own. A full claim is followed by the
         // next at once, so a backlog loses nothing.
-        let asked = match handover {
-            Handover::None => free,
-            Handover::Sole | Handover::Shared => free.div_ceil(2),
+        let asked = match handoff {
+            HandoffMode::None => free,
+            HandoffMode::Sole | HandoffMode::Shared => free.div_ceil(2),
         };
         let Ok(mut tickets) = self.tickets.clone().try_acquire_many_owned(asked as u32) else {
             self.maybe_queued.store(true, Ordering::Release);
@@ -267,7 +267,7 @@ impl Engine {
             }
         };
         let full = claimed.len() == asked;
-        if full || (!claimed.is_empty() && handover == Handover::None) {
+        if full || (!claimed.is_empty() && handoff == HandoffMode::None) {
             self.maybe_queued.store(true, Ordering::Release);
         }
         let mut took: HashMap<EndpointId, usize> = HashMap::new();
@@ -305,11 +305,11 @@ pub(super) fn held_budget(workers: usize) -> usize {
     2 * workers
 }
 
-/// With a shared handover (PostgreSQL), how long after a claim that found nothing the engine
+/// With a shared handoff (PostgreSQL), how long after a claim that found nothing the engine
 /// looks again once attempts finish. What waits then was refused for want of room at its
 /// endpoint, perhaps held by another process's attempts, whose records free it without a
 /// wake-up here; looking at every finished attempt would cost a claim each, mostly empty
-/// once new deliveries are handed over.
+/// once new deliveries are handed off.
 const RECHECK: Duration = Duration::from_millis(50);
 
 /// Completes at `deadline`; never without one.

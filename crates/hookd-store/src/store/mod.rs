@@ -35,8 +35,8 @@ pub use notices::NoticeStore;
 pub use outbox::{OutboxStore, RelayRules, Relayed, RowFate, Wakeups};
 pub(crate) use queue::skip_refused;
 pub use queue::{
-    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, HandoffMode, Handover,
-    Recorded, Reserved, Skipped,
+    AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, HandoffMode, Recorded,
+    Reserved, Skipped,
 };
 pub use retention::{EXPUNGED, PurgeCursor, PurgeRequest, Purged, RetentionStore};
 pub use tasks::{

@@ -54,9 +54,6 @@ pub enum HandoffMode {
     Shared,
 }
 
-/// [`HandoffMode`]'s former name, for callers not yet moved to it.
-pub type Handover = HandoffMode;
-
 /// Room a [`Handoff`] holds for one new delivery: the delivery is written claimed until
 /// `lease_until`, then given to [`Reserved::start`] once committed.
 pub struct Reserved {
