@@ -207,6 +207,15 @@ pub const MAX_PAYLOAD_DEPTH: usize = 100;
 
 /// Whether the JSON text `json` nests arrays and objects more than `limit` deep.
 fn nests_deeper(json: &str, limit: usize) -> bool {
+    // A document with no more opening brackets than `limit` cannot nest deeper. Counting them
+    // is one vectorised pass, so the byte-by-byte walk through strings and escapes below runs
+    // only for the rare payload with many brackets.
+    let openings = json.bytes().filter(|b| matches!(b, b'[' | b'{')).count();
+    openings > limit && depth_exceeds(json, limit)
+}
+
+/// Whether `json` opens more than `limit` brackets at once, brackets inside strings aside.
+fn depth_exceeds(json: &str, limit: usize) -> bool {
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
     for byte in json.bytes() {
         match byte {
@@ -241,6 +250,8 @@ mod tests {
         assert!(check(&nested(20_000)).is_err());
         let brackets_in_text = format!("{{\"a\":\"\\\"{}\"}}", "[".repeat(500));
         assert_eq!(check(&brackets_in_text), Ok(()));
+        let many_shallow = format!("{{\"a\":[{}{{}}]}}", "{},".repeat(500));
+        assert_eq!(check(&many_shallow), Ok(()));
     }
 
     #[test]
