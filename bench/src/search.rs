@@ -21,7 +21,7 @@ use hookd_core::model::{
     Application, Attempt, Delivery, DeliveryStatus, Endpoint, Message, SealedKeys, TriggerType,
 };
 use hookd_core::{AppId, AttemptId, EndpointId, MessageId, Timestamp};
-use hookd_store::Store;
+use hookd_store::{NewMessage, Store};
 use reqwest::header::AUTHORIZATION;
 
 use crate::hookd::{Backend, Backends, Database, Hookd, PostgresServer};
@@ -362,7 +362,7 @@ async fn write_one(
         ),
         created_at: at,
     };
-    store.create_message(&message).await?;
+    store.publish(NewMessage::new(message.clone())).await?;
     let outcome = match (mixed >> 40) % 100 {
         0..=1 => DeliveryStatus::Fail,
         2 => DeliveryStatus::Pending,

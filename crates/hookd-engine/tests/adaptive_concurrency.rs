@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use common::{Harness, Receiver};
-use hookd_store::Store;
+use hookd_store::{NewMessage, Store};
 
 /// A receiver that counts its requests in progress and remembers the most at once; each
 /// answer takes `latency(in progress)` and is `status(request number)`.
@@ -60,7 +60,12 @@ async fn publish_through(h: &Harness, stores: &[Arc<dyn Store>], n: usize) {
             stores[i % stores.len()].clone(),
             h.message("order.shipped", "{}"),
         );
-        writes.spawn(async move { store.create_message(&message).await.unwrap() });
+        writes.spawn(async move {
+            store
+                .publish(NewMessage::new(message.clone()))
+                .await
+                .unwrap()
+        });
     }
     writes.join_all().await;
     h.wake.notify_one();

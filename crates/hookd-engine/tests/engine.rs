@@ -13,7 +13,7 @@ use hookd_core::Clock;
 use hookd_core::model::DeliveryStatus;
 use hookd_engine::EngineConfig;
 use hookd_engine::http::ssrf::AddressPolicy;
-use hookd_store::{AttemptFilter, PageRequest};
+use hookd_store::{AttemptFilter, NewMessage, PageRequest};
 use webhook_signature::{Secret, Verifier};
 
 /// A receiver answering `status` to each request once the test adds a permit to the gate.
@@ -242,10 +242,24 @@ async fn a_delivery_waiting_for_room_another_process_held_goes_out_without_a_pol
     // and holds the endpoint's one slot; the other process writes the second and finds no
     // room for it.
     let first = h.message("order.shipped", "{}");
-    assert_eq!(h.store.create_message(&first).await.unwrap().queued, 0);
+    assert_eq!(
+        h.store
+            .publish(NewMessage::new(first.clone()))
+            .await
+            .unwrap()
+            .queued,
+        0
+    );
     receiver.wait_for(1).await;
     let second = h.message("order.shipped", "{}");
-    assert_eq!(other.create_message(&second).await.unwrap().queued, 1);
+    assert_eq!(
+        other
+            .publish(NewMessage::new(second.clone()))
+            .await
+            .unwrap()
+            .queued,
+        1
+    );
 
     gate.add_permits(2);
     h.wait_for_status(&first, &endpoint, DeliveryStatus::Success)
@@ -480,7 +494,11 @@ async fn a_new_message_goes_out_without_a_wake_up_or_a_poll() {
     // Written as the outbox relay or another caller might, without waking the engine. Taken
     // as written, or (if the engine's first claim held every worker at that instant) claimed
     // right after that claim: either way with no wake-up from the caller and no poll.
-    let created = h.store.create_message(&message).await.unwrap();
+    let created = h
+        .store
+        .publish(NewMessage::new(message.clone()))
+        .await
+        .unwrap();
 
     assert_eq!(created.deliveries, 1);
     receiver.wait_for(1).await;
@@ -520,7 +538,10 @@ async fn a_due_retry_goes_out_on_the_poll_while_other_deliveries_keep_succeeding
                 payload: Some(b"{}".to_vec()),
                 created_at: now,
             };
-            store.create_message(&message).await.unwrap();
+            store
+                .publish(NewMessage::new(message.clone()))
+                .await
+                .unwrap();
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
@@ -558,7 +579,10 @@ async fn a_delivery_taken_while_no_worker_is_free_goes_out_when_one_frees_withou
     let first_endpoint = h.endpoint(&receiver.url).await;
     for _ in 0..2 {
         let message = h.message("order.shipped", "{}");
-        h.store.create_message(&message).await.unwrap();
+        h.store
+            .publish(NewMessage::new(message.clone()))
+            .await
+            .unwrap();
     }
     receiver.wait_for(2).await;
 
@@ -566,7 +590,11 @@ async fn a_delivery_taken_while_no_worker_is_free_goes_out_when_one_frees_withou
     // as it is written: it waits in each endpoint's lane for a worker.
     let second_endpoint = h.endpoint(&receiver.url).await;
     let third = h.message("order.shipped", "{}");
-    let created = h.store.create_message(&third).await.unwrap();
+    let created = h
+        .store
+        .publish(NewMessage::new(third.clone()))
+        .await
+        .unwrap();
     assert_eq!(created.queued, 0, "taken as written, with no worker free");
     gate.add_permits(2);
 

@@ -7,7 +7,7 @@ mod harness;
 
 use harness::fixtures::{app, at, endpoint, first_page, message};
 use hookd_core::model::{Application, EventType};
-use hookd_store::{Cursor, PageRequest, Store, StoreError};
+use hookd_store::{Cursor, NewMessage, PageRequest, Store, StoreError};
 
 async fn apps_round_trip_and_look_up_by_id_or_uid(store: &dyn Store) {
     let a = app(Some("customer-1"), 0);
@@ -47,9 +47,9 @@ async fn an_id_wins_over_another_rows_equal_uid(store: &dyn Store) {
     );
 
     let msg = message(&first, "a", None, None, 2);
-    store.create_message(&msg).await.unwrap();
+    store.publish(NewMessage::new(msg.clone())).await.unwrap();
     let echo = message(&first, "a", Some(msg.id.as_str()), None, 3);
-    store.create_message(&echo).await.unwrap();
+    store.publish(NewMessage::new(echo.clone())).await.unwrap();
     let found = store.get_message(&first.id, msg.id.as_str()).await.unwrap();
     assert_eq!(found.map(|m| m.id), Some(msg.id));
 }
@@ -122,7 +122,7 @@ async fn deleting_an_app_removes_everything_it_owns(store: &dyn Store) {
     let ep = endpoint(&a, None, None, None);
     store.create_endpoint(&ep).await.unwrap();
     let msg = message(&a, "order.shipped", None, None, 10);
-    store.create_message(&msg).await.unwrap();
+    store.publish(NewMessage::new(msg.clone())).await.unwrap();
     store.delete_app(&a.id).await.unwrap();
     assert_eq!(store.get_app("gone").await.unwrap(), None);
     assert_eq!(

@@ -11,7 +11,9 @@ use harness::checks::finish;
 use harness::fixtures::{app, at, endpoint, first_page, message};
 use hookd_core::EndpointId;
 use hookd_core::model::{DeliveryStatus, SealedKeys};
-use hookd_store::{EndpointStats, EndpointUpdate, KeySwap, SealedRow, Store, StoreError};
+use hookd_store::{
+    EndpointStats, EndpointUpdate, KeySwap, NewMessage, SealedRow, Store, StoreError,
+};
 
 async fn endpoints_round_trip_with_uids_scoped_to_their_app(store: &dyn Store) {
     let (a, b) = (app(None, 0), app(None, 1));
@@ -99,7 +101,7 @@ async fn endpoint_stats_count_a_periods_deliveries_and_attempts(store: &dyn Stor
     let bad = message(&a, "order.shipped", None, None, 1_001);
     let queued = message(&a, "order.shipped", None, None, 1_999);
     for m in [&old, &ok, &bad, &queued] {
-        store.create_message(m).await.unwrap();
+        store.publish(NewMessage::new(m.clone())).await.unwrap();
     }
     finish(store, &old, &ep, 1_500, DeliveryStatus::Fail).await;
     finish(store, &ok, &ep, 1_600, DeliveryStatus::Success).await;

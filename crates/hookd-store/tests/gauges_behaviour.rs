@@ -16,7 +16,7 @@ use hookd_core::model::{Delivery, DeliveryStatus};
 use hookd_core::{Clock, SystemClock};
 use hookd_outbox::Event;
 use hookd_store::prelude::*;
-use hookd_store::{Gauges, RelayRules};
+use hookd_store::{Gauges, NewMessage, RelayRules};
 
 async fn gauges(store: &dyn Store, now_ms: i64) -> Gauges {
     store.gauges(at(now_ms)).await.unwrap()
@@ -182,7 +182,7 @@ async fn the_database_size_grows_with_what_it_holds(store: &dyn Store) {
     for n in 0..200 {
         let mut msg = harness::fixtures::message(&a, "order.shipped", None, None, n);
         msg.payload = Some((0..8_192).map(|_| noise()).collect());
-        store.create_message(&msg).await.unwrap();
+        store.publish(NewMessage::new(msg.clone())).await.unwrap();
     }
     let after = gauges(store, 0).await.database_bytes;
     assert!(

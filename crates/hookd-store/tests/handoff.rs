@@ -18,7 +18,7 @@ use hookd_core::EndpointId;
 use hookd_core::model::{Application, DeliveryStatus, Endpoint};
 use hookd_store::prelude::*;
 use hookd_store::sqlite::SqliteStore;
-use hookd_store::{ClaimedDelivery, Handoff, HandoffMode, Reserved, Route, StoreError};
+use hookd_store::{ClaimedDelivery, Handoff, HandoffMode, NewMessage, Reserved, Route, StoreError};
 use tempfile::TempDir;
 
 /// Takes the deliveries to some endpoints, keeping what it is given, and counts the room it
@@ -64,7 +64,7 @@ async fn taken_deliveries_are_written_claimed_and_the_rest_wait_for_a_claim() {
     let taker = Taker::on(&store, std::slice::from_ref(&eps[0].id));
     let msg = message(&a, "order.shipped", None, None, 20);
 
-    let created = store.create_message(&msg).await.unwrap();
+    let created = store.publish(NewMessage::new(msg.clone())).await.unwrap();
 
     assert_eq!((created.deliveries, created.queued), (2, 1));
     let taken = delivery(&store, &msg, &eps[0]).await.unwrap();
@@ -101,7 +101,11 @@ async fn every_reservation_is_handed_over_once_or_given_back() {
             0 => Route::Subscribers,
             _ => Route::Only(ghost.clone()),
         };
-        tokio::spawn(async move { store.create_routed_message(&msg, &route).await })
+        tokio::spawn(async move {
+            store
+                .publish(NewMessage::new(msg.clone()).routed(route.clone()))
+                .await
+        })
     });
     let mut refused = 0;
     for publish in publishes.collect::<Vec<_>>() {
@@ -142,7 +146,7 @@ async fn a_test_send_to_a_disabled_endpoint_waits_for_it() {
     let msg = message(&a, "order.shipped", None, None, 20);
 
     let created = store
-        .create_routed_message(&msg, &Route::Only(eps[0].id.clone()))
+        .publish(NewMessage::new(msg.clone()).routed(Route::Only(eps[0].id.clone())))
         .await
         .unwrap();
 
@@ -160,7 +164,7 @@ async fn a_publish_whose_caller_goes_away_still_hands_its_deliveries_over() {
 
     // Polled once, then dropped: the request was cancelled while its write was queued.
     {
-        let mut publish = std::pin::pin!(store.create_message(&msg));
+        let mut publish = std::pin::pin!(store.publish(NewMessage::new(msg.clone())));
         let first = publish
             .as_mut()
             .poll(&mut Context::from_waker(Waker::noop()));
@@ -183,7 +187,7 @@ async fn a_claimer_gone_takes_nothing() {
     drop(taker);
     let msg = message(&a, "order.shipped", None, None, 20);
 
-    let created = store.create_message(&msg).await.unwrap();
+    let created = store.publish(NewMessage::new(msg.clone())).await.unwrap();
 
     assert_eq!((created.deliveries, created.queued), (1, 1));
     let waiting = delivery(&store, &msg, &eps[0]).await.unwrap();
@@ -200,7 +204,7 @@ async fn recording_a_keys_head_hands_over_the_next_of_its_key() {
     };
     let (head, next) = (keyed(20), keyed(21));
     for msg in [&head, &next] {
-        store.create_message(msg).await.unwrap();
+        store.publish(NewMessage::new(msg.clone())).await.unwrap();
     }
     assert_eq!(taker.started().len(), 1, "the head only; the next waits");
     let claimed = taker.started().remove(0);

@@ -10,7 +10,7 @@ use harness::fixtures::{app, at, endpoint, first_page, message};
 use hookd_core::model::{Attempt, Delivery, DeliveryStatus, TriggerType};
 use hookd_core::{AttemptId, MessageId};
 use hookd_store::{
-    AttemptFilter, Cursor, DeliveryTally, MessageFilter, PageRequest, Store, StoreError,
+    AttemptFilter, Cursor, DeliveryTally, MessageFilter, NewMessage, PageRequest, Store, StoreError,
 };
 
 async fn a_message_is_routed_to_subscribed_enabled_endpoints_only(store: &dyn Store) {
@@ -26,7 +26,7 @@ async fn a_message_is_routed_to_subscribed_enabled_endpoints_only(store: &dyn St
         store.create_endpoint(ep).await.unwrap();
     }
     let msg = message(&a, "order.shipped", None, Some(&["us"]), 10);
-    let created = store.create_message(&msg).await.unwrap();
+    let created = store.publish(NewMessage::new(msg.clone())).await.unwrap();
     assert_eq!(created.deliveries, 2);
     let routed = pending_routes(store, &msg).await;
     let mut expected = vec!["all".to_owned(), "shipped".to_owned()];
@@ -52,9 +52,9 @@ async fn a_repeated_event_id_is_a_conflict_and_writes_nothing(store: &dyn Store)
         .await
         .unwrap();
     let first = message(&a, "order.shipped", Some("evt-1"), None, 10);
-    store.create_message(&first).await.unwrap();
+    store.publish(NewMessage::new(first.clone())).await.unwrap();
     let again = message(&a, "order.shipped", Some("evt-1"), None, 11);
-    let outcome = store.create_message(&again).await;
+    let outcome = store.publish(NewMessage::new(again.clone())).await;
     assert!(
         matches!(outcome, Err(StoreError::Conflict(ref text)) if text.contains("evt-1")),
         "{outcome:?}"
@@ -70,13 +70,13 @@ async fn a_repeated_event_id_is_a_conflict_and_writes_nothing(store: &dyn Store)
     let other_app = app(None, 1);
     store.create_app(&other_app).await.unwrap();
     store
-        .create_message(&message(
+        .publish(NewMessage::new(message(
             &other_app,
             "order.shipped",
             Some("evt-1"),
             None,
             12,
-        ))
+        )))
         .await
         .unwrap();
 }
@@ -89,7 +89,7 @@ async fn messages_list_newest_first_with_filters_and_keep_their_tags(store: &dyn
     m2.tags = Some(vec!["project/7".into(), "vip".into()]);
     let m3 = message(&a, "order.shipped", None, Some(&["us", "eu"]), 300);
     for m in [&m1, &m2, &m3] {
-        store.create_message(m).await.unwrap();
+        store.publish(NewMessage::new(m.clone())).await.unwrap();
     }
     let stored = store.get_message(&a.id, m2.id.as_str()).await.unwrap();
     assert_eq!(stored.as_ref(), Some(&m2), "tags kept");
@@ -158,7 +158,7 @@ async fn messages_are_searched_by_delivery_status_within_their_app(store: &dyn S
     let waiting = message(&a, "order.paid", None, None, 400);
     let failed_elsewhere = message(&other, "order.shipped", None, None, 250);
     for m in [&delivered, &failed, &retrying, &waiting, &failed_elsewhere] {
-        store.create_message(m).await.unwrap();
+        store.publish(NewMessage::new(m.clone())).await.unwrap();
     }
     finish(store, &delivered, &ep, 1_000, DeliveryStatus::Success).await;
     finish(store, &failed, &ep, 1_100, DeliveryStatus::Fail).await;
@@ -221,7 +221,7 @@ async fn deliveries_are_tallied_per_message_for_a_list_page(store: &dyn Store) {
     let untouched = message(&a, "order.shipped", None, None, 200);
     let not_asked = message(&a, "order.shipped", None, None, 300);
     for m in [&mixed, &untouched, &not_asked] {
-        store.create_message(m).await.unwrap();
+        store.publish(NewMessage::new(m.clone())).await.unwrap();
     }
     finish(store, &mixed, &endpoints[0], 1_000, DeliveryStatus::Success).await;
     finish(store, &mixed, &endpoints[1], 1_100, DeliveryStatus::Fail).await;
@@ -247,7 +247,7 @@ async fn attempts_are_recorded_and_listed(store: &dyn Store) {
     let ep = endpoint(&a, None, None, None);
     store.create_endpoint(&ep).await.unwrap();
     let msg = message(&a, "order.shipped", None, None, 10);
-    store.create_message(&msg).await.unwrap();
+    store.publish(NewMessage::new(msg.clone())).await.unwrap();
     let attempt = |offset: i64, code: i16, status: DeliveryStatus| Attempt {
         id: AttemptId::new(at(offset)),
         message_id: msg.id.clone(),

@@ -11,7 +11,7 @@ use harness::fixtures::at;
 use harness::queue::{app_with_endpoints, publish};
 use hookd_core::MessageId;
 use hookd_core::operations::{EndpointRef, OperationalEvent};
-use hookd_store::Store;
+use hookd_store::{NewMessage, Store};
 
 async fn one_owner_holds_the_turn_until_it_runs_out(store: &dyn Store) {
     let start = MessageId::lowest_at(at(1_000));
@@ -61,7 +61,7 @@ async fn operational_events_come_in_order_after_the_cursor(store: &dyn Store) {
     };
     let events = [event(100), event(200), event(300)];
     for e in &events {
-        store.create_message(e).await.unwrap();
+        store.publish(NewMessage::new(e.clone())).await.unwrap();
     }
     publish(store, &customer, 250).await;
 

@@ -12,7 +12,7 @@ use harness::fixtures::{app, at, endpoint, message};
 use harness::queue::{claim, delivery, record};
 use hookd_core::MessageId;
 use hookd_core::model::{Application, DeliveryStatus, Endpoint, Message, Ordering};
-use hookd_store::{Skipped, Store, StoreError};
+use hookd_store::{NewMessage, Skipped, Store, StoreError};
 
 /// An application with one endpoint (no rate limit) of `ordering`.
 async fn one_endpoint(store: &dyn Store, ordering: Ordering) -> (Application, Endpoint) {
@@ -29,7 +29,7 @@ async fn one_endpoint(store: &dyn Store, ordering: Ordering) -> (Application, En
 async fn publish(store: &dyn Store, a: &Application, created: i64, key: Option<&str>) -> Message {
     let mut msg = message(a, "order.shipped", None, None, created);
     msg.ordering_key = key.map(str::to_owned);
-    store.create_message(&msg).await.unwrap();
+    store.publish(NewMessage::new(msg.clone())).await.unwrap();
     msg
 }
 
@@ -218,7 +218,7 @@ async fn concurrent_publishes_of_one_key_queue_exactly_one(store: &dyn Store) {
         let mut msg = message(&a, "order.shipped", None, None, 100 + i);
         msg.ordering_key = Some("hot".into());
         async move {
-            store.create_message(&msg).await.unwrap();
+            store.publish(NewMessage::new(msg.clone())).await.unwrap();
             msg
         }
     });

@@ -21,7 +21,7 @@ use hookd_store::prelude::*;
 use hookd_store::testing::{POSTGRES_URL_VAR, fresh_postgres, fresh_postgres_with};
 use hookd_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Cursor, EndpointUpdate, Handoff, HandoffMode,
-    PageRequest, Reserved, StoreError, ensure_operations_app,
+    NewMessage, PageRequest, Reserved, StoreError, ensure_operations_app,
 };
 use sqlx::{AssertSqlSafe, Connection};
 
@@ -350,7 +350,10 @@ async fn queue(store: &PgStore, owner: &Application, endpoints: &[Endpoint], mes
         store.create_endpoint(endpoint).await.unwrap();
     }
     for i in 0..messages {
-        let created = store.create_message(&message_of(owner, i)).await.unwrap();
+        let created = store
+            .publish(NewMessage::new(message_of(owner, i)))
+            .await
+            .unwrap();
         assert_eq!(created.deliveries, endpoints.len());
     }
 }
@@ -642,7 +645,7 @@ async fn concurrent_publishes_through_any_clone_commit_in_one_transaction() {
     }
     let mut taken = message_of(&owner, 1);
     taken.event_id = Some("evt-taken".into());
-    store.create_message(&taken).await.unwrap();
+    store.publish(NewMessage::new(taken.clone())).await.unwrap();
     // Taken event ids (in the database, and twice in the batch) are answered each alone and
     // must not cost the others their batch.
     let messages: Vec<Message> = (0..200)
@@ -658,7 +661,7 @@ async fn concurrent_publishes_through_any_clone_commit_in_one_transaction() {
         .collect();
     let publishes = messages.iter().enumerate().map(|(i, message)| {
         let handle = if i % 2 == 0 { &store } else { &clone };
-        handle.create_message(message)
+        handle.publish(NewMessage::new(message.clone()))
     });
     let outcomes = futures::future::join_all(publishes).await;
     let mut written = Vec::new();
@@ -710,7 +713,10 @@ async fn publishes_fail_while_the_database_is_away_and_work_once_it_is_back() {
         .create_endpoint(&endpoint_of(&owner, 0, None))
         .await
         .unwrap();
-    store.create_message(&message_of(&owner, 1)).await.unwrap();
+    store
+        .publish(NewMessage::new(message_of(&owner, 1)))
+        .await
+        .unwrap();
     let server = std::env::var(POSTGRES_URL_VAR).unwrap();
     let mut admin = sqlx::PgConnection::connect(&server).await.unwrap();
     let allow = |allowed: bool| {
@@ -729,8 +735,12 @@ async fn publishes_fail_while_the_database_is_away_and_work_once_it_is_back() {
         .unwrap();
 
     let messages: Vec<Message> = (0..20).map(|i| message_of(&owner, 10 + i)).collect();
-    let outcomes =
-        futures::future::join_all(messages.iter().map(|m| store.create_message(m))).await;
+    let outcomes = futures::future::join_all(
+        messages
+            .iter()
+            .map(|m| store.publish(NewMessage::new(m.clone()))),
+    )
+    .await;
     for outcome in outcomes {
         assert!(
             matches!(outcome, Err(StoreError::Unavailable(ref why)) if why.contains("not currently accepting connections")),
@@ -743,7 +753,14 @@ async fn publishes_fail_while_the_database_is_away_and_work_once_it_is_back() {
         .await
         .unwrap();
     let after = message_of(&owner, 100);
-    assert_eq!(store.create_message(&after).await.unwrap().deliveries, 1);
+    assert_eq!(
+        store
+            .publish(NewMessage::new(after.clone()))
+            .await
+            .unwrap()
+            .deliveries,
+        1
+    );
     for message in &messages {
         assert_eq!(
             store
@@ -764,9 +781,15 @@ async fn the_publish_task_ends_with_the_last_clone_of_its_store() {
     let clone = store.clone();
     let owner = app("app_task");
     store.create_app(&owner).await.unwrap();
-    store.create_message(&message_of(&owner, 1)).await.unwrap();
+    store
+        .publish(NewMessage::new(message_of(&owner, 1)))
+        .await
+        .unwrap();
     drop(store);
-    clone.create_message(&message_of(&owner, 2)).await.unwrap();
+    clone
+        .publish(NewMessage::new(message_of(&owner, 2)))
+        .await
+        .unwrap();
     drop(clone);
     // The task holds the pool's last handle: once the task ends, the pool's connections close.
     let server = std::env::var(POSTGRES_URL_VAR).unwrap();
@@ -864,7 +887,13 @@ async fn new_deliveries_are_handed_over_only_within_their_endpoints_room_across_
     let messages: Vec<Message> = (0..3).map(|i| message_of(&owner, 2_000 + i)).collect();
     let mut queued = Vec::new();
     for message in &messages {
-        queued.push(publisher.create_message(message).await.unwrap().queued);
+        queued.push(
+            publisher
+                .publish(NewMessage::new(message.clone()))
+                .await
+                .unwrap()
+                .queued,
+        );
     }
 
     assert_eq!(
@@ -910,7 +939,7 @@ async fn a_handoff_that_waited_its_turn_counts_the_claims_committed_meanwhile() 
     let mut turn = a_claim_in_its_turn(&url).await;
 
     let message = message_of(&owner, 1_000);
-    let publish = store.create_message(&message);
+    let publish = store.publish(NewMessage::new(message.clone()));
     let commit_once_waited_for = async {
         wait_for_a_lock_wait(store.pool()).await;
         sqlx::query("COMMIT").execute(&mut turn).await.unwrap();
@@ -949,7 +978,10 @@ async fn new_deliveries_to_rate_limited_or_paused_endpoints_wait_for_a_claim() {
     let taker = Taker::on(&store);
 
     let message = message_of(&owner, 1_000);
-    let created = store.create_message(&message).await.unwrap();
+    let created = store
+        .publish(NewMessage::new(message.clone()))
+        .await
+        .unwrap();
 
     assert_eq!((created.deliveries, created.queued), (3, 2));
     let started = taker.started.lock().unwrap();

@@ -12,7 +12,9 @@ use harness::checks::{assert_stored, pending_routes};
 use harness::fixtures::{app, at, endpoint, first_page, message};
 use hookd_core::EndpointId;
 use hookd_core::model::{Application, Endpoint, Message};
-use hookd_store::{Handoff, MessageFilter, Reserved, Route, Store, StoreError, StoredResponse};
+use hookd_store::{
+    Handoff, MessageFilter, NewMessage, Reserved, Route, Store, StoreError, StoredResponse,
+};
 
 async fn concurrent_publishes_all_land(store: &dyn Store) {
     let a = app(None, 0);
@@ -29,7 +31,7 @@ async fn concurrent_publishes_all_land(store: &dyn Store) {
             None,
             i,
         );
-        async move { store.create_message(&msg).await }
+        async move { store.publish(NewMessage::new(msg.clone())).await }
     });
     let outcomes = futures::future::join_all(publishes).await;
     let accepted = outcomes.iter().filter(|o| o.is_ok()).count();
@@ -54,7 +56,7 @@ async fn a_test_send_goes_to_its_endpoint_alone(store: &dyn Store) {
     store.create_endpoint(&other).await.unwrap();
     let msg = message(&a, "order.shipped", None, None, 10);
     let created = store
-        .create_routed_message(&msg, &Route::Only(target.id.clone()))
+        .publish(NewMessage::new(msg.clone()).routed(Route::Only(target.id.clone())))
         .await
         .unwrap();
     assert_eq!(created.deliveries, 1);
@@ -68,7 +70,7 @@ async fn a_test_send_goes_to_its_endpoint_alone(store: &dyn Store) {
     let ghost = hookd_core::EndpointId::new(at(0));
     let orphan = message(&a, "order.shipped", None, None, 11);
     let outcome = store
-        .create_routed_message(&orphan, &Route::Only(ghost))
+        .publish(NewMessage::new(orphan.clone()).routed(Route::Only(ghost)))
         .await;
     assert!(
         matches!(outcome, Err(StoreError::NotFound("endpoint"))),
@@ -90,11 +92,9 @@ type Verdict = Result<usize, String>;
 /// Publishes every `(message, route)` at once, as concurrent API requests do (on PostgreSQL
 /// they meet in one publish batch), and answers each one's verdict.
 async fn publish_at_once(store: &dyn Store, publishes: &[Publish]) -> Vec<Verdict> {
-    let outcomes = futures::future::join_all(
-        publishes
-            .iter()
-            .map(|(message, route)| store.create_routed_message(message, route)),
-    )
+    let outcomes = futures::future::join_all(publishes.iter().map(|(message, route)| {
+        store.publish(NewMessage::new(message.clone()).routed(route.clone()))
+    }))
     .await;
     outcomes
         .into_iter()
@@ -218,7 +218,7 @@ async fn concurrent_publishes_each_get_the_answer_they_would_get_alone(store: &d
     store.create_endpoint(&kept).await.unwrap();
     store.create_endpoint(&removed).await.unwrap();
     let old = message(&a, "order.paid", Some("evt-old"), None, 1);
-    store.create_message(&old).await.unwrap();
+    store.publish(NewMessage::new(old.clone())).await.unwrap();
     store.delete_endpoint(&removed).await.unwrap();
     store.delete_app(&gone.id).await.unwrap();
     let taken = |event_id: &str| {
@@ -381,7 +381,10 @@ async fn a_refused_publish_makes_no_application(store: &dyn Store) {
     let a = app(None, 0);
     store.create_app(&a).await.unwrap();
     let published = message(&a, "order.shipped", None, None, 10);
-    store.create_message(&published).await.unwrap();
+    store
+        .publish(NewMessage::new(published.clone()))
+        .await
+        .unwrap();
     let carried = app(Some("new-shop"), 20);
     let taken_id = Message {
         app_id: carried.id.clone(),
@@ -394,7 +397,11 @@ async fn a_refused_publish_makes_no_application(store: &dyn Store) {
     for refused in [&taken_id, &scheduled] {
         for expires in [None, Some(at(90_000))] {
             let outcome = store
-                .create_message_in_app(&carried, refused, expires)
+                .publish(
+                    NewMessage::new(refused.clone())
+                        .in_app(carried.clone())
+                        .expiring(expires),
+                )
                 .await;
             assert!(outcome.is_err(), "{outcome:?}");
             assert_eq!(
@@ -413,7 +420,7 @@ async fn a_publish_gets_or_makes_its_application(store: &dyn Store) {
     let shop = app(Some("shop"), 0);
     let first = message(&shop, "order.shipped", None, None, 10);
     let created = store
-        .create_message_in_app(&shop, &first, None)
+        .publish(NewMessage::new(first.clone()).in_app(shop.clone()))
         .await
         .unwrap();
     assert_eq!(
@@ -431,7 +438,11 @@ async fn a_publish_gets_or_makes_its_application(store: &dyn Store) {
         ..message(&again, "order.shipped", None, None, 30)
     };
     let created = store
-        .create_message_in_app(&again, &scheduled, Some(at(90_000)))
+        .publish(
+            NewMessage::new(scheduled.clone())
+                .in_app(again.clone())
+                .expiring(Some(at(90_000))),
+        )
         .await
         .unwrap();
     assert_eq!((&created.message.app_id, created.deliveries), (&shop.id, 1));
@@ -453,7 +464,9 @@ async fn a_publish_gets_or_makes_its_application(store: &dyn Store) {
     let racing = (0..20).map(|i| async move {
         let carried = app(Some("rush"), 100 + i);
         let msg = message(&carried, "order.shipped", None, None, 200 + i);
-        store.create_message_in_app(&carried, &msg, None).await
+        store
+            .publish(NewMessage::new(msg.clone()).in_app(carried.clone()))
+            .await
     });
     let outcomes = futures::future::join_all(racing).await;
     let apps: HashSet<_> = outcomes

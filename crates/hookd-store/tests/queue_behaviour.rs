@@ -16,7 +16,7 @@ use harness::queue::{
 };
 use hookd_core::model::{Delivery, DeliveryStatus, Endpoint, Message};
 use hookd_core::{AppId, EndpointId, MessageId};
-use hookd_store::{ApiToken, AttemptRecord, Recorded, Store, StoreError};
+use hookd_store::{ApiToken, AttemptRecord, NewMessage, Recorded, Store, StoreError};
 
 async fn a_claim_takes_the_oldest_due_within_its_limits(store: &dyn Store) {
     let (a, eps) = app_with_endpoints(store, 3).await;
@@ -447,7 +447,13 @@ async fn a_missing_parent_is_not_found(store: &dyn Store) {
         "{on_ghost:?}"
     );
     let published = store
-        .create_message(&message(&ghost, "order.shipped", None, None, 10))
+        .publish(NewMessage::new(message(
+            &ghost,
+            "order.shipped",
+            None,
+            None,
+            10,
+        )))
         .await;
     assert!(
         matches!(published, Err(StoreError::NotFound("application"))),
@@ -672,7 +678,13 @@ async fn a_scheduled_message_is_claimed_only_once_due(store: &dyn Store) {
     let (a, eps) = harness::queue::app_with_endpoints(store, 2).await;
     let msg = message(&a, "order.shipped", None, None, 100);
     let created = store
-        .create_scheduled_message(&msg, at(5_000), Some(at(9_000_000)))
+        .publish(
+            NewMessage::new(Message {
+                deliver_at: Some(at(5_000)),
+                ..msg.clone()
+            })
+            .expiring(Some(at(9_000_000))),
+        )
         .await
         .unwrap();
     assert_eq!(

@@ -10,7 +10,9 @@ mod harness;
 use harness::fixtures::{at, first_page, message};
 use harness::queue::{app_with_endpoints, claim, delivery, publish, record};
 use hookd_core::model::{Application, DeliveryStatus, Endpoint, Message};
-use hookd_store::{AttemptFilter, EXPUNGED, PurgeCursor, PurgeRequest, Purged, Store, StoreError};
+use hookd_store::{
+    AttemptFilter, EXPUNGED, NewMessage, PurgeCursor, PurgeRequest, Purged, Store, StoreError,
+};
 
 const DAY: i64 = 86_400_000;
 const WINDOW: i64 = 30 * DAY;
@@ -199,12 +201,12 @@ async fn a_messages_own_retention_wins_over_the_window(store: &dyn Store) {
     let on_window = settled(store, &a, ep, 100, DeliveryStatus::Success).await;
     let short = harness::fixtures::message(&a, "order.shipped", None, None, 200);
     store
-        .create_expiring_message(&short, at(200 + 5 * DAY))
+        .publish(NewMessage::new(short.clone()).expiring(Some(at(200 + 5 * DAY))))
         .await
         .unwrap();
     let long = harness::fixtures::message(&a, "order.shipped", None, None, 300);
     let created = store
-        .create_expiring_message(&long, at(300 + 90 * DAY))
+        .publish(NewMessage::new(long.clone()).expiring(Some(at(300 + 90 * DAY))))
         .await
         .unwrap();
     assert_eq!(created.deliveries, 1, "routed as any message");
@@ -287,7 +289,10 @@ async fn records_go_after_their_time_and_event_ids_stay_taken_for_theirs(store: 
     let (a, eps) = app_with_endpoints(store, 1).await;
     let ep = &eps[0];
     let with_event_id = message(&a, "order.shipped", Some("evt-1"), None, 100);
-    store.create_message(&with_event_id).await.unwrap();
+    store
+        .publish(NewMessage::new(with_event_id.clone()))
+        .await
+        .unwrap();
     record(
         store,
         &with_event_id,
@@ -339,7 +344,7 @@ async fn records_go_after_their_time_and_event_ids_stay_taken_for_theirs(store: 
     );
 
     let again = message(&a, "order.shipped", Some("evt-1"), None, 400 + RECORDS);
-    let outcome = store.create_message(&again).await;
+    let outcome = store.publish(NewMessage::new(again.clone())).await;
     assert!(
         matches!(outcome, Err(StoreError::Conflict(_))),
         "the deleted record's eventId stays taken: {outcome:?}"
@@ -352,12 +357,15 @@ async fn records_go_after_their_time_and_event_ids_stay_taken_for_theirs(store: 
         None,
         400 + RECORDS,
     );
-    store.create_message(&elsewhere).await.unwrap();
+    store
+        .publish(NewMessage::new(elsewhere.clone()))
+        .await
+        .unwrap();
 
     let released = pass_deleting(store, 101 + EVENT_IDS, 1, Some(RECORDS)).await;
     assert_eq!(sum(&released, |b| b.event_ids), 1, "its own year is over");
     let later = message(&a, "order.shipped", Some("evt-1"), None, 102 + EVENT_IDS);
-    store.create_message(&later).await.unwrap();
+    store.publish(NewMessage::new(later.clone())).await.unwrap();
 }
 
 behaviour!(

@@ -10,7 +10,7 @@ use harness::fixtures::{app, at, endpoint, first_page, message};
 use harness::queue::{delivery, record};
 use hookd_core::model::{DeliveryStatus, Message};
 use hookd_store::prelude::*;
-use hookd_store::{BackgroundTask, ReplayFilter, TaskFilter, TaskStatus, TaskWork};
+use hookd_store::{BackgroundTask, NewMessage, ReplayFilter, TaskFilter, TaskStatus, TaskWork};
 
 /// Runs chunks of `chunk` messages until no task is left running; returns each chunk's
 /// (scanned so far, queued by the chunk).
@@ -24,7 +24,10 @@ async fn run_tasks(store: &dyn Store, chunk: usize) -> Vec<(u64, u64)> {
 }
 
 async fn publish(store: &dyn Store, message: Message) -> Message {
-    store.create_message(&message).await.unwrap();
+    store
+        .publish(NewMessage::new(message.clone()))
+        .await
+        .unwrap();
     message
 }
 

@@ -21,7 +21,7 @@ use hookd_core::model::Message;
 use hookd_core::model::filters_take;
 use hookd_core::validate::MessageError;
 use hookd_core::{MessageId, Timestamp};
-use hookd_store::{Cursor, DeliveryTally, MessageFilter, PageRequest};
+use hookd_store::{Cursor, DeliveryTally, MessageFilter, NewMessage, PageRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tracing::Instrument;
@@ -318,14 +318,11 @@ async fn create(
         hookd.app_id = %message.app_id,
         hookd.event_type = %message.event_type,
     );
-    let store = state.store();
-    let created = match (&new_app, deliver_at, expires_at) {
-        (Some(app), _, expires) => store.create_message_in_app(app, &message, expires),
-        (None, Some(due), expires) => store.create_scheduled_message(&message, due, expires),
-        (None, None, Some(at)) => store.create_expiring_message(&message, at),
-        (None, None, None) => store.create_message(&message),
-    };
-    let created = created.instrument(span).await?;
+    let mut new = NewMessage::new(message).expiring(expires_at);
+    if let Some(app) = new_app {
+        new = new.in_app(app);
+    }
+    let created = state.store().publish(new).instrument(span).await?;
     // Deliveries the engine took as they were written are on their way already.
     if created.queued > 0 {
         state.wake_engine();

@@ -9,7 +9,7 @@ use axum::routing::post;
 use axum::{Extension, Json, Router};
 use hookd_core::model::Message;
 use hookd_core::{MessageId, TaskId};
-use hookd_store::{Route, Skipped};
+use hookd_store::{NewMessage, Route, Skipped};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -195,7 +195,7 @@ async fn send_example(
     };
     let created = state
         .store()
-        .create_routed_message(&message, &Route::Only(ep.id))
+        .publish(NewMessage::new(message).routed(Route::Only(ep.id)))
         .await?;
     if created.queued > 0 {
         state.wake_engine();

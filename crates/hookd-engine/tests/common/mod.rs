@@ -12,7 +12,7 @@ use hookd_core::{AppId, Clock, EndpointId, ManualClock, MessageId, Timestamp};
 use hookd_engine::http::ssrf::AddressPolicy;
 use hookd_engine::http::{HttpConfig, WebhookSender};
 use hookd_engine::{Engine, EngineConfig};
-use hookd_store::Store;
+use hookd_store::{NewMessage, Store};
 use hookd_vault::{EndpointKeys, Keyring, Scheme};
 use tokio::sync::Notify;
 use webhook_signature::Secret;
@@ -184,7 +184,10 @@ impl Harness {
     /// Publishes a message of `event_type`.
     pub async fn publish_typed(&self, event_type: &str, payload: &str) -> Message {
         let message = self.message(event_type, payload);
-        self.store.create_message(&message).await.unwrap();
+        self.store
+            .publish(NewMessage::new(message.clone()))
+            .await
+            .unwrap();
         self.wake.notify_one();
         message
     }

@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use hookd_core::model::{Application, DeliveryStatus, Message};
-use hookd_core::{AppId, MessageId, Timestamp};
+use hookd_core::{AppId, Timestamp};
 use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgConnection};
 use sqlx::query::Query;
@@ -16,46 +16,17 @@ use crate::error::taken;
 use crate::sql::applications;
 pub(super) use crate::sql::messages::Subscriber;
 use crate::sql::messages::{self as sql, Publish};
-use crate::{CreatedMessage, Route, StoreError};
+use crate::{CreatedMessage, NewMessage, Route, StoreError};
 
 #[async_trait]
 impl Publish for PgStore {
-    async fn publish_routed(
-        &self,
-        message: &Message,
-        route: &Route,
-    ) -> Result<CreatedMessage, StoreError> {
-        self.publisher.publish(message, route).await
-    }
-
-    async fn publish_scheduled(
-        &self,
-        message: &Message,
-        deliver_at: Timestamp,
-        payload_expires_at: Option<Timestamp>,
-    ) -> Result<CreatedMessage, StoreError> {
-        let message = &Message {
-            deliver_at: Some(deliver_at),
-            ..message.clone()
-        };
+    async fn publish_message(&self, new: NewMessage) -> Result<CreatedMessage, StoreError> {
+        // The publish task batches the common case; the rest is a transaction of its own.
+        if new.handed_at_once() && new.payload_expires_at.is_none() {
+            return self.publisher.publish(new.message, new.route).await;
+        }
         let mut tx = self.pool.begin().await?;
-        let created = insert_unhanded(&mut tx, message, payload_expires_at).await?;
-        tx.commit().await?;
-        Ok(created)
-    }
-
-    async fn publish_in_app(
-        &self,
-        app: &Application,
-        message: &Message,
-        payload_expires_at: Option<Timestamp>,
-    ) -> Result<CreatedMessage, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let message = Message {
-            app_id: get_or_create_app(&mut tx, app).await?,
-            ..message.clone()
-        };
-        let created = insert_unhanded(&mut tx, &message, payload_expires_at).await?;
+        let created = insert_new(&mut tx, new).await?;
         tx.commit().await?;
         Ok(created)
     }
@@ -78,32 +49,24 @@ async fn get_or_create_app(
     .ok_or(StoreError::NotFound("application"))
 }
 
-/// Writes `message` and its deliveries on `conn` (inside the caller's transaction), none
-/// handed to the engine: due at its `deliver_at` when it has one (they wait in the database
-/// until then), else at once; its content kept until `payload_expires_at` when given.
-async fn insert_unhanded(
+/// Writes `new` on `conn` (inside the caller's transaction), none of its deliveries handed to
+/// the engine.
+async fn insert_new(
     conn: &mut PgConnection,
-    message: &Message,
-    payload_expires_at: Option<Timestamp>,
+    new: NewMessage,
 ) -> Result<CreatedMessage, StoreError> {
-    let created = insert_message(conn, message, &Route::Subscribers).await?;
-    if let Some(at) = payload_expires_at {
-        set_expiry(conn, &message.id, at).await?;
+    let mut message = new.message;
+    if let Some(app) = &new.app {
+        message.app_id = get_or_create_app(conn, app).await?;
+    }
+    let created = insert_message(conn, &message, &new.route).await?;
+    if let Some(at) = new.payload_expires_at {
+        run(&mut *conn, sql::set_expiry(&message.id, at)).await?;
     }
     if let Some(due) = message.deliver_at {
         run(&mut *conn, sql::schedule(&message.id, due)).await?;
     }
     Ok(created)
-}
-
-/// Keeps the message's content until `at` instead of the server's window.
-pub(super) async fn set_expiry(
-    conn: &mut PgConnection,
-    message: &MessageId,
-    at: Timestamp,
-) -> Result<(), StoreError> {
-    run(conn, sql::set_expiry(message, at)).await?;
-    Ok(())
 }
 
 /// Writes a message and its deliveries on `conn` (inside the caller's transaction, which

@@ -128,16 +128,16 @@ impl Publisher {
     }
 
     /// Writes `message` routed by `route` in the next batch; see
-    /// [`crate::MessageStore::create_routed_message`].
+    /// [`crate::MessageStore::publish`].
     pub(super) async fn publish(
         &self,
-        message: &Message,
-        route: &Route,
+        message: Message,
+        route: Route,
     ) -> Result<CreatedMessage, StoreError> {
         let (reply, answer) = oneshot::channel();
         let publish = Publish {
-            message: message.clone(),
-            route: route.clone(),
+            message,
+            route,
             reply,
         };
         self.queue.send(publish).map_err(|_| stopped())?;

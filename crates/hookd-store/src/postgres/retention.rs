@@ -3,32 +3,18 @@
 //! waiting for each other, and re-checks at the update that no delivery became due again.
 
 use async_trait::async_trait;
-use hookd_core::model::Message;
-use hookd_core::{MessageId, Timestamp};
+use hookd_core::MessageId;
 use sqlx::{AssertSqlSafe, PgConnection, PgPool};
 
 use super::PgStore;
-use super::publish::{insert_message, set_expiry};
 use super::rows::{fetch, run};
 use crate::purge::{self, Candidate, Record};
 use crate::sql::retention::{self as sql, BUSY, PurgeBatches};
 use crate::sql::{Dialect, Statement, sql};
-use crate::{CreatedMessage, PurgeCursor, PurgeRequest, Purged, Route, StoreError};
+use crate::{PurgeCursor, PurgeRequest, Purged, StoreError};
 
 #[async_trait]
 impl PurgeBatches for PgStore {
-    async fn publish_expiring(
-        &self,
-        message: &Message,
-        payload_expires_at: Timestamp,
-    ) -> Result<CreatedMessage, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let created = insert_message(&mut tx, message, &Route::Subscribers).await?;
-        set_expiry(&mut tx, &message.id, payload_expires_at).await?;
-        tx.commit().await?;
-        Ok(created)
-    }
-
     async fn purge(&self, request: &PurgeRequest) -> Result<Purged, StoreError> {
         match &request.cursor {
             PurgeCursor::Records(after) => self.delete_records(request, after.as_ref()).await,

@@ -5,9 +5,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use hookd_core::model::filters_take;
-use hookd_core::model::{
-    Application, Attempt, Delivery, DeliveryStatus, Endpoint, Message, Ordering,
-};
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message, Ordering};
 use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 
 use super::rows::{self, Columns, Decoded, ENDPOINT_WIDTH, MESSAGE_WIDTH, int, text};
@@ -16,8 +14,8 @@ use crate::columns::{ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAG
 use crate::json::{decode_opt, encode_opt};
 use crate::store::tally;
 use crate::{
-    AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore, Page,
-    PageRequest, Route, StoreError,
+    AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore,
+    NewMessage, Page, PageRequest, StoreError,
 };
 
 /// What [`MessageStore`] asks of each backend itself: publishing. SQLite writes a publish as
@@ -25,57 +23,14 @@ use crate::{
 /// concurrent publishes in one transaction.
 #[async_trait]
 pub trait Publish: Database {
-    /// [`MessageStore::create_routed_message`].
-    async fn publish_routed(
-        &self,
-        message: &Message,
-        route: &Route,
-    ) -> Result<CreatedMessage, StoreError>;
-
-    /// [`MessageStore::create_scheduled_message`].
-    async fn publish_scheduled(
-        &self,
-        message: &Message,
-        deliver_at: Timestamp,
-        payload_expires_at: Option<Timestamp>,
-    ) -> Result<CreatedMessage, StoreError>;
-
-    /// [`MessageStore::create_message_in_app`].
-    async fn publish_in_app(
-        &self,
-        app: &Application,
-        message: &Message,
-        payload_expires_at: Option<Timestamp>,
-    ) -> Result<CreatedMessage, StoreError>;
+    /// [`MessageStore::publish`].
+    async fn publish_message(&self, new: NewMessage) -> Result<CreatedMessage, StoreError>;
 }
 
 #[async_trait]
 impl<D: Publish> MessageStore for D {
-    async fn create_routed_message(
-        &self,
-        message: &Message,
-        route: &Route,
-    ) -> Result<CreatedMessage, StoreError> {
-        self.publish_routed(message, route).await
-    }
-
-    async fn create_scheduled_message(
-        &self,
-        message: &Message,
-        deliver_at: Timestamp,
-        payload_expires_at: Option<Timestamp>,
-    ) -> Result<CreatedMessage, StoreError> {
-        self.publish_scheduled(message, deliver_at, payload_expires_at)
-            .await
-    }
-
-    async fn create_message_in_app(
-        &self,
-        app: &Application,
-        message: &Message,
-        payload_expires_at: Option<Timestamp>,
-    ) -> Result<CreatedMessage, StoreError> {
-        self.publish_in_app(app, message, payload_expires_at).await
+    async fn publish(&self, new: NewMessage) -> Result<CreatedMessage, StoreError> {
+        self.publish_message(new).await
     }
 
     async fn get_message(

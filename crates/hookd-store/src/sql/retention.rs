@@ -1,5 +1,5 @@
-//! [`RetentionStore`] on both databases: expunging is a shared statement; publishing an
-//! expiring message and running a purge batch are each backend's own ([`PurgeBatches`]), which
+//! [`RetentionStore`] on both databases: expunging is a shared statement; running a purge
+//! batch is each backend's own ([`PurgeBatches`]), which
 //! take the purge's walks written here (see [`crate::purge`]).
 //!
 //! Each walk reads one partial index holding only the messages not purged yet, in due order,
@@ -13,33 +13,17 @@ use super::rows::{Columns, Decoded, int, text};
 use super::{Database, Dialect, Sql, Statement, args, sql};
 use crate::error::touched;
 use crate::purge::{self, Candidate, Record};
-use crate::{CreatedMessage, EXPUNGED, PurgeRequest, Purged, RetentionStore, StoreError};
+use crate::{EXPUNGED, PurgeRequest, Purged, RetentionStore, StoreError};
 
-/// What [`RetentionStore`] asks of each backend itself: publishing (see
-/// [`super::messages::Publish`]) and a purge batch's transaction.
+/// What [`RetentionStore`] asks of each backend itself: a purge batch's transaction.
 #[async_trait]
 pub trait PurgeBatches: Database {
-    /// [`RetentionStore::create_expiring_message`].
-    async fn publish_expiring(
-        &self,
-        message: &Message,
-        payload_expires_at: Timestamp,
-    ) -> Result<CreatedMessage, StoreError>;
-
     /// [`RetentionStore::purge_batch`].
     async fn purge(&self, request: &PurgeRequest) -> Result<Purged, StoreError>;
 }
 
 #[async_trait]
 impl<D: PurgeBatches> RetentionStore for D {
-    async fn create_expiring_message(
-        &self,
-        message: &Message,
-        payload_expires_at: Timestamp,
-    ) -> Result<CreatedMessage, StoreError> {
-        self.publish_expiring(message, payload_expires_at).await
-    }
-
     async fn purge_batch(&self, request: &PurgeRequest) -> Result<Purged, StoreError> {
         self.purge(request).await
     }

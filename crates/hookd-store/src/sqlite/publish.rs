@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use hookd_core::model::{Application, Delivery, DeliveryStatus, Endpoint, Message, Ordering};
-use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
+use hookd_core::{AppId, EndpointId, Timestamp};
 use rusqlite::{Connection, params};
 
 use super::rows::{self, ENDPOINT_COLUMNS, fetch, fetch_one, run};
@@ -12,50 +12,43 @@ use crate::error::taken;
 use crate::sql::applications;
 use crate::sql::messages::{self as sql, Publish, Subscriber};
 use crate::sql::{Sql, Statement, args, sql};
-use crate::{ClaimedDelivery, CreatedMessage, Handoff, Reserved, Route, StoreError};
+use crate::{ClaimedDelivery, CreatedMessage, Handoff, NewMessage, Reserved, Route, StoreError};
 
 #[async_trait]
 impl Publish for SqliteStore {
-    async fn publish_routed(
-        &self,
-        message: &Message,
-        route: &Route,
-    ) -> Result<CreatedMessage, StoreError> {
-        let (message, route) = (message.clone(), route.clone());
-        self.publish(move |conn, handoff| insert_message(conn, &message, &route, handoff))
+    async fn publish_message(&self, new: NewMessage) -> Result<CreatedMessage, StoreError> {
+        self.write_publish(move |conn, handoff| insert_new(conn, &new, handoff))
             .await
     }
+}
 
-    async fn publish_scheduled(
-        &self,
-        message: &Message,
-        deliver_at: Timestamp,
-        payload_expires_at: Option<Timestamp>,
-    ) -> Result<CreatedMessage, StoreError> {
-        let message = Message {
-            deliver_at: Some(deliver_at),
-            ..message.clone()
-        };
-        self.publish(move |conn, _| insert_unhanded(conn, &message, payload_expires_at))
-            .await
-    }
-
-    async fn publish_in_app(
-        &self,
-        app: &Application,
-        message: &Message,
-        payload_expires_at: Option<Timestamp>,
-    ) -> Result<CreatedMessage, StoreError> {
-        let (app, message) = (app.clone(), message.clone());
-        self.publish(move |conn, _| {
-            let message = Message {
-                app_id: get_or_create_app(conn, &app)?,
-                ..message.clone()
+/// Writes `new` inside the caller's write. Its deliveries are offered to `handoff` only when
+/// they may go to the engine at once (see [`NewMessage::handed_at_once`]).
+fn insert_new(
+    conn: &Connection,
+    new: &NewMessage,
+    handoff: Option<&dyn Handoff>,
+) -> Result<Written, StoreError> {
+    let handoff = handoff.filter(|_| new.handed_at_once());
+    let in_app;
+    let message = match &new.app {
+        None => &new.message,
+        Some(app) => {
+            in_app = Message {
+                app_id: get_or_create_app(conn, app)?,
+                ..new.message.clone()
             };
-            insert_unhanded(conn, &message, payload_expires_at)
-        })
-        .await
+            &in_app
+        }
+    };
+    let written = insert_message(conn, message, &new.route, handoff)?;
+    if let Some(at) = new.payload_expires_at {
+        run(conn, &sql::set_expiry(&message.id, at))?;
     }
+    if let Some(due) = message.deliver_at {
+        run(conn, &sql::schedule(&message.id, due))?;
+    }
+    Ok(written)
 }
 
 /// The id of the application whose uid is `app`'s, made from `app` in the caller's write when
@@ -66,30 +59,12 @@ fn get_or_create_app(conn: &Connection, app: &Application) -> Result<AppId, Stor
         .ok_or(StoreError::NotFound("application"))
 }
 
-/// Writes `message` and its deliveries without offering them to the engine: due at its
-/// `deliver_at` when it has one (they wait in the database until then), else at once; its
-/// content kept until `payload_expires_at` when given.
-fn insert_unhanded(
-    conn: &Connection,
-    message: &Message,
-    payload_expires_at: Option<Timestamp>,
-) -> Result<Written, StoreError> {
-    let written = insert_message(conn, message, &Route::Subscribers, None)?;
-    if let Some(at) = payload_expires_at {
-        set_expiry(conn, &message.id, at)?;
-    }
-    if let Some(due) = message.deliver_at {
-        run(conn, &sql::schedule(&message.id, due))?;
-    }
-    Ok(written)
-}
-
 impl SqliteStore {
     /// Writes a message with `write`, offering its deliveries to the store's [`Handoff`], and
     /// hands off those it took once committed. Write and handoff run in a task of their own:
     /// a caller that goes away meanwhile (a cancelled request) must not leave the deliveries
     /// it wrote claimed and idle until their lease ends.
-    pub(super) async fn publish<F>(&self, write: F) -> Result<CreatedMessage, StoreError>
+    pub(super) async fn write_publish<F>(&self, write: F) -> Result<CreatedMessage, StoreError>
     where
         F: Fn(&Connection, Option<&dyn Handoff>) -> Result<Written, StoreError> + Send + 'static,
     {
@@ -234,16 +209,6 @@ pub(super) fn insert_message(
 pub(super) const INSERT_DELIVERY: &str = "INSERT INTO deliveries (message_id, endpoint_id,
      status, attempt_count, next_attempt_at, updated_at, ordering_key)
      VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)";
-
-/// Keeps the message's content until `at` instead of the server's window.
-pub(super) fn set_expiry(
-    conn: &Connection,
-    message: &MessageId,
-    at: Timestamp,
-) -> Result<(), StoreError> {
-    run(conn, &sql::set_expiry(message, at))?;
-    Ok(())
-}
 
 /// The endpoint and the room `handoff` holds for a new delivery to it, if it takes one. Only an
 /// enabled endpoint's deliveries go out: a test send may name a disabled one, which then waits.

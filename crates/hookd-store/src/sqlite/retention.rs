@@ -2,34 +2,18 @@
 //! group commits (and the deliveries in them) never wait long behind it.
 
 use async_trait::async_trait;
-use hookd_core::model::Message;
-use hookd_core::{MessageId, Timestamp};
+use hookd_core::MessageId;
 use rusqlite::{Connection, params};
 
 use super::SqliteStore;
-use super::publish::{insert_message, set_expiry};
 use super::rows::{fetch, run};
 use crate::purge::{self, Candidate, Record};
 use crate::sql::Dialect;
 use crate::sql::retention::{self as sql, PurgeBatches};
-use crate::{CreatedMessage, PurgeCursor, PurgeRequest, Purged, Route, StoreError};
+use crate::{PurgeCursor, PurgeRequest, Purged, StoreError};
 
 #[async_trait]
 impl PurgeBatches for SqliteStore {
-    async fn publish_expiring(
-        &self,
-        message: &Message,
-        payload_expires_at: Timestamp,
-    ) -> Result<CreatedMessage, StoreError> {
-        let message = message.clone();
-        self.publish(move |conn, handoff| {
-            let written = insert_message(conn, &message, &Route::Subscribers, handoff)?;
-            set_expiry(conn, &message.id, payload_expires_at)?;
-            Ok(written)
-        })
-        .await
-    }
-
     async fn purge(&self, request: &PurgeRequest) -> Result<Purged, StoreError> {
         let request = request.clone();
         self.db.write(move |conn| purge(conn, &request)).await

@@ -78,7 +78,7 @@ pub(crate) fn tally(
     tallies
 }
 
-/// A message accepted by [`MessageStore::create_message`].
+/// A message accepted by [`MessageStore::publish`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct CreatedMessage {
     pub message: Message,
@@ -90,57 +90,92 @@ pub struct CreatedMessage {
 }
 
 /// Which endpoints a new message goes to.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Route {
     /// Every enabled endpoint of the application whose filters take the message.
+    #[default]
     Subscribers,
     /// This endpoint alone, whatever its filters (a test send).
     Only(EndpointId),
+}
+
+/// A message to publish and how: every way a message is made goes through
+/// [`MessageStore::publish`] as one of these.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewMessage {
+    /// The message. When its `deliver_at` is set (Svix's `deliverAt`), its deliveries become
+    /// due then rather than at once.
+    pub message: Message,
+    /// The endpoints it goes to.
+    pub route: Route,
+    /// Keeps its content until then instead of the server's retention window.
+    pub payload_expires_at: Option<Timestamp>,
+    /// Its application (Svix's inline `application`), made when none has this one's uid.
+    pub app: Option<Application>,
+}
+
+impl NewMessage {
+    /// `message`, to every subscribed endpoint of its application, kept for the server's window.
+    pub fn new(message: Message) -> Self {
+        Self {
+            message,
+            route: Route::Subscribers,
+            payload_expires_at: None,
+            app: None,
+        }
+    }
+
+    /// This message, to the endpoints `route` chooses.
+    pub fn routed(self, route: Route) -> Self {
+        Self { route, ..self }
+    }
+
+    /// This message, its content kept until `at` when given.
+    pub fn expiring(self, at: Option<Timestamp>) -> Self {
+        Self {
+            payload_expires_at: at,
+            ..self
+        }
+    }
+
+    /// This message, written into the application whose uid is `app`'s, made from `app` when
+    /// there is none.
+    pub fn in_app(self, app: Application) -> Self {
+        Self {
+            app: Some(app),
+            ..self
+        }
+    }
+
+    /// Whether its deliveries may go to the engine as they are written: a scheduled one waits
+    /// in the database until due, and an application's first message has no endpoint yet.
+    pub fn handed_at_once(&self) -> bool {
+        self.message.deliver_at.is_none() && self.app.is_none()
+    }
+}
+
+impl From<Message> for NewMessage {
+    fn from(message: Message) -> Self {
+        Self::new(message)
+    }
 }
 
 /// Messages and the delivery log. Deliveries change through [`crate::DeliveryQueue`].
 #[async_trait]
 pub trait MessageStore: Send + Sync {
     // Messages.
-    /// Writes a message and one pending delivery per subscribed, enabled endpoint of its
-    /// application, due at once, in one transaction: when this returns `Ok` both are durable.
-    /// A second message with the same `event_id` in the application is a conflict and writes
-    /// nothing.
-    async fn create_message(&self, message: &Message) -> Result<CreatedMessage, StoreError> {
-        self.create_routed_message(message, &Route::Subscribers)
-            .await
-    }
-    /// [`Self::create_message`], with the endpoints chosen by `route`.
-    async fn create_routed_message(
-        &self,
-        message: &Message,
-        route: &Route,
-    ) -> Result<CreatedMessage, StoreError>;
-    /// [`Self::create_message`] for a message whose deliveries become due at `deliver_at`
-    /// (Svix's `deliverAt`) rather than at once, its content kept until `payload_expires_at`
-    /// when given (see [`crate::RetentionStore::create_expiring_message`]). None of its
-    /// deliveries is handed to the engine: they wait in the database, `pending`, until due, so
-    /// a crash meanwhile loses nothing.
-    async fn create_scheduled_message(
-        &self,
-        message: &Message,
-        deliver_at: Timestamp,
-        payload_expires_at: Option<Timestamp>,
-    ) -> Result<CreatedMessage, StoreError>;
-    /// [`Self::create_message`] for a message carrying its application (Svix's inline
-    /// `application`): written into the application whose uid is `app`'s, made from `app` when
-    /// there is none, in the message's own transaction, so a publish refused leaves no
-    /// application behind and publishes racing to make one all land in it. The message's
-    /// `app_id` is replaced by that application's. Its `deliver_at`, when set, makes its
-    /// deliveries due then, as [`Self::create_scheduled_message`] does; `payload_expires_at`
-    /// keeps its content until then. None of its deliveries is handed to the engine: an
-    /// application's first message has no endpoint to go to anyway.
-    async fn create_message_in_app(
-        &self,
-        app: &Application,
-        message: &Message,
-        payload_expires_at: Option<Timestamp>,
-    ) -> Result<CreatedMessage, StoreError>;
+    /// Writes a message and its deliveries (one pending delivery per endpoint its route
+    /// chooses) in one transaction: when this returns `Ok` both are durable. A second message
+    /// with the same `event_id` in the application is a conflict and writes nothing.
+    ///
+    /// A message carrying its application is written into the application whose uid is that
+    /// one's, made in the same transaction when there is none, so a publish refused leaves no
+    /// application behind and publishes racing to make one all land in it; the message's
+    /// `app_id` is replaced by that application's. Deliveries the store's
+    /// [`Handoff`](crate::Handoff) takes as they are written go straight to the engine, claimed;
+    /// a scheduled message's wait in the database, `pending`, until due, so a crash meanwhile
+    /// loses nothing.
+    async fn publish(&self, new: NewMessage) -> Result<CreatedMessage, StoreError>;
     /// The message of `app` whose id or `eventId` is `id_or_event_id`.
     async fn get_message(
         &self,

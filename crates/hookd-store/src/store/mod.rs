@@ -29,7 +29,8 @@ pub(crate) use gauges::age;
 pub use gauges::{GaugeStore, Gauges};
 pub(crate) use messages::tally;
 pub use messages::{
-    AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore, Route,
+    AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore,
+    NewMessage, Route,
 };
 pub use notices::NoticeStore;
 pub use outbox::{OutboxStore, RelayRules, Relayed, RowFate, Wakeups};

@@ -25,7 +25,7 @@ use async_trait::async_trait;
 use hookd_core::model::Message;
 use hookd_core::{MessageId, Timestamp};
 
-use crate::{CreatedMessage, StoreError};
+use crate::StoreError;
 
 /// Where a purge pass has got to. A pass starts at [`PurgeCursor::default`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,14 +87,6 @@ pub struct Purged {
 /// Retention and expunging.
 #[async_trait]
 pub trait RetentionStore: Send + Sync {
-    /// [`crate::MessageStore::create_message`] for a message whose content is kept until
-    /// `payload_expires_at` (its own retention period) instead of the server's window.
-    async fn create_expiring_message(
-        &self,
-        message: &Message,
-        payload_expires_at: Timestamp,
-    ) -> Result<CreatedMessage, StoreError>;
-
     /// Runs the batch `request.cursor` points at, up to `request.limit` messages (or
     /// `eventId`s), in one transaction: purging due content, deleting due records, or releasing
     /// `eventId`s. Messages with a delivery `pending` or `sending` are skipped and keep

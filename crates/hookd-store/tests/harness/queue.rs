@@ -7,7 +7,7 @@ use hookd_core::model::{
     Application, Attempt, Delivery, DeliveryStatus, Endpoint, Message, TriggerType,
 };
 use hookd_core::{AttemptId, EndpointId, MessageId, Timestamp};
-use hookd_store::{ClaimRequest, ClaimedDelivery, Store, StoreError};
+use hookd_store::{ClaimRequest, ClaimedDelivery, NewMessage, Store, StoreError};
 
 use super::fixtures::{app, at, endpoint, message};
 
@@ -70,7 +70,7 @@ pub async fn app_with_endpoints(store: &dyn Store, count: usize) -> (Application
 /// Publishes a message created (and so due) at `created`.
 pub async fn publish(store: &dyn Store, a: &Application, created: i64) -> Message {
     let msg = message(a, "order.shipped", None, None, created);
-    store.create_message(&msg).await.unwrap();
+    store.publish(NewMessage::new(msg.clone())).await.unwrap();
     msg
 }
 
