@@ -1,0 +1,22 @@
+//! Destinations beyond HTTP. A customer who cannot or will not run a public HTTPS endpoint
+//! takes hookd's messages in their own broker or bucket instead; this crate publishes one
+//! message (or a batch, where the destination batches) there and turns the broker's answer
+//! into what the delivery log records. It knows nothing of hookd's queue or storage: the
+//! engine claims a delivery, hands a [`Publication`] to the destination's [`Sink`], and
+//! judges the [`Published`] or [`SinkError`] like an HTTP endpoint's answer.
+//!
+//! # Layout
+//! - [`publication`]: what is published: the payload bytes unchanged, the Standard Webhooks
+//!   headers that let a consumer verify it, the event type and the ordering key.
+//! - [`sink`]: the [`Sink`] trait every destination type implements, its acknowledgement
+//!   ([`Published`]) and its typed failure ([`SinkError`]).
+//! - [`guard`]: [`AddressGuard`], how a sink asks the engine's SSRF guard which addresses a
+//!   broker's host may be reached at before it connects.
+
+pub mod guard;
+pub mod publication;
+pub mod sink;
+
+pub use guard::AddressGuard;
+pub use publication::Publication;
+pub use sink::{Published, Sink, SinkError};
