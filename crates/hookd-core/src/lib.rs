@@ -8,6 +8,8 @@
 //! - [`time`]: [`Timestamp`] (unix milliseconds) and the injectable [`Clock`].
 //! - [`duration`]: [`parse_duration`], durations written as text (`30s`, `5m`, `2h`, `5d`).
 //! - [`model`]: applications, endpoints, event types, messages, deliveries and attempts.
+//! - [`destination`]: [`destination::Destination`], what an endpoint delivers to (HTTP, a
+//!   polling consumer, a broker or bucket) and its non-secret configuration.
 //! - [`validate`]: the naming rules for uids, event types and channels, and the characters
 //!   free text may not hold.
 //! - [`redact`]: masking the passwords and secret parameters of URLs before they are shown.
@@ -18,6 +20,7 @@
 //! - [`operations`]: the operational webhooks' event types and the messages that carry them.
 //! - [`load`]: [`EndpointLoad`], an engine's current concurrency for an endpoint, for views.
 
+pub mod destination;
 pub mod duration;
 pub mod id;
 pub mod load;

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::destination::Destination;
 use crate::{AppId, AttemptId, EndpointId, MessageId, Timestamp};
 
 /// Free-form string labels a caller attaches to an application or endpoint.
@@ -59,6 +60,12 @@ pub struct Endpoint {
     pub keys: SealedKeys,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// What it delivers to: an HTTP URL unless made through the destination routes.
+    pub destination: Destination,
+    /// Messages per publication, for destinations that batch (1 for the others).
+    pub batch_size: u16,
+    /// How long a batch waits to fill, in seconds.
+    pub max_wait_secs: u16,
 }
 
 impl Endpoint {
@@ -334,6 +341,9 @@ mod tests {
             keys: SealedKeys::from_stored("hk1:x:y".into()),
             created_at: Timestamp::from_millis(0),
             updated_at: Timestamp::from_millis(0),
+            destination: Default::default(),
+            batch_size: 1,
+            max_wait_secs: 0,
         }
     }
 

@@ -11,10 +11,16 @@ pub const APP_COLUMNS: &str = "id, uid, name, metadata, throttle_rate, created_a
 
 pub const ENDPOINT_COLUMNS: &str = "e.id, e.app_id, e.uid, e.url, e.description, e.event_types, \
     e.channels, e.disabled, e.throttle_rate, e.metadata, e.headers, e.secret, e.created_at, e.updated_at, \
-    e.disabled_reason, e.disabled_at, e.timeout_secs, e.max_concurrency, e.strict_order";
+    e.disabled_reason, e.disabled_at, e.timeout_secs, e.max_concurrency, e.strict_order, \
+    e.kind, e.config, e.batch_size, e.max_wait_secs";
 
 /// How many columns [`ENDPOINT_COLUMNS`] has: where the next record starts in a join.
-pub const ENDPOINT_WIDTH: usize = 19;
+pub const ENDPOINT_WIDTH: usize = 23;
+
+/// The condition (on a row of `endpoints`, unaliased) for the endpoints publishing writes
+/// deliveries for: those an engine delivers. A polling destination's consumer reads the
+/// messages themselves, and brokers wait for their publishers.
+pub const DELIVERED: &str = "kind IN ('http', 'fifo')";
 
 pub const EVENT_TYPE_COLUMNS: &str = "name, description, schemas, archived, deprecated, \
      feature_flag, created_at, updated_at, group_name, feature_flags";

@@ -85,6 +85,7 @@ async fn processes_connecting_at_once_migrate_once() {
             "notice_cursor",
             "outbox",
             "outbox_relayed",
+            "poller_consumers",
             "spent_event_ids",
         ]
     );
@@ -338,6 +339,9 @@ fn endpoint_of(owner: &Application, created: i64, rate: Option<u16>) -> Endpoint
         keys: SealedKeys::from_stored("hk1:test:sealed".into()),
         created_at: created,
         updated_at: created,
+        destination: Default::default(),
+        batch_size: 1,
+        max_wait_secs: 0,
     }
 }
 

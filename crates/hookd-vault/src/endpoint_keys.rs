@@ -71,6 +71,11 @@ pub struct EndpointKeys {
     /// ones. Absent from key sets sealed before headers were.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     headers: BTreeMap<String, String>,
+    /// A destination's credentials by config field (`secretAccessKey`, the password of a
+    /// broker URI): sealed beside the keys so a database dump never shows one. Absent from
+    /// key sets sealed before destinations were.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    destination: BTreeMap<String, String>,
 }
 
 /// Never prints a key or a header value.
@@ -113,7 +118,7 @@ impl EndpointKeys {
                 key: key.to_string(),
                 expires_at: None,
             }],
-            headers: BTreeMap::new(),
+            ..Self::default()
         })
     }
 
@@ -125,6 +130,16 @@ impl EndpointKeys {
     /// Replaces the endpoint's credential headers.
     pub fn set_headers(&mut self, headers: BTreeMap<String, String>) {
         self.headers = headers;
+    }
+
+    /// The destination's credentials, by config field.
+    pub fn destination_secrets(&self) -> &BTreeMap<String, String> {
+        &self.destination
+    }
+
+    /// Replaces the destination's credentials.
+    pub fn set_destination_secrets(&mut self, secrets: BTreeMap<String, String>) {
+        self.destination = secrets;
     }
 
     fn push(&mut self, key: &SigningKey, expires_at: Option<i64>) {
@@ -270,6 +285,22 @@ mod tests {
         let after = keys.signer_at(t0.plus(24 * HOUR)).unwrap();
         assert!(!verifies(&after, old.into(), t0.plus(24 * HOUR)));
         assert!(verifies(&after, new.into(), t0.plus(24 * HOUR)));
+    }
+
+    #[test]
+    fn destination_secrets_are_sealed_with_the_keys_and_open_again() {
+        let keyring = Keyring::new(vec![crate::MasterKey::generate()]).unwrap();
+        let id = EndpointId::new(Timestamp::from_millis(1_700_000_000_000));
+        let mut keys = EndpointKeys::new(&[Scheme::V1], None).unwrap();
+        let secrets = BTreeMap::from([("secretAccessKey".to_owned(), "SK".to_owned())]);
+        keys.set_destination_secrets(secrets.clone());
+        let sealed = keys.seal(&keyring, &id);
+        assert!(
+            !sealed.as_str().contains("SK\""),
+            "sealed text never shows a secret"
+        );
+        let opened = EndpointKeys::open(&keyring, &id, &sealed).unwrap();
+        assert_eq!(opened.destination_secrets(), &secrets);
     }
 
     #[test]

@@ -171,6 +171,9 @@ impl Harness {
             headers: BTreeMap::new(),
             created_at: now,
             updated_at: now,
+            destination: Default::default(),
+            batch_size: 1,
+            max_wait_secs: 0,
         };
         self.store.create_endpoint(&endpoint).await.unwrap();
         endpoint

@@ -65,28 +65,32 @@ use tokio::sync::{mpsc, oneshot};
 use super::held::Held;
 use super::publish::{Routed, Subscriber, insert_message, routed};
 use super::rows;
-use crate::columns::ENDPOINT_COLUMNS;
+use crate::columns::{DELIVERED, ENDPOINT_COLUMNS};
 use crate::error::taken;
 use crate::json::encode_opt;
 use crate::{ClaimedDelivery, CreatedMessage, Handoff, Reserved, Route, StoreError};
 
-/// The enabled endpoints of the applications in `$1`, each application looked up by index;
-/// whole rows, since the deliveries handed off start with their endpoint.
+/// The enabled endpoints that get deliveries ([`DELIVERED`]) of the applications in `$1`, each
+/// application looked up by index; whole rows, since the deliveries handed off start with
+/// their endpoint.
 pub(super) static SUBSCRIBERS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {ENDPOINT_COLUMNS} FROM unnest($1::text[]) a(app_id)
          CROSS JOIN LATERAL (SELECT * FROM endpoints
-             WHERE app_id = a.app_id AND NOT disabled OFFSET 0) e"
+             WHERE app_id = a.app_id AND NOT disabled AND {DELIVERED} OFFSET 0) e"
     )
 });
 
 /// The same endpoints' routing columns only, for a process whose engine takes no new
 /// deliveries (an API-only process): it never needs their keys, headers or metadata.
-pub(super) const SUBSCRIBER_FILTERS: &str =
-    "SELECT e.app_id, e.id, e.event_types, e.channels, e.strict_order
-     FROM unnest($1::text[]) a(app_id)
-     CROSS JOIN LATERAL (SELECT id, app_id, event_types, channels, strict_order FROM endpoints
-         WHERE app_id = a.app_id AND NOT disabled OFFSET 0) e";
+pub(super) static SUBSCRIBER_FILTERS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT e.app_id, e.id, e.event_types, e.channels, e.strict_order
+         FROM unnest($1::text[]) a(app_id)
+         CROSS JOIN LATERAL (SELECT id, app_id, event_types, channels, strict_order FROM endpoints
+             WHERE app_id = a.app_id AND NOT disabled AND {DELIVERED} OFFSET 0) e"
+    )
+});
 
 /// A row of [`SUBSCRIBER_FILTERS`]: application, then the subscriber's columns.
 type FilterRow = (String, String, Option<String>, Option<String>, bool);
@@ -519,7 +523,7 @@ async fn subscribers_of(
                 .insert(endpoint.id.to_string(), endpoint);
         }
     } else {
-        let rows: Vec<FilterRow> = sqlx::query_as(SUBSCRIBER_FILTERS)
+        let rows: Vec<FilterRow> = sqlx::query_as(AssertSqlSafe(SUBSCRIBER_FILTERS.as_str()))
             .bind(&apps)
             .fetch_all(conn)
             .await?;

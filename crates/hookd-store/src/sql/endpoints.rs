@@ -64,7 +64,16 @@ impl<D: EventWrites> EndpointStore for D {
         app: &AppId,
         page: &PageRequest,
     ) -> Result<Page<Endpoint>, StoreError> {
-        let query = list(D::DIALECT, app).page("e.id", false, page);
+        let query = list(D::DIALECT, app, "e.kind = 'http'").page("e.id", false, page);
+        self.read_page(query, rows::endpoint).await
+    }
+
+    async fn list_destinations(
+        &self,
+        app: &AppId,
+        page: &PageRequest,
+    ) -> Result<Page<Endpoint>, StoreError> {
+        let query = list(D::DIALECT, app, "e.kind <> 'http'").page("e.id", false, page);
         self.read_page(query, rows::endpoint).await
     }
 
@@ -127,7 +136,7 @@ impl<D: EventWrites> EndpointStore for D {
     }
 }
 
-/// The endpoint's id, then the fields an update writes too, as `?1` to `?16`.
+/// The endpoint's id, then the fields an update writes too, as `?1` to `?20`.
 fn id_and_fields(ep: &Endpoint) -> Vec<Arg<'_>> {
     args![
         ep.id.as_str(),
@@ -146,6 +155,10 @@ fn id_and_fields(ep: &Endpoint) -> Vec<Arg<'_>> {
         ep.timeout_secs,
         ep.max_concurrency,
         ep.ordering == Ordering::Strict,
+        ep.destination.kind(),
+        ep.destination.stored_config(),
+        ep.batch_size,
+        ep.max_wait_secs,
     ]
 }
 
@@ -153,8 +166,10 @@ pub fn insert(ep: &Endpoint) -> Statement<'_> {
     let sql = sql!(
         "INSERT INTO endpoints (id, uid, url, description, event_types, channels, disabled,
          throttle_rate, metadata, headers, updated_at, disabled_reason, disabled_at,
-         timeout_secs, max_concurrency, strict_order, app_id, secret, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
+         timeout_secs, max_concurrency, strict_order, kind, config, batch_size, max_wait_secs,
+         app_id, secret, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+         ?19, ?20, ?21, ?22, ?23)"
     );
     let mut args = id_and_fields(ep);
     args.extend(args![ep.app_id.as_str(), ep.keys.as_str(), ep.created_at]);
@@ -188,13 +203,16 @@ fn count(app: &AppId) -> Statement<'_> {
     Statement::new(sql, args![app.as_str()])
 }
 
-fn list(dialect: Dialect, app: &AppId) -> ListQuery<'_> {
+/// The endpoints of `app` whose kind meets `kinds` (a condition on `e.kind`).
+fn list<'a>(dialect: Dialect, app: &'a AppId, kinds: &'static str) -> ListQuery<'a> {
     let select = sql!(
         "SELECT ",
         ENDPOINT_COLUMNS,
         " FROM endpoints e WHERE e.app_id = ?1"
     );
-    ListQuery::new(dialect, select, args![app.as_str()])
+    let mut query = ListQuery::new(dialect, select, args![app.as_str()]);
+    query.and_plain(kinds);
+    query
 }
 
 /// Whether the stored endpoint is disabled, and its sealed keys: [`state`]. On PostgreSQL
@@ -221,7 +239,8 @@ pub fn update<'a>(ep: &'a Endpoint, new_keys: Option<&'a SealedKeys>) -> Stateme
         "UPDATE endpoints SET uid = ?2, url = ?3, description = ?4, event_types = ?5,
          channels = ?6, disabled = ?7, throttle_rate = ?8, metadata = ?9, headers = ?10,
          updated_at = ?11, disabled_reason = ?12, disabled_at = ?13, timeout_secs = ?14,
-         max_concurrency = ?15, strict_order = ?16, secret = COALESCE(?17, secret),
+         max_concurrency = ?15, strict_order = ?16, kind = ?17, config = ?18, batch_size = ?19,
+         max_wait_secs = ?20, secret = COALESCE(?21, secret),
          failing_since = CASE WHEN disabled AND NOT ?7 THEN NULL ELSE failing_since END
          WHERE id = ?1"
     );

@@ -10,7 +10,9 @@ use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 
 use super::rows::{self, Columns, Decoded, ENDPOINT_WIDTH, MESSAGE_WIDTH, int, text};
 use super::{Database, Dialect, ListQuery, Statement, args, search, sql};
-use crate::columns::{ATTEMPT_COLUMNS, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
+use crate::columns::{
+    ATTEMPT_COLUMNS, DELIVERED, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS,
+};
 use crate::json::{decode_opt, encode_opt};
 use crate::store::tally;
 use crate::{
@@ -180,7 +182,11 @@ fn get<'a>(app: &'a AppId, id_or_event_id: &'a str) -> Statement<'a> {
 }
 
 /// An application's messages, filtered; page them on `m.id`, newest first.
-fn list<'a>(dialect: Dialect, app: &'a AppId, filter: &'a MessageFilter) -> ListQuery<'a> {
+pub(super) fn list<'a>(
+    dialect: Dialect,
+    app: &'a AppId,
+    filter: &'a MessageFilter,
+) -> ListQuery<'a> {
     let select = sql!(
         "SELECT ",
         MESSAGE_COLUMNS,
@@ -378,12 +384,13 @@ fn get_attempt<'a>(message: &'a MessageId, attempt: &'a str) -> Statement<'a> {
     Statement::new(sql, args![message.as_str(), attempt])
 }
 
-/// The enabled endpoints of `app` as routing reads them: [`Subscriber::from_row`]. Only the
+/// The enabled endpoints of `app` that get deliveries ([`DELIVERED`]), as routing reads them: [`Subscriber::from_row`]. Only the
 /// routing columns: this runs for every publish.
 pub fn subscribers(app: &AppId) -> Statement<'_> {
     let sql = sql!(
         "SELECT id, event_types, channels, strict_order FROM endpoints
-         WHERE app_id = ?1 AND NOT disabled"
+         WHERE app_id = ?1 AND NOT disabled AND ",
+        DELIVERED
     );
     Statement::new(sql, args![app.as_str()])
 }

@@ -29,6 +29,7 @@ pub mod list;
 pub mod messages;
 pub mod notices;
 pub mod outbox;
+pub mod poller;
 pub mod retention;
 pub mod rows;
 pub mod search;

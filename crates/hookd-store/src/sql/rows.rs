@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use hookd_core::destination::Destination;
 use hookd_core::model::{
     Application, Attempt, Delivery, DeliveryStatus, Endpoint, EventType, Message, SealedKeys,
     TriggerType,
@@ -107,6 +108,13 @@ pub fn endpoint_at(row: &dyn Columns, offset: usize) -> Decoded<Endpoint> {
         timeout_secs: opt_int(row, at(16))?,
         max_concurrency: opt_int(row, at(17))?,
         ordering: crate::columns::ordering(row.bool(at(18))?),
+        destination: Destination::from_stored(
+            &text(row, at(19))?,
+            row.opt_text(at(20))?.as_deref(),
+        )
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        batch_size: int(row, at(21))?,
+        max_wait_secs: int(row, at(22))?,
     })
 }
 

@@ -66,6 +66,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         19,
         include_str!("../../migrations/sqlite/0019_sealed_replays.sql"),
     ),
+    (
+        20,
+        include_str!("../../migrations/sqlite/0020_destinations.sql"),
+    ),
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {

@@ -81,10 +81,16 @@ pub trait EndpointStore: Send + Sync {
         app: &AppId,
         id_or_uid: &str,
     ) -> Result<Option<Endpoint>, StoreError>;
-    /// How many endpoints `app` has: what `--max-endpoints-per-app` holds it to.
+    /// How many endpoints `app` has, destinations included: what `--max-endpoints-per-app` holds it to.
     async fn count_endpoints(&self, app: &AppId) -> Result<u64, StoreError>;
-    /// An application's endpoints in creation order.
+    /// An application's HTTP endpoints (of kind [`hookd_core::destination::Destination::Http`]) in creation order.
     async fn list_endpoints(
+        &self,
+        app: &AppId,
+        page: &PageRequest,
+    ) -> Result<Page<Endpoint>, StoreError>;
+    /// An application's destinations (every endpoint of another kind) in creation order.
+    async fn list_destinations(
         &self,
         app: &AppId,
         page: &PageRequest,

@@ -2,7 +2,7 @@
 //! trait per resource ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`],
 //! [`MessageStore`], [`AuthStore`], [`OutboxStore`], [`RetentionStore`], and [`DeliveryQueue`]
 //! for the engine, [`GaugeStore`] for `/metrics`, [`NoticeStore`] for e-mail notices,
-//! [`TaskStore`] for background tasks) that [`Store`] gathers.
+//! [`TaskStore`] for background tasks, [`PollerStore`] for polling destinations) that [`Store`] gathers.
 //!
 //! Lookups that the API exposes by "id or uid" take the caller's text and match either, so the
 //! id-or-uid rule lives in one place. Lists are keyset-paginated on ids (which sort by creation
@@ -16,6 +16,7 @@ mod gauges;
 mod messages;
 mod notices;
 mod outbox;
+mod poller;
 mod queue;
 mod retention;
 mod tasks;
@@ -34,6 +35,7 @@ pub use messages::{
 };
 pub use notices::NoticeStore;
 pub use outbox::{OutboxStore, RelayRules, Relayed, RowFate, Wakeups};
+pub use poller::{PollRequest, PollerStore};
 pub(crate) use queue::skip_refused;
 pub use queue::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, HandoffMode, Recorded,
@@ -88,6 +90,7 @@ pub trait Store:
     + RetentionStore
     + NoticeStore
     + TaskStore
+    + PollerStore
     + Send
     + Sync
     + 'static
@@ -106,6 +109,7 @@ impl<T> Store for T where
         + RetentionStore
         + NoticeStore
         + TaskStore
+        + PollerStore
         + Send
         + Sync
         + 'static

@@ -51,6 +51,9 @@ pub fn endpoint(
         keys: SealedKeys::from_stored("hk1:test:sealed".into()),
         created_at: at(1),
         updated_at: at(1),
+        destination: Default::default(),
+        batch_size: 1,
+        max_wait_secs: 0,
     }
 }
 

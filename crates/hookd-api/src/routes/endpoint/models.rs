@@ -224,6 +224,9 @@ impl EndpointIn {
             keys,
             created_at: now,
             updated_at: now,
+            destination: Default::default(),
+            batch_size: 1,
+            max_wait_secs: 0,
         };
         set_disabled(&mut ep, self.disabled, now);
         Ok(ep)

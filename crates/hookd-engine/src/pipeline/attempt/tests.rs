@@ -69,6 +69,9 @@ fn claimed(attempt_count: u32) -> ClaimedDelivery {
         keys,
         created_at: at,
         updated_at: at,
+        destination: Default::default(),
+        batch_size: 1,
+        max_wait_secs: 0,
     };
     let delivery = Delivery {
         message_id: message.id.clone(),

@@ -60,7 +60,7 @@ async fn array_statements_read_tables_by_key_even_when_first_planned_on_empty_ta
         ),
         (
             "publish: subscribers' filters",
-            crate::postgres::publisher::SUBSCRIBER_FILTERS,
+            crate::postgres::publisher::SUBSCRIBER_FILTERS.as_str(),
             1,
         ),
     ];

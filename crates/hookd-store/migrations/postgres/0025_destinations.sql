@@ -1,0 +1,20 @@
+-- hookd schema v25 (PostgreSQL): destinations beyond HTTP, and polling consumers' positions.
+--
+-- An endpoint gets a kind (`http`, the endpoint routes' only one; `fifo`, `polling`,
+-- `rabbitMq`, `sqs`, `sns`, `amazonS3`, `natsJetStream`, `kafka` through the destination
+-- routes), the non-secret configuration of its kind as JSON (credentials are sealed in
+-- `secret` with the keys), and how it batches.
+ALTER TABLE endpoints ADD COLUMN kind TEXT NOT NULL DEFAULT 'http';
+ALTER TABLE endpoints ADD COLUMN config TEXT;
+ALTER TABLE endpoints ADD COLUMN batch_size BIGINT NOT NULL DEFAULT 1;
+ALTER TABLE endpoints ADD COLUMN max_wait_secs BIGINT NOT NULL DEFAULT 0;
+
+-- Where each named consumer of a polling destination reads next: the iterator it was last
+-- answered with.
+CREATE TABLE poller_consumers (
+    endpoint_id TEXT COLLATE "C" NOT NULL REFERENCES endpoints(id) ON DELETE CASCADE,
+    consumer_id TEXT COLLATE "C" NOT NULL,
+    position    TEXT NOT NULL,
+    updated_at  BIGINT NOT NULL,
+    PRIMARY KEY (endpoint_id, consumer_id)
+);
