@@ -578,11 +578,111 @@ TASK_SCHEMAS = {
 }
 
 
+# Destinations (Svix's cloud API's `destination` shapes, as its SDKs send and read them).
+DESTINATION_TYPES = ["pollingEndpoint", "fifoEndpoint", "rabbitMq", "sqs", "sns", "amazonS3",
+                     "natsJetStream", "kafka"]
+DESTINATION_PARAMS = (path_param("app_id"), path_param("destination_id"))
+DESTINATION_COMMON = {
+    "uid": {"description": "Optional unique identifier for the destination.", "maxLength": 256,
+            "minLength": 1, "nullable": True, "pattern": "^[a-zA-Z0-9\\-_.]+$",
+            "type": "string"},
+    "status": {"enum": ["enabled", "disabled"], "nullable": True, "type": "string"},
+    "batchSize": {"description": "Messages per publication for destinations that batch "
+                  "(1 to 1000; 1 when not given).", "format": "uint16", "nullable": True,
+                  "type": "integer"},
+    "maxWaitSecs": {"description": "How long a batch waits to fill, 0 to 300 seconds (0 when "
+                    "not given).", "format": "uint16", "nullable": True, "type": "integer"},
+    "eventTypes": TEXTS,
+    "channels": TEXTS,
+    "metadata": {"additionalProperties": TEXT, "nullable": True, "type": "object"},
+    "type": {"description": "One of the types hookd serves: " + ", ".join(DESTINATION_TYPES)
+             + " (natsJetStream and kafka are hookd additions). Any other is refused with "
+             "422.", "enum": DESTINATION_TYPES, "type": "string"},
+    "config": {"description": "The type's configuration (see docs/destinations.md). "
+               "Credentials (secretAccessKey, a URI's password) are sealed and never shown "
+               "back.", "type": "object"},
+}
+DESTINATION_SCHEMAS = {
+    "DestinationIn": shape(DESTINATION_COMMON, ["type"]),
+    "DestinationPatch": shape(DESTINATION_COMMON, ["type"]),
+    "DestinationOut": shape({
+        "id": TEXT,
+        "uid": {"nullable": True, "type": "string"},
+        "status": {"enum": ["enabled", "disabled"], "type": "string"},
+        "failureReason": {"nullable": True, "type": "string"},
+        "currentIterator": {"description": "The iterator a poll starting at the destination's "
+                            "creation reads from.", "type": "string"},
+        "createdAt": TIME,
+        "updatedAt": TIME,
+        "batchSize": {"format": "uint16", "type": "integer"},
+        "maxWaitSecs": {"format": "uint16", "type": "integer"},
+        "eventTypes": TEXTS,
+        "channels": TEXTS,
+        "metadata": {"additionalProperties": TEXT, "type": "object"},
+        "type": {"enum": DESTINATION_TYPES, "type": "string"},
+        "config": {"description": "The type's configuration without credentials: a URI's "
+                   "password masked, no secretAccessKey; a fifoEndpoint's headers as "
+                   "`{headers, sensitive}`.", "type": "object"},
+    }, ["id", "status", "currentIterator", "createdAt", "updatedAt", "batchSize", "maxWaitSecs",
+        "metadata", "type", "config"]),
+    "ListResponse_DestinationOut_": shape({
+        "data": {"items": ref("DestinationOut"), "type": "array"},
+        "done": {"type": "boolean"},
+        "iterator": {"nullable": True, "type": "string"},
+        "prevIterator": {"nullable": True, "type": "string"},
+    }, ["data", "done", "iterator"]),
+}
+DESTINATION_PATHS = {
+    "/api/v1/app/{app_id}/destination": {
+        "get": operation(
+            "The application's destinations, oldest first.", "v1.destination.list",
+            "List Destinations", "Destination",
+            answer("200", "ListResponse_DestinationOut_", ALL_ERRORS),
+            [path_param("app_id"), query_param("limit", {"type": "integer"}),
+             query_param("iterator", TEXT)]),
+        "post": operation(
+            "Creates a destination; counted with endpoints against --max-endpoints-per-app.",
+            "v1.destination.create", "Create Destination", "Destination",
+            answer("201", "DestinationOut", ALL_ERRORS), [path_param("app_id")],
+            "DestinationIn"),
+    },
+    "/api/v1/app/{app_id}/destination/{destination_id}": {
+        "get": operation("A destination, by id or uid.", "v1.destination.get",
+                         "Get Destination", "Destination",
+                         answer("200", "DestinationOut", ALL_ERRORS), DESTINATION_PARAMS),
+        "put": operation("Replaces a destination, or creates it with the path as its uid.",
+                         "v1.destination.upsert", "Upsert Destination", "Destination",
+                         answer("200", "DestinationOut", ALL_ERRORS), DESTINATION_PARAMS,
+                         "DestinationIn"),
+        "patch": operation("Changes the fields given; `config`'s fields are laid over the "
+                           "stored ones (`null` clears one). `type` must be the "
+                           "destination's.", "v1.destination.patch", "Patch Destination",
+                           "Destination", answer("200", "DestinationOut", ALL_ERRORS),
+                           DESTINATION_PARAMS, "DestinationPatch"),
+        "delete": operation("Deletes a destination.", "v1.destination.delete",
+                            "Delete Destination", "Destination",
+                            {"204": {"description": "no content"},
+                             **{e: {"description": d} for e, d in
+                                [("401", "Unauthorized"), ("403", "Forbidden"),
+                                 ("404", "Not Found")]}},
+                            DESTINATION_PARAMS),
+    },
+    "/api/v1/app/{app_id}/destination/{destination_id}/secret/rotate": {
+        "post": operation("Rotates a fifoEndpoint destination's signing secret.",
+                          "v1.destination.rotate-secret", "Rotate Destination Secret",
+                          "Destination", answer("200", "EndpointSecretOut", ALL_ERRORS),
+                          DESTINATION_PARAMS, "EndpointSecretRotateIn"),
+    },
+}
+
+
 def add_hookd_operations(document):
     document["paths"].update(HOOKD_PATHS)
     document["components"]["schemas"].update(HOOKD_SCHEMAS)
     document["paths"].update(TASK_PATHS)
     document["components"]["schemas"].update(TASK_SCHEMAS)
+    document["paths"].update(DESTINATION_PATHS)
+    document["components"]["schemas"].update(DESTINATION_SCHEMAS)
     for (path, method), responses in RESPONSES.items():
         answers = document["paths"][path][method]["responses"]
         answers.pop("204", None)

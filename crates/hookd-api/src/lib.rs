@@ -97,6 +97,7 @@ pub(crate) fn authenticated_routes() -> Router<ApiState> {
     Router::new()
         .merge(routes::application::routes())
         .merge(routes::endpoint::routes())
+        .merge(routes::destination::routes())
         .merge(routes::endpoint_stats::routes())
         .merge(routes::event_type::routes())
         .merge(routes::message::routes())

@@ -53,4 +53,25 @@ impl<T> ListOut<T> {
             done: !page.has_more,
         }
     }
+
+    /// The envelope for `page`, each endpoint shown by `shown` (which may fail, say opening
+    /// its keys), its id the cursor key.
+    pub fn of_endpoints(
+        page: Page<hookd_core::model::Endpoint>,
+        shown: impl Fn(hookd_core::model::Endpoint) -> Result<T, crate::ApiError>,
+    ) -> Result<Self, crate::ApiError> {
+        let key = |ep: &hookd_core::model::Endpoint| ep.id.to_string();
+        let iterator = page.items.last().map(key);
+        let prev_iterator = page.items.first().map(|first| format!("-{}", key(first)));
+        Ok(Self {
+            data: page
+                .items
+                .into_iter()
+                .map(shown)
+                .collect::<Result<_, _>>()?,
+            iterator,
+            prev_iterator,
+            done: !page.has_more,
+        })
+    }
 }

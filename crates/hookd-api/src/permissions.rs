@@ -138,6 +138,7 @@ const fn rule(
 const SVIX_PROVIDER: &str = "Svix: organization only";
 const SVIX_CUSTOMER: &str = "Svix: application tokens too";
 const ENDPOINTS: &str = "Svix: application tokens manage their application's endpoints";
+const DESTINATIONS: &str = "Svix: application tokens manage their application's destinations";
 const OPERATIONAL: &str =
     "Svix: organization only; the provider's own operational-webhook endpoints";
 const CATALOG: &str = "Svix: organization only; the catalog is the provider's, for every customer";
@@ -186,6 +187,18 @@ pub const TABLE: &[Rule] = &[
     rule("POST", "/app/{app_id}/endpoint/{endpoint_id}/replay-missing", Customer, Changes,
         REPLAY),
     rule("POST", "/app/{app_id}/endpoint/{endpoint_id}/bulk-replay", Customer, Changes, REPLAY),
+    // Destinations: endpoints of other kinds, managed like endpoints.
+    rule("GET", "/app/{app_id}/destination", Customer, Reads, DESTINATIONS),
+    rule("POST", "/app/{app_id}/destination", Customer, Changes,
+        "Svix: application tokens too; counted with endpoints against --max-endpoints-per-app"),
+    rule("GET", "/app/{app_id}/destination/{destination_id}", Customer, Reads, DESTINATIONS),
+    rule("PUT", "/app/{app_id}/destination/{destination_id}", Customer, Changes, DESTINATIONS),
+    rule("PATCH", "/app/{app_id}/destination/{destination_id}", Customer, Changes,
+        DESTINATIONS),
+    rule("DELETE", "/app/{app_id}/destination/{destination_id}", Customer, Changes,
+        DESTINATIONS),
+    rule("POST", "/app/{app_id}/destination/{destination_id}/secret/rotate", Customer,
+        Changes, DESTINATIONS),
     // Operational-webhook endpoints.
     rule("GET", "/operational-webhook/endpoint", Provider, Reads, OPERATIONAL),
     rule("POST", "/operational-webhook/endpoint", Provider, Changes, OPERATIONAL),

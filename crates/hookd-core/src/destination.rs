@@ -36,16 +36,26 @@ pub struct RabbitMqConfig {
     pub mandatory: bool,
 }
 
+/// Where and as whom an AWS (or AWS-compatible) service is called; the secret key that goes
+/// with `access_key_id` is sealed with the endpoint's keys.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwsAccess {
+    pub region: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_key_id: Option<String>,
+    /// The service's URL, for AWS-compatible services (the region's AWS URL otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_url: Option<String>,
+}
+
 /// An SQS queue.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SqsConfig {
     pub queue_url: String,
-    pub region: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub access_key_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint_url: Option<String>,
+    #[serde(flatten)]
+    pub access: AwsAccess,
 }
 
 /// An SNS topic.
@@ -53,11 +63,8 @@ pub struct SqsConfig {
 #[serde(rename_all = "camelCase")]
 pub struct SnsConfig {
     pub topic_arn: String,
-    pub region: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub access_key_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint_url: Option<String>,
+    #[serde(flatten)]
+    pub access: AwsAccess,
 }
 
 /// An S3 (or S3-compatible) bucket, written one object per batch.
@@ -65,11 +72,8 @@ pub struct SnsConfig {
 #[serde(rename_all = "camelCase")]
 pub struct AmazonS3Config {
     pub bucket: String,
-    pub region: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub access_key_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint_url: Option<String>,
+    #[serde(flatten)]
+    pub access: AwsAccess,
 }
 
 /// A NATS JetStream subject (hookd extension).
@@ -182,21 +186,27 @@ mod tests {
             }),
             Destination::Sqs(SqsConfig {
                 queue_url: "http://127.0.0.1:5000/1/q".into(),
-                region: "us-east-1".into(),
-                access_key_id: Some("AK".into()),
-                endpoint_url: None,
+                access: AwsAccess {
+                    region: "us-east-1".into(),
+                    access_key_id: Some("AK".into()),
+                    endpoint_url: None,
+                },
             }),
             Destination::Sns(SnsConfig {
                 topic_arn: "arn:aws:sns:us-east-1:1:t".into(),
-                region: "us-east-1".into(),
-                access_key_id: None,
-                endpoint_url: Some("http://127.0.0.1:5000".into()),
+                access: AwsAccess {
+                    region: "us-east-1".into(),
+                    access_key_id: None,
+                    endpoint_url: Some("http://127.0.0.1:5000".into()),
+                },
             }),
             Destination::AmazonS3(AmazonS3Config {
-                bucket: "b".into(),
-                region: "eu-west-1".into(),
-                access_key_id: None,
-                endpoint_url: None,
+                bucket: "bucket".into(),
+                access: AwsAccess {
+                    region: "eu-west-1".into(),
+                    access_key_id: None,
+                    endpoint_url: None,
+                },
             }),
             Destination::NatsJetStream(NatsConfig {
                 url: "nats://127.0.0.1:4222".into(),

@@ -8,7 +8,7 @@
 mod harness;
 
 use harness::fixtures::{app, at, endpoint, first_page, message};
-use hookd_core::destination::{Destination, RabbitMqConfig, SqsConfig};
+use hookd_core::destination::{AwsAccess, Destination, RabbitMqConfig, SqsConfig};
 use hookd_core::model::{Application, Endpoint};
 use hookd_core::{EndpointId, MessageId};
 use hookd_store::{MessageFilter, NewMessage, PollRequest, Store};
@@ -55,9 +55,11 @@ async fn destinations_keep_their_kind_and_are_listed_apart_from_endpoints(store:
     let mut changed = queue.clone();
     changed.destination = Destination::Sqs(SqsConfig {
         queue_url: "http://127.0.0.1:5000/1/q".into(),
-        region: "us-east-1".into(),
-        access_key_id: Some("AK".into()),
-        endpoint_url: None,
+        access: AwsAccess {
+            region: "us-east-1".into(),
+            access_key_id: Some("AK".into()),
+            endpoint_url: None,
+        },
     });
     changed.batch_size = 1;
     changed.updated_at = at(9);

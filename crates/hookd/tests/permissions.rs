@@ -110,6 +110,7 @@ impl Issued {
 struct Seeds {
     app: String,
     endpoint: String,
+    destination: String,
     message: String,
     attempt: String,
     task: String,
@@ -146,6 +147,7 @@ impl Seeds {
         Self {
             app: "acme".into(),
             endpoint,
+            destination: fresh_destination(admin).await,
             message,
             attempt,
             task,
@@ -161,6 +163,7 @@ impl Seeds {
             "app_id" => &self.app,
             "endpoint_id" if operational(rule) => &self.operational_endpoint,
             "endpoint_id" => &self.endpoint,
+            "destination_id" => &self.destination,
             "msg_id" => &self.message,
             "attempt_id" => &self.attempt,
             "task_id" => &self.task,
@@ -202,6 +205,14 @@ async fn fresh_operational_endpoint(admin: &Client) -> String {
     made["id"].as_str().unwrap().to_owned()
 }
 
+/// A `fifoEndpoint` destination of `acme` (the one type every destination route serves).
+async fn fresh_destination(admin: &Client) -> String {
+    let url = format!("http://{}/fifo", closed_port());
+    let body = json!({"type": "fifoEndpoint", "config": {"url": url}});
+    let made = admin.made("/app/acme/destination", body, 201).await;
+    made["id"].as_str().unwrap().to_owned()
+}
+
 async fn fresh_token_id(admin: &Client) -> String {
     let made = admin
         .made("/auth/token", json!({"name": "spare"}), 201)
@@ -227,6 +238,7 @@ async fn fresh(admin: &Client, rule: &Rule, param: &str) -> Option<String> {
             let made = admin.made(path, json!({"url": url}), 201).await;
             made["id"].as_str().unwrap().to_owned()
         }
+        "destination_id" => fresh_destination(admin).await,
         "msg_id" => publish(admin, "acme").await,
         "event_type_name" => fresh_event_type(admin).await,
         "token_id" => fresh_token_id(admin).await,
@@ -269,7 +281,9 @@ fn destroys(rule: &Rule) -> bool {
 
 async fn hookd_with_seeds() -> (Hookd, Client, Seeds, tempfile::TempDir) {
     let (database, dir) = fresh_sqlite();
-    let hookd = Hookd::serve_local(&database, ADMIN, &["--retry-schedule", "0,1h"]);
+    // Unlimited app tokens: the checks make more than the default 100 requests a second.
+    let args = ["--retry-schedule", "0,1h", "--app-token-rate-limit", "0"];
+    let hookd = Hookd::serve_local(&database, ADMIN, &args);
     let admin = Client::new(&hookd, ADMIN);
     let seeds = Seeds::plant(&admin).await;
     (hookd, admin, seeds, dir)

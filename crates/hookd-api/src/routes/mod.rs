@@ -6,6 +6,7 @@ pub mod auth;
 pub mod background_task;
 #[cfg(test)]
 mod described;
+pub mod destination;
 pub mod endpoint;
 pub mod endpoint_stats;
 pub mod event_type;

@@ -8,13 +8,14 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use hookd_core::destination::Destination;
 use hookd_core::model::Endpoint;
 use hookd_core::operations::OperationalEvent;
 use hookd_core::{AppId, EndpointId};
-use hookd_store::{EndpointUpdate, KeySwap, Page};
+use hookd_store::{EndpointUpdate, KeySwap};
 use hookd_vault::EndpointKeys;
 
-use super::find;
+use super::find_http;
 use super::headers::place;
 use super::models::{
     EndpointIn, EndpointOut, EndpointPatch, SealedChange, schemes_field, set_disabled,
@@ -26,8 +27,8 @@ use crate::operations::{Operator, toggled, told, wake_for};
 use crate::{ApiError, ApiState, Principal, validate};
 
 /// Stores a new endpoint, telling the operator, unless its application has as many as it may.
-async fn insert(state: &ApiState, ep: &Endpoint) -> Result<(), ApiError> {
-    check_room(state, &ep.app_id).await?;
+pub(crate) async fn insert(state: &ApiState, ep: &Endpoint, field: &str) -> Result<(), ApiError> {
+    check_room(state, &ep.app_id, field).await?;
     let events = told(state, ep, OperationalEvent::EndpointCreated).await?;
     state
         .store()
@@ -37,18 +38,18 @@ async fn insert(state: &ApiState, ep: &Endpoint) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Refuses a new endpoint once `app` has `--max-endpoints-per-app`: a message goes to every
-/// endpoint that takes it, so the limit bounds what one publish costs and how far a customer
-/// can fan the provider's messages out. Counted before the insert, so requests racing at the
-/// limit may each add one.
-async fn check_room(state: &ApiState, app: &AppId) -> Result<(), ApiError> {
+/// Refuses a new endpoint once `app` has `--max-endpoints-per-app` (destinations included):
+/// a message goes to every endpoint that takes it, so the limit bounds what one publish costs
+/// and how far a customer can fan the provider's messages out. Counted before the insert, so
+/// requests racing at the limit may each add one. The refusal names the body's `field`.
+async fn check_room(state: &ApiState, app: &AppId, field: &str) -> Result<(), ApiError> {
     let max = state.config().max_endpoints_per_app;
     if state.store().count_endpoints(app).await? >= max {
         return Err(ApiError::body_field(
-            "url",
+            field,
             format!(
-                "this application has {max} endpoints, the most this server allows \
-                 (--max-endpoints-per-app); delete one or change an existing one"
+                "this application has {max} endpoints and destinations, the most this server \
+                 allows (--max-endpoints-per-app); delete one or change an existing one"
             ),
         ));
     }
@@ -60,13 +61,14 @@ async fn check_room(state: &ApiState, app: &AppId) -> Result<(), ApiError> {
 /// or enabled it); with a `sealed` change (schemes, credential headers), also changes its
 /// sealed keys, in the same transaction. `ep` was built from a read in which the endpoint's
 /// `disabled` was `disabled_as_read`: if hookd changed that since, and the change does not ask
-/// for a state itself, it is a 409 (see [`EndpointUpdate::disabled_as_read`]).
-pub(super) async fn save(
+/// for a state itself, it is a 409 (see [`EndpointUpdate::disabled_as_read`]). Answers the
+/// endpoint as stored, with its keys opened.
+pub(crate) async fn save(
     state: &ApiState,
     mut ep: Endpoint,
     disabled_as_read: bool,
     sealed: SealedChange,
-) -> Result<EndpointOut, ApiError> {
+) -> Result<(Endpoint, EndpointKeys), ApiError> {
     ep.updated_at = state.clock().now();
     let (events, on_toggle) = match Operator::of(state, &ep).await? {
         Some(operator) => (
@@ -89,7 +91,7 @@ pub(super) async fn save(
         save_with_keys(state, &update, &sealed).await?
     };
     wake_for(state, &events);
-    Ok(EndpointOut::with_keys(ep, &keys))
+    Ok((ep, keys))
 }
 
 /// Writes `update` with the endpoint's keys changed by `change`, if nobody changed the keys
@@ -130,15 +132,8 @@ pub(super) async fn list(
         .store()
         .list_endpoints(&app.id, &page_request(&query)?)
         .await?;
-    let shown = Page {
-        items: page
-            .items
-            .into_iter()
-            .map(|ep| shown(&state, ep))
-            .collect::<Result<Vec<_>, _>>()?,
-        has_more: page.has_more,
-    };
-    Ok(Json(ListOut::from_page(shown, |e| e.id.clone(), |e| e)))
+    let list = ListOut::of_endpoints(page, |ep| shown(&state, ep))?;
+    Ok(Json(list))
 }
 
 pub(super) async fn create(
@@ -150,7 +145,7 @@ pub(super) async fn create(
     let app = state.app(&principal, &app_id).await?;
     input.validate(&state)?;
     let ep = input.into_new(&app, &state)?;
-    insert(&state, &ep).await?;
+    insert(&state, &ep, "url").await?;
     Ok((StatusCode::CREATED, Json(shown(&state, ep)?)).into_response())
 }
 
@@ -165,7 +160,7 @@ pub(super) async fn fetch(
     Extension(principal): Extension<Principal>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
 ) -> Result<Json<EndpointOut>, ApiError> {
-    let ep = find(&state, &principal, &app_id, &endpoint_id).await?;
+    let ep = find_http(&state, &principal, &app_id, &endpoint_id).await?;
     Ok(Json(shown(&state, ep)?))
 }
 
@@ -179,21 +174,27 @@ pub(super) async fn upsert(
     let app = state.app(&principal, &app_id).await?;
     input.validate(&state)?;
     match state.store().get_endpoint(&app.id, &endpoint_id).await? {
+        Some(ep) if ep.destination != Destination::Http => Err(ApiError::Conflict(format!(
+            "{endpoint_id} is a destination of this application; change it through its \
+             destination routes"
+        ))),
         Some(mut ep) => {
             let (read, schemes) = (ep.disabled, input.signature_schemes.clone());
             let headers = input.apply_to(&mut ep, state.clock().now())?;
             let sealed = SealedChange {
                 schemes,
                 headers: headers.map(|all| place(&state, &mut ep, all)),
+                destination: None,
             };
-            Ok(Json(save(&state, ep, read, sealed).await?).into_response())
+            let (ep, keys) = save(&state, ep, read, sealed).await?;
+            Ok(Json(EndpointOut::with_keys(ep, &keys)).into_response())
         }
         None if EndpointId::looks_like(&endpoint_id) => Err(ApiError::NotFound("endpoint")),
         None => {
             validate::name("uid", &endpoint_id)?;
             let mut ep = input.into_new(&app, &state)?;
             ep.uid = Some(endpoint_id);
-            insert(&state, &ep).await?;
+            insert(&state, &ep, "url").await?;
             Ok((StatusCode::CREATED, Json(shown(&state, ep)?)).into_response())
         }
     }
@@ -205,7 +206,7 @@ pub(super) async fn patch(
     Path((app_id, endpoint_id)): Path<(String, String)>,
     JsonBody(input): JsonBody<EndpointPatch>,
 ) -> Result<Json<EndpointOut>, ApiError> {
-    let mut ep = find(&state, &principal, &app_id, &endpoint_id).await?;
+    let mut ep = find_http(&state, &principal, &app_id, &endpoint_id).await?;
     let read = ep.disabled;
     if let Some(url) = input.url {
         validate::endpoint_url("url", &url, state.config().allow_http_endpoints)?;
@@ -252,9 +253,10 @@ pub(super) async fn patch(
     }
     let sealed = SealedChange {
         schemes: input.signature_schemes,
-        headers: None,
+        ..SealedChange::default()
     };
-    Ok(Json(save(&state, ep, read, sealed).await?))
+    let (ep, keys) = save(&state, ep, read, sealed).await?;
+    Ok(Json(EndpointOut::with_keys(ep, &keys)))
 }
 
 pub(super) async fn remove(
@@ -262,12 +264,18 @@ pub(super) async fn remove(
     Extension(principal): Extension<Principal>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let ep = find(&state, &principal, &app_id, &endpoint_id).await?;
-    let events = told(&state, &ep, OperationalEvent::EndpointDeleted).await?;
+    let ep = find_http(&state, &principal, &app_id, &endpoint_id).await?;
+    delete(&state, &ep).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Deletes `ep` with its deliveries and attempts, telling the operator (`endpoint.deleted`).
+pub(crate) async fn delete(state: &ApiState, ep: &Endpoint) -> Result<(), ApiError> {
+    let events = told(state, ep, OperationalEvent::EndpointDeleted).await?;
     state
         .store()
-        .delete_endpoint_with_events(&ep, &events)
+        .delete_endpoint_with_events(ep, &events)
         .await?;
-    wake_for(&state, &events);
-    Ok(StatusCode::NO_CONTENT)
+    wake_for(state, &events);
+    Ok(())
 }

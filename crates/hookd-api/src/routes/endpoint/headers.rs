@@ -14,7 +14,7 @@ use axum::{Extension, Json};
 use hookd_core::model::Endpoint;
 
 use super::crud::save;
-use super::find;
+use super::find_http;
 use super::models::{HeadersIn, HeadersOut, HeadersPatch, SealedChange};
 use super::secret::open_keys;
 use crate::auth::Caller;
@@ -22,7 +22,7 @@ use crate::extract::JsonBody;
 use crate::{ApiError, ApiState, Principal, validate};
 
 /// Puts the clear ones of `headers` on `ep`; returns the credential ones, to be sealed.
-pub(super) fn place(
+pub(crate) fn place(
     state: &ApiState,
     ep: &mut Endpoint,
     headers: BTreeMap<String, String>,
@@ -46,7 +46,7 @@ pub(super) async fn headers(
     Extension(caller): Extension<Caller>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
 ) -> Result<Json<HeadersOut>, ApiError> {
-    let ep = find(&state, &principal, &app_id, &endpoint_id).await?;
+    let ep = find_http(&state, &principal, &app_id, &endpoint_id).await?;
     if principal == Principal::Admin && !caller.read_only {
         return Ok(Json(HeadersOut {
             headers: all_headers(&state, &ep)?,
@@ -69,7 +69,7 @@ pub(super) async fn replace_headers(
     Path((app_id, endpoint_id)): Path<(String, String)>,
     JsonBody(input): JsonBody<HeadersIn>,
 ) -> Result<StatusCode, ApiError> {
-    let ep = find(&state, &principal, &app_id, &endpoint_id).await?;
+    let ep = find_http(&state, &principal, &app_id, &endpoint_id).await?;
     validate::custom_headers("headers", &input.headers)?;
     save_headers(&state, ep, input.headers).await
 }
@@ -81,7 +81,7 @@ pub(super) async fn patch_headers(
     Path((app_id, endpoint_id)): Path<(String, String)>,
     JsonBody(input): JsonBody<HeadersPatch>,
 ) -> Result<StatusCode, ApiError> {
-    let ep = find(&state, &principal, &app_id, &endpoint_id).await?;
+    let ep = find_http(&state, &principal, &app_id, &endpoint_id).await?;
     let mut headers = all_headers(&state, &ep)?;
     for (name, value) in input.headers {
         match value {
@@ -103,8 +103,8 @@ async fn save_headers(
     let credentials = place(state, &mut ep, headers);
     let read = ep.disabled;
     let sealed = SealedChange {
-        schemes: None,
         headers: Some(credentials),
+        ..SealedChange::default()
     };
     save(state, ep, read, sealed).await?;
     Ok(StatusCode::NO_CONTENT)

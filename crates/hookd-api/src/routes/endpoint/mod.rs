@@ -23,9 +23,14 @@ mod secret;
 
 use axum::Router;
 use axum::routing::{get, post};
+use hookd_core::destination::Destination;
 use hookd_core::model::Endpoint;
 
+pub(crate) use crud::{delete, insert, save};
+pub(crate) use headers::place;
 pub use models::EndpointOut;
+pub(crate) use models::{HeadersOut, RotateIn, SealedChange, SecretOut, set_disabled};
+pub(crate) use secret::{open_keys, rotate};
 
 use crate::{ApiError, ApiState, Principal};
 
@@ -77,17 +82,52 @@ pub fn routes() -> Router<ApiState> {
         )
 }
 
-/// The endpoint of an application visible to `principal`, by id or uid.
+/// The endpoint of an application visible to `principal`, by id or uid, if it has a delivery
+/// log (an HTTP endpoint or a `fifoEndpoint` destination): what the delivery-log, recovery and
+/// statistics routes act on.
 pub(crate) async fn find(
     state: &ApiState,
     principal: &Principal,
     app_id: &str,
     endpoint_id: &str,
 ) -> Result<Endpoint, ApiError> {
+    find_where(
+        state,
+        principal,
+        app_id,
+        endpoint_id,
+        Destination::is_http,
+        "endpoint",
+    )
+    .await
+}
+
+/// [`find`] for an HTTP endpoint only: what the endpoint routes show and change.
+async fn find_http(
+    state: &ApiState,
+    principal: &Principal,
+    app_id: &str,
+    endpoint_id: &str,
+) -> Result<Endpoint, ApiError> {
+    let http = |d: &Destination| *d == Destination::Http;
+    find_where(state, principal, app_id, endpoint_id, http, "endpoint").await
+}
+
+/// The endpoint of an application visible to `principal`, by id or uid, if `accept` takes its
+/// kind; else `what` is not found.
+pub(crate) async fn find_where(
+    state: &ApiState,
+    principal: &Principal,
+    app_id: &str,
+    endpoint_id: &str,
+    accept: impl Fn(&Destination) -> bool,
+    what: &'static str,
+) -> Result<Endpoint, ApiError> {
     let app = state.app(principal, app_id).await?;
     state
         .store()
         .get_endpoint(&app.id, endpoint_id)
         .await?
-        .ok_or(ApiError::NotFound("endpoint"))
+        .filter(|ep| accept(&ep.destination))
+        .ok_or(ApiError::NotFound(what))
 }

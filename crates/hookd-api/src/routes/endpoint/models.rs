@@ -268,7 +268,7 @@ pub(super) fn schemes_field(schemes: &[Scheme]) -> Result<(), ApiError> {
 /// Disables or enables `ep` as the API asks. Disabling an enabled endpoint notes why and when;
 /// an endpoint already disabled keeps its reason (hookd's, say "410 Gone"); enabling clears
 /// both.
-pub(super) fn set_disabled(ep: &mut Endpoint, disabled: bool, now: Timestamp) {
+pub(crate) fn set_disabled(ep: &mut Endpoint, disabled: bool, now: Timestamp) {
     if disabled && !ep.disabled {
         ep.disabled_reason = Some(DISABLED_THROUGH_API.to_owned());
         ep.disabled_at = Some(now);
@@ -283,7 +283,7 @@ pub(super) fn set_disabled(ep: &mut Endpoint, disabled: bool, now: Timestamp) {
 /// signs `v1a` only, its `whpk_` public key. An ed25519 private key is never shown.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct SecretOut {
+pub(crate) struct SecretOut {
     key: String,
     /// hookd addition: the `whpk_` key receivers verify `v1a` with, if it signs `v1a`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -305,7 +305,7 @@ impl From<&EndpointKeys> for SecretOut {
 /// Svix's `EndpointSecretRotateIn`.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct RotateIn {
+pub(crate) struct RotateIn {
     /// The new key: a `whsec_` secret (rotates `v1`) or a `whsk_` ed25519 key (rotates `v1a`);
     /// without one, hookd makes a new key for every scheme the endpoint signs with.
     key: Option<String>,
@@ -364,19 +364,24 @@ impl RotateIn {
 }
 
 /// What a change does to an endpoint's sealed keys, under their compare-and-swap: sign with
-/// exactly `schemes`, and replace its credential headers with `headers`.
+/// exactly `schemes`, replace its credential headers with `headers` and a destination's
+/// credentials with `destination`.
 #[derive(Default)]
-pub(super) struct SealedChange {
-    pub(super) schemes: Option<Vec<Scheme>>,
-    pub(super) headers: Option<BTreeMap<String, String>>,
+pub(crate) struct SealedChange {
+    pub(crate) schemes: Option<Vec<Scheme>>,
+    pub(crate) headers: Option<BTreeMap<String, String>>,
+    pub(crate) destination: Option<BTreeMap<String, String>>,
 }
 
 impl SealedChange {
     pub(super) fn is_empty(&self) -> bool {
-        self.schemes.is_none() && self.headers.is_none()
+        self.schemes.is_none() && self.headers.is_none() && self.destination.is_none()
     }
 
     pub(super) fn apply(&self, keys: &mut EndpointKeys) -> Result<(), ApiError> {
+        if let Some(secrets) = &self.destination {
+            keys.set_destination_secrets(secrets.clone());
+        }
         if let Some(schemes) = &self.schemes {
             keys.set_schemes(schemes)
                 .map_err(|e| ApiError::body_field("signatureSchemes", e.to_string()))?;
@@ -391,9 +396,9 @@ impl SealedChange {
 /// Svix's `EndpointHeadersOut`: `sensitive` names the credential headers left out of
 /// `headers` (for every token but an admin one that may write).
 #[derive(Serialize)]
-pub(super) struct HeadersOut {
-    pub(super) headers: BTreeMap<String, String>,
-    pub(super) sensitive: Vec<String>,
+pub(crate) struct HeadersOut {
+    pub(crate) headers: BTreeMap<String, String>,
+    pub(crate) sensitive: Vec<String>,
 }
 
 #[derive(Deserialize)]

@@ -11,14 +11,14 @@ use hookd_core::EndpointId;
 use hookd_core::model::{Endpoint, SealedKeys};
 use hookd_vault::EndpointKeys;
 
-use super::find;
+use super::find_http;
 use super::models::{RotateIn, SecretOut};
 use crate::auth::Caller;
 use crate::extract::JsonBody;
 use crate::{ApiError, ApiState, Principal};
 
 /// The endpoint's keys in the clear (in memory only).
-pub(super) fn open_keys(state: &ApiState, ep: &Endpoint) -> Result<EndpointKeys, ApiError> {
+pub(crate) fn open_keys(state: &ApiState, ep: &Endpoint) -> Result<EndpointKeys, ApiError> {
     open(state, &ep.id, &ep.keys)
 }
 
@@ -88,7 +88,7 @@ pub(super) async fn secret(
     Extension(caller): Extension<Caller>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
 ) -> Result<Json<SecretOut>, ApiError> {
-    let ep = find(&state, &principal, &app_id, &endpoint_id).await?;
+    let ep = find_http(&state, &principal, &app_id, &endpoint_id).await?;
     let keys = open_keys(&state, &ep)?;
     tracing::info!(target: "hookd::audit", action = "secret.read", token_id = %caller.token_id, app_id = %ep.app_id, endpoint_id = %ep.id);
     Ok(Json(SecretOut::from(&keys)))
@@ -103,11 +103,21 @@ pub(super) async fn rotate_secret(
     Path((app_id, endpoint_id)): Path<(String, String)>,
     JsonBody(input): JsonBody<RotateIn>,
 ) -> Result<Json<SecretOut>, ApiError> {
-    let ep = find(&state, &principal, &app_id, &endpoint_id).await?;
-    let schemes = open_keys(&state, &ep)?.schemes();
+    let ep = find_http(&state, &principal, &app_id, &endpoint_id).await?;
+    rotate(&state, &caller, &ep, &input).await.map(Json)
+}
+
+/// Rotates `ep`'s keys as `input` asks; the new secret (or public key).
+pub(crate) async fn rotate(
+    state: &ApiState,
+    caller: &Caller,
+    ep: &Endpoint,
+    input: &RotateIn,
+) -> Result<SecretOut, ApiError> {
+    let schemes = open_keys(state, ep)?.schemes();
     let (new_keys, overlap) = input.plan(&schemes, state.config().rotation_overlap)?;
     let now = state.clock().now();
-    let keys = change_keys(&state, &ep, |keys| {
+    let keys = change_keys(state, ep, |keys| {
         for key in &new_keys {
             keys.rotate(key, now, overlap);
         }
@@ -115,5 +125,5 @@ pub(super) async fn rotate_secret(
     })
     .await?;
     tracing::info!(target: "hookd::audit", action = "secret.rotate", token_id = %caller.token_id, app_id = %ep.app_id, endpoint_id = %ep.id, overlap_secs = overlap.as_secs());
-    Ok(Json(SecretOut::from(&keys)))
+    Ok(SecretOut::from(&keys))
 }

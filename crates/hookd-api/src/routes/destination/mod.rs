@@ -1,0 +1,66 @@
+//! `/api/v1/app/{app}/destination` and `/api/v1/app/{app}/poller`: an application's
+//! destinations beyond HTTP endpoints, in Svix's shape, and the polling destinations' pollers.
+//!
+//! A destination is an endpoint of another kind ([`Destination`]), so it has what an endpoint
+//! has (filters, signing keys, the operational webhooks, the limit per application); the
+//! endpoint routes never show one, and these never show an HTTP endpoint.
+//!
+//! # Layout
+//! - `crud`: list, create, read, replace (PUT), patch and delete a destination; rotate a
+//!   `fifoEndpoint`'s secret.
+//! - `models`: the request and response bodies and how a body becomes or changes a
+//!   destination.
+//! - `config`: each type's `config`: checked, split into clear and sealed parts, shown back
+//!   without credentials.
+
+mod config;
+mod crud;
+mod models;
+
+use axum::Router;
+use axum::routing::{get, post};
+use hookd_core::destination::Destination;
+use hookd_core::model::Endpoint;
+
+pub use models::DestinationOut;
+
+use crate::routes::endpoint::find_where;
+use crate::{ApiError, ApiState, Principal};
+
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route(
+            "/app/{app_id}/destination",
+            get(crud::list).post(crud::create),
+        )
+        .route(
+            "/app/{app_id}/destination/{destination_id}",
+            get(crud::fetch)
+                .put(crud::upsert)
+                .patch(crud::patch)
+                .delete(crud::remove),
+        )
+        .route(
+            "/app/{app_id}/destination/{destination_id}/secret/rotate",
+            post(crud::rotate_secret),
+        )
+}
+
+/// The destination of an application visible to `principal`, by id or uid.
+pub(crate) async fn find(
+    state: &ApiState,
+    principal: &Principal,
+    app_id: &str,
+    destination_id: &str,
+) -> Result<Endpoint, ApiError> {
+    let destination = |d: &Destination| *d != Destination::Http;
+    find_where(
+        state,
+        principal,
+        app_id,
+        destination_id,
+        destination,
+        "destination",
+    )
+    .await
+}

@@ -1,0 +1,286 @@
+//! The real `hookd` binary's destination routes: destinations made, read, listed, replaced,
+//! patched and deleted in Svix's shape; their credentials never shown back; a type hookd does
+//! not serve, or a bad config field, refused with 422 naming it; destinations counted with
+//! endpoints against `--max-endpoints-per-app`; and the endpoint routes and the destination
+//! routes each seeing only their own.
+
+mod support;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::{Api, Hookd};
+
+const TOKEN: &str = "destinations-admin-token";
+
+async fn app(api: &Api) -> String {
+    let (status, app) = api.post("/app", json!({"name": "shop"})).await.unwrap();
+    assert_eq!(status, 201, "{app}");
+    app["id"].as_str().unwrap().to_owned()
+}
+
+/// The 422's failing field, as `body.config.queueUrl`.
+fn refused_field(answer: &Value) -> String {
+    let loc = answer["detail"][0]["loc"]
+        .as_array()
+        .expect("a validation error");
+    loc.iter()
+        .map(|part| part.as_str().unwrap())
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+#[tokio::test]
+async fn destinations_round_trip_in_svix_shape_without_their_credentials() {
+    let (url, _dir) = hookd_store::testing::fresh_sqlite();
+    let hookd = Hookd::serve_local(&url, TOKEN, &[]);
+    let api = Api::new(&hookd, TOKEN);
+    let app = app(&api).await;
+    let path = format!("/app/{app}/destination");
+
+    let rabbit = json!({
+        "uid": "rabbit",
+        "type": "rabbitMq",
+        "config": {"uri": "amqp://guest:hunter2@127.0.0.1:5672/%2f", "routingKey": "orders"},
+        "batchSize": 1,
+        "eventTypes": ["order.paid"],
+        "metadata": {"team": "billing"},
+    });
+    let (status, created) = api.post(&path, rabbit).await.unwrap();
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["type"], "rabbitMq");
+    assert_eq!(created["uid"], "rabbit");
+    assert_eq!(created["status"], "enabled");
+    assert_eq!(created["batchSize"], 1);
+    assert_eq!(created["maxWaitSecs"], 0);
+    assert_eq!(created["eventTypes"], json!(["order.paid"]));
+    assert_eq!(created["metadata"], json!({"team": "billing"}));
+    assert!(created["currentIterator"].is_string());
+    assert_eq!(created["config"]["routingKey"], "orders");
+    assert_eq!(created["config"]["mandatory"], false);
+    let uri = created["config"]["uri"].as_str().unwrap();
+    assert!(
+        uri.starts_with("amqp://guest:") && !uri.contains("hunter2"),
+        "{uri}"
+    );
+
+    let sqs = json!({
+        "type": "sqs",
+        "config": {"queueUrl": "http://127.0.0.1:5000/123456789012/q", "accessKeyId": "AK",
+                   "secretAccessKey": "very-secret"},
+    });
+    let (status, queue) = api.post(&path, sqs).await.unwrap();
+    assert_eq!(status, 201, "{queue}");
+    assert_eq!(queue["config"]["region"], "us-east-1");
+    assert_eq!(queue["config"]["accessKeyId"], "AK");
+    let queue_id = queue["id"].as_str().unwrap();
+    let (status, polling) = api
+        .post(&path, json!({"type": "pollingEndpoint", "config": {}}))
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{polling}");
+    assert_eq!(polling["config"], json!({}));
+
+    let listed = api.get(&path).await;
+    let types: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["rabbitMq", "sqs", "pollingEndpoint"]);
+    assert!(listed["iterator"].is_string() || listed["iterator"].is_null());
+    let everything = listed.to_string();
+    assert!(!everything.contains("hunter2") && !everything.contains("very-secret"));
+
+    // PATCH lays the config's fields over the stored ones; the sealed secret stays.
+    let (status, patched) = api
+        .call(
+            Method::PATCH,
+            &format!("{path}/{queue_id}"),
+            Some(json!({"type": "sqs", "config": {"region": "eu-west-1"}, "status": "disabled"})),
+            &[],
+        )
+        .await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(patched["config"]["region"], "eu-west-1");
+    assert_eq!(patched["config"]["accessKeyId"], "AK");
+    assert_eq!(patched["status"], "disabled");
+    let (status, wrong) = api
+        .call(
+            Method::PATCH,
+            &format!("{path}/{queue_id}"),
+            Some(json!({"type": "sns", "config": {}})),
+            &[],
+        )
+        .await;
+    assert_eq!((status, refused_field(&wrong)), (422, "body.type".into()));
+
+    // PUT replaces a destination, and creates one under a new uid.
+    let (status, replaced) = api
+        .call(
+            Method::PUT,
+            &format!("{path}/rabbit"),
+            Some(json!({"type": "rabbitMq",
+                        "config": {"uri": "amqp://127.0.0.1:5672/%2f", "routingKey": "k2",
+                                   "mandatory": true}})),
+            &[],
+        )
+        .await;
+    assert_eq!(status, 200, "{replaced}");
+    assert_eq!(replaced["config"]["uri"], "amqp://127.0.0.1:5672/%2f");
+    assert_eq!(replaced["config"]["mandatory"], true);
+    assert_eq!(replaced["uid"], Value::Null, "PUT replaces every field");
+    let (status, made) = api
+        .call(
+            Method::PUT,
+            &format!("{path}/poller-2"),
+            Some(json!({"type": "pollingEndpoint", "config": {}})),
+            &[],
+        )
+        .await;
+    assert_eq!((status, made["uid"].as_str()), (201, Some("poller-2")));
+
+    let (status, _) = api
+        .call(Method::DELETE, &format!("{path}/{queue_id}"), None, &[])
+        .await;
+    assert_eq!(status, 204);
+    let (status, _) = api
+        .call(Method::GET, &format!("{path}/{queue_id}"), None, &[])
+        .await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn an_unserved_type_or_a_bad_config_field_is_refused_by_its_name() {
+    let (url, _dir) = hookd_store::testing::fresh_sqlite();
+    let hookd = Hookd::serve_local(&url, TOKEN, &[]);
+    let api = Api::new(&hookd, TOKEN);
+    let app = app(&api).await;
+    let path = format!("/app/{app}/destination");
+    let refused = async |body: Value| {
+        let (status, answer) = api.post(&path, body).await.unwrap();
+        assert_eq!(status, 422, "{answer}");
+        (refused_field(&answer), answer.to_string())
+    };
+    let (field, answer) = refused(json!({"type": "bigQuery", "config": {}})).await;
+    assert_eq!(field, "body.type");
+    assert!(
+        answer.contains("bigQuery") && answer.contains("pollingEndpoint"),
+        "{answer}"
+    );
+    let cases = [
+        (
+            json!({"type": "sqs", "config": {"queueUrl": "not a url"}}),
+            "body.config.queueUrl",
+        ),
+        (
+            json!({"type": "rabbitMq", "config": {"uri": "amqp://h/"}}),
+            "body.config.routingKey",
+        ),
+        (
+            json!({"type": "fifoEndpoint", "config": {}}),
+            "body.config.url",
+        ),
+        (
+            json!({"type": "amazonS3", "config": {"bucket": "b"}}),
+            "body.config.bucket",
+        ),
+        (
+            json!({"type": "amazonS3", "config": {"bucket": "bucket", "accessKeyId": "AK"}}),
+            "body.config.secretAccessKey",
+        ),
+        (
+            json!({"type": "natsJetStream", "config": {"url": "nats://h:4222", "subject": "a b"}}),
+            "body.config.subject",
+        ),
+        (
+            json!({"type": "kafka", "config": {"bootstrapServers": [], "topic": "t"}}),
+            "body.config.bootstrapServers",
+        ),
+        (
+            json!({"type": "pollingEndpoint", "config": {}, "batchSize": 0}),
+            "body.batchSize",
+        ),
+    ];
+    for (body, expected) in cases {
+        assert_eq!(refused(body).await.0, expected);
+    }
+}
+
+#[tokio::test]
+async fn endpoints_and_destinations_are_apart_but_share_the_limit() {
+    let (url, _dir) = hookd_store::testing::fresh_sqlite();
+    let hookd = Hookd::serve_local(&url, TOKEN, &["--max-endpoints-per-app", "2"]);
+    let api = Api::new(&hookd, TOKEN);
+    let app = app(&api).await;
+    let endpoint = api.endpoint(&app, "http://127.0.0.1:9/hook").await;
+    let (status, fifo) = api
+        .post(
+            &format!("/app/{app}/destination"),
+            json!({"type": "fifoEndpoint",
+                   "config": {"url": "http://127.0.0.1:9/fifo",
+                              "headers": {"x-tenant": "7", "authorization": "Bearer s3cret"}}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{fifo}");
+    assert_eq!(fifo["config"]["url"], "http://127.0.0.1:9/fifo");
+    assert_eq!(
+        fifo["config"]["headers"]["headers"],
+        json!({"x-tenant": "7"})
+    );
+    assert_eq!(
+        fifo["config"]["headers"]["sensitive"],
+        json!(["authorization"])
+    );
+    let fifo_id = fifo["id"].as_str().unwrap();
+
+    let (status, full) = api
+        .post(
+            &format!("/app/{app}/destination"),
+            json!({"type": "pollingEndpoint"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!((status, refused_field(&full)), (422, "body.type".into()));
+
+    let endpoints = api.get(&format!("/app/{app}/endpoint")).await;
+    assert_eq!(endpoints["data"].as_array().unwrap().len(), 1);
+    assert_eq!(endpoints["data"][0]["id"], endpoint.as_str());
+    let destinations = api.get(&format!("/app/{app}/destination")).await;
+    assert_eq!(destinations["data"].as_array().unwrap().len(), 1);
+    let (status, _) = api
+        .call(
+            Method::GET,
+            &format!("/app/{app}/endpoint/{fifo_id}"),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(status, 404, "the endpoint routes do not show a destination");
+    let (status, _) = api
+        .call(
+            Method::GET,
+            &format!("/app/{app}/destination/{endpoint}"),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(
+        status, 404,
+        "the destination routes do not show an endpoint"
+    );
+
+    // A fifoEndpoint's secret rotates as Svix's Python SDK asks; a rotation's answer is the
+    // new secret.
+    let (status, rotated) = api
+        .call(
+            Method::POST,
+            &format!("/app/{app}/destination/{fifo_id}/secret/rotate"),
+            Some(json!({})),
+            &[],
+        )
+        .await;
+    assert_eq!(status, 200, "{rotated}");
+    assert!(rotated["key"].as_str().unwrap().starts_with("whsec_"));
+}
