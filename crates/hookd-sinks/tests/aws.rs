@@ -10,7 +10,7 @@
 //! failure.
 
 use std::collections::BTreeMap;
-use std::io::ErrorKind;
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use hookd_core::{Clock, ManualClock, SystemClock};
+use hookd_core::{Clock, ManualClock, SystemClock, Timestamp};
 use hookd_sinks::aws::{
     AwsAccess, AwsContext, DEFAULT_GROUP, S3Config, S3Sink, SnsConfig, SnsSink, SqsConfig, SqsSink,
 };
@@ -608,6 +608,79 @@ async fn a_service_that_does_not_answer_in_time_gives_timeout() {
     let sink = SqsSink::new(config, context).unwrap();
     let sent = publications(&Secret::generate(), "slow", &[None]);
     assert_eq!(sink.publish(&sent).await, Err(SinkError::Timeout));
+}
+
+/// A loopback HTTP receiver for one request: answers `reply` (200) and hands back the
+/// request's head and body.
+fn receive_one(reply: &'static str) -> (SocketAddr, std::thread::JoinHandle<(String, String)>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let receiver = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut head = String::new();
+        while !head.ends_with("\r\n\r\n") {
+            reader.read_line(&mut head).unwrap();
+        }
+        let length = head
+            .lines()
+            .find_map(|line| {
+                line.to_ascii_lowercase()
+                    .strip_prefix("content-length:")?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0);
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+            reply.len()
+        );
+        stream.write_all(answer.as_bytes()).unwrap();
+        (head.to_ascii_lowercase(), String::from_utf8(body).unwrap())
+    });
+    (addr, receiver)
+}
+
+#[tokio::test]
+async fn sqs_request_is_signed_at_the_injected_clock_time() {
+    let (addr, receiver) = receive_one(r#"{"MessageId":"m-1","MD5OfMessageBody":"x"}"#);
+    let target = Target {
+        endpoint: format!("http://{addr}"),
+        key: ("AKID".to_owned(), "secret".to_owned()),
+        guard: pinned(addr),
+    };
+    let mut context = target.context();
+    // 2026-01-02T03:04:05Z, far from the real time: the signature must carry this one.
+    context.clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_767_323_045_000)));
+    let config = SqsConfig {
+        queue_url: format!("http://{addr}/123456789012/q"),
+        access: target.access(),
+    };
+    let sink = SqsSink::new(config, context).unwrap();
+    let sent = publications(&Secret::generate(), "clock", &[None]);
+    let published = sink.publish(&sent).await.expect("accepted");
+    assert_eq!(published.summary, r#"{"messageId":"m-1"}"#);
+
+    let (head, body) = receiver.join().unwrap();
+    assert!(head.contains("x-amz-date: 20260102t030405z\r\n"), "{head}");
+    let credential = "authorization: aws4-hmac-sha256 credential=akid/20260102/us-east-1/sqs/";
+    assert!(head.contains(credential), "{head}");
+    assert!(
+        head.contains("x-amz-target: amazonsqs.sendmessage\r\n"),
+        "{head}"
+    );
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        body["MessageBody"].as_str().unwrap().as_bytes(),
+        &sent[0].body[..]
+    );
+    assert!(
+        body.get("MessageGroupId").is_none(),
+        "not a FIFO queue: {body}"
+    );
 }
 
 #[test]

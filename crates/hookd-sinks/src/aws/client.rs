@@ -7,7 +7,6 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 
 use aws_credential_types::Credentials;
-use aws_sigv4::sign::v4;
 use bytes::Bytes;
 use reqwest::header::HeaderMap;
 use reqwest::{Method, redirect, retry};
@@ -101,18 +100,8 @@ impl AwsClient {
     /// message when it refused, or why it could not be asked.
     pub(super) async fn send(&self, call: Call) -> Result<Answer, SinkError> {
         let client = self.pinned_client().await?;
-        let identity = self.credentials.clone().into();
-        let signed = signing::headers(
-            &call,
-            v4::SigningParams::builder()
-                .identity(&identity)
-                .region(&self.region)
-                .name(self.service)
-                .time(signing::system_time(self.context.clock.now()))
-                .settings(signing::settings(self.service))
-                .build()
-                .map_err(|error| SinkError::Config(format!("signing: {error}")))?,
-        )?;
+        let at = self.context.clock.now();
+        let signed = signing::headers(&call, self.service, &self.region, &self.credentials, at)?;
         let request = call
             .headers
             .iter()

@@ -3,21 +3,35 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{
-    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningParams,
-    SigningSettings, UriPathNormalizationMode, sign,
+    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
+    UriPathNormalizationMode, sign,
 };
+use aws_sigv4::sign::v4;
 use hookd_core::Timestamp;
 
 use super::client::Call;
 use crate::SinkError;
 
-/// The headers that sign `call` (`authorization`, `x-amz-date`, and for S3
-/// `x-amz-content-sha256`).
-pub(super) fn headers<'a>(
+/// The headers that sign `call` to `service` in `region` with `credentials` at `at`
+/// (`authorization`, `x-amz-date`, and for S3 `x-amz-content-sha256`).
+pub(super) fn headers(
     call: &Call,
-    params: impl Into<SigningParams<'a>>,
+    service: &str,
+    region: &str,
+    credentials: &Credentials,
+    at: Timestamp,
 ) -> Result<Vec<(String, String)>, SinkError> {
+    let identity = credentials.clone().into();
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name(service)
+        .time(system_time(at))
+        .settings(settings(service))
+        .build()
+        .map_err(signing_error)?;
     let signable = SignableRequest::new(
         call.method.as_str(),
         call.url.as_str(),
@@ -26,9 +40,9 @@ pub(super) fn headers<'a>(
             .map(|(name, value)| (*name, value.as_str())),
         SignableBody::Bytes(&call.body),
     )
-    .map_err(|error| SinkError::Config(format!("signing: {error}")))?;
+    .map_err(signing_error)?;
     let (instructions, _) = sign(signable, &params.into())
-        .map_err(|error| SinkError::Config(format!("signing: {error}")))?
+        .map_err(signing_error)?
         .into_parts();
     Ok(instructions
         .headers()
@@ -36,9 +50,13 @@ pub(super) fn headers<'a>(
         .collect())
 }
 
+fn signing_error(error: impl std::fmt::Display) -> SinkError {
+    SinkError::Config(format!("signing: {error}"))
+}
+
 /// S3 signs its paths as sent (no normalising, no second encoding) and the payload's hash as a
 /// header; the other services use the defaults.
-pub(super) fn settings(service: &str) -> SigningSettings {
+fn settings(service: &str) -> SigningSettings {
     let mut settings = SigningSettings::default();
     if service == "s3" {
         settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
@@ -49,6 +67,6 @@ pub(super) fn settings(service: &str) -> SigningSettings {
 }
 
 /// `at` as the signer's clock type.
-pub(super) fn system_time(at: Timestamp) -> SystemTime {
+fn system_time(at: Timestamp) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(u64::try_from(at.as_millis()).unwrap_or(0))
 }
