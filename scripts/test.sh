@@ -2,7 +2,10 @@
 # Runs hookd's whole test suite on a fresh machine.
 #
 # 1. A Python venv (.venv) with the reference libraries from scripts/python-requirements.txt,
-#    which the cross-check tests run as code we did not write (HOOKD_TEST_PYTHON points at it).
+#    which the cross-check tests run as code we did not write (HOOKD_TEST_PYTHON points at it),
+#    and moto_server, the AWS-shaped server the SQS/SNS/S3 destination tests start on a free
+#    port (HOOKD_TEST_MOTO points at it; with HOOKD_TEST_REQUIRE_MOTO=1 a moto_server that
+#    cannot start stops the run here).
 # 2. The Node example receiver's packages (examples/receivers/node) and the official Svix
 #    JavaScript SDK whose models the field check reads (scripts/crosscheck/svix-js), each from
 #    its committed package-lock.json, when npm is here and they are missing or older than the
@@ -24,6 +27,31 @@ fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     -r scripts/python-requirements.txt
 export HOOKD_TEST_PYTHON="$PWD/$venv/bin/python"
+export HOOKD_TEST_MOTO="$PWD/$venv/bin/moto_server"
+
+# Starts moto_server on a free loopback port and stops it once it listens; fails if it never does.
+moto_starts() {
+    local port pid
+    port=$("$HOOKD_TEST_PYTHON" -c \
+        'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "$HOOKD_TEST_MOTO" -H 127.0.0.1 -p "$port" >/dev/null 2>&1 &
+    pid=$!
+    for _ in $(seq 1 120); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            kill "$pid"
+            wait "$pid" 2>/dev/null || true
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || return 1
+        sleep 0.5
+    done
+    kill "$pid"
+    return 1
+}
+if [ "${HOOKD_TEST_REQUIRE_MOTO:-}" = 1 ] && ! moto_starts; then
+    echo "FATAL: $HOOKD_TEST_MOTO cannot start; the AWS destination tests need it." >&2
+    exit 1
+fi
 
 for node_dir in examples/receivers/node scripts/crosscheck/svix-js; do
     if command -v npm >/dev/null && \

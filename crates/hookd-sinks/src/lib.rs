@@ -12,7 +12,10 @@
 //!   ([`Published`]) and its typed failure ([`SinkError`]).
 //! - [`guard`]: [`AddressGuard`], how a sink asks the engine's SSRF guard which addresses a
 //!   broker's host may be reached at before it connects.
+//! - [`aws`]: the `sqs`, `sns` and `amazonS3` destinations (AWS or any service with their
+//!   APIs), SigV4-signed calls over reqwest.
 
+pub mod aws;
 pub mod guard;
 pub mod publication;
 pub mod sink;

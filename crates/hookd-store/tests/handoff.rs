@@ -2,7 +2,7 @@
 //! takes is stored claimed and given over once committed, what it refuses waits in the queue,
 //! and a write that fails hands nothing over and holds nothing; a record that settles the
 //! head of an ordering key hands off the key's next. (On PostgreSQL, where the room
-//! is the cluster's, `postgres_only` covers the handoff.)
+//! is the cluster's, `postgres_publish` covers the handoff.)
 
 mod harness;
 

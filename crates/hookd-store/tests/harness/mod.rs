@@ -5,6 +5,7 @@
 
 pub mod checks;
 pub mod fixtures;
+pub mod outbox;
 pub mod queue;
 
 use hookd_store::postgres::PgStore;
@@ -51,7 +52,7 @@ pub async fn sqlite() -> (SqliteStore, tempfile::TempDir) {
 /// A store on a new PostgreSQL database, dropped with the returned guard; `None` when
 /// `HOOKD_TEST_POSTGRES_URL` is unset (and PostgreSQL is not required). Its claims cap each
 /// endpoint per claim, as SQLite's do, so both keep one contract (the cluster-wide caps are
-/// PostgreSQL's own: `postgres_only.rs`).
+/// PostgreSQL's own: `postgres_*.rs`).
 pub async fn postgres(test: &str) -> Option<(PgStore, PgDatabaseGuard)> {
     let (store, guard) = testing::postgres_store(test).await?;
     Some((store.with_cluster_limits(false), guard))

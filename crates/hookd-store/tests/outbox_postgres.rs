@@ -1,7 +1,8 @@
-//! The transactional outbox: a producer's committed row becomes exactly one message, a
-//! rolled-back (or not yet committed) one never does, bad rows keep their error without
-//! blocking the rows behind them, and concurrent relays never relay a row twice. Producers are
-//! separate connections, as an application's would be, writing through `hookd-outbox`.
+//! The transactional outbox on PostgreSQL: a producer's committed row becomes exactly one
+//! message, a rolled-back (or not yet committed) one never does, bad rows keep their error
+//! without blocking the rows behind them, and concurrent relays never relay a row twice.
+//! Producers are separate connections, as an application's would be, writing through
+//! `hookd-outbox`. Skipped when `HOOKD_TEST_POSTGRES_URL` is unset.
 
 mod harness;
 
@@ -11,32 +12,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use harness::fixtures::{app, endpoint, first_page};
-use hookd_core::{Clock, SystemClock};
+use harness::fixtures::app;
 use hookd_outbox::Event;
 use hookd_store::postgres::PgStore;
 use hookd_store::prelude::*;
 use hookd_store::testing::{PgDatabaseGuard, fresh_postgres};
-use hookd_store::{MessageFilter, RelayRules, Relayed, Wakeups};
+use hookd_store::{RelayRules, Relayed, Wakeups};
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use tokio::sync::Notify;
 
-const RULES: RelayRules = RelayRules {
-    strict_event_types: false,
-    max_payload_bytes: 1024,
-};
-
-/// An application (uid `acme`) with one endpoint taking everything; returns its id.
-async fn acme(store: &dyn Store) -> String {
-    let app = app(Some("acme"), 0);
-    store.create_app(&app).await.unwrap();
-    store
-        .create_endpoint(&endpoint(&app, None, None, None))
-        .await
-        .unwrap();
-    app.id.to_string()
-}
+use harness::outbox::*;
 
 /// A fresh database with hookd's schema and the application `acme`, and a pool of the
 /// test's own (a producer's or an administrator's); `None` when PostgreSQL tests are skipped.
@@ -59,39 +45,6 @@ async fn postgres_with_acme(test: &str) -> Option<Postgres> {
         pool,
         _db: db,
     })
-}
-
-async fn relay(store: &dyn Store, rules: &RelayRules) -> Relayed {
-    store
-        .relay_outbox(100, rules, SystemClock.now())
-        .await
-        .unwrap()
-}
-
-/// The event ids of the application's messages, with their delivery counts.
-async fn published(store: &dyn Store, app: &str) -> Vec<(String, usize)> {
-    let app = store.get_app(app).await.unwrap().unwrap();
-    let page = store
-        .list_messages(&app.id, &MessageFilter::default(), &first_page(1000))
-        .await
-        .unwrap();
-    let mut out = Vec::new();
-    for message in page.items {
-        let deliveries = store
-            .list_message_deliveries(&app.id, &message)
-            .await
-            .unwrap();
-        out.push((
-            message.event_id.clone().unwrap_or_default(),
-            deliveries.len(),
-        ));
-    }
-    out.sort();
-    out
-}
-
-fn event(event_id: &str) -> Event {
-    Event::from_json_text("acme", "order.shipped", r#"{"order": 1}"#).event_id(event_id)
 }
 
 #[tokio::test]
@@ -403,30 +356,6 @@ async fn postgres_ten_thousand_rows_from_concurrent_producers_three_relays_no_du
     assert_eq!(deliveries, i64::try_from(total).unwrap());
 }
 
-/// The messages of `acme`, oldest first: (eventId, ordering key, whether its one delivery
-/// waits behind another).
-async fn keyed(store: &dyn Store) -> Vec<(String, Option<String>, bool)> {
-    let app = store.get_app("acme").await.unwrap().unwrap();
-    let page = store
-        .list_messages(&app.id, &MessageFilter::default(), &first_page(1000))
-        .await
-        .unwrap();
-    let mut out = Vec::new();
-    for message in page.items.into_iter().rev() {
-        let deliveries = store
-            .list_message_deliveries(&app.id, &message)
-            .await
-            .unwrap();
-        let waiting = deliveries.iter().all(|(_, d)| d.is_waiting());
-        out.push((message.event_id.unwrap(), message.ordering_key, waiting));
-    }
-    out
-}
-
-fn keyed_event(event_id: &str, key: &str) -> Event {
-    event(event_id).ordering_key(key)
-}
-
 #[tokio::test]
 async fn postgres_rows_with_an_ordering_key_are_relayed_by_one_pass_at_a_time_in_row_order() {
     let Some(pg) = postgres_with_acme("outbox::postgres_ordering_key").await else {
@@ -462,142 +391,6 @@ async fn postgres_rows_with_an_ordering_key_are_relayed_by_one_pass_at_a_time_in
             ("free".into(), None, false),
             ("k1".into(), key.clone(), false),
             ("k2".into(), key, true),
-        ]
-    );
-}
-
-#[tokio::test]
-async fn sqlite_a_rows_ordering_key_becomes_its_messages() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("hookd.db");
-    let store = hookd_store::sqlite::SqliteStore::open(&path).await.unwrap();
-    acme(&store).await;
-    let producer = rusqlite::Connection::open(&path).unwrap();
-    producer
-        .execute_batch("PRAGMA busy_timeout = 5000;")
-        .unwrap();
-    for id in ["k1", "k2"] {
-        keyed_event(id, "C-4471").insert_sqlite(&producer).unwrap();
-    }
-    keyed_event("bad", "").insert_sqlite(&producer).unwrap();
-    let relayed = relay(&store, &RULES).await;
-    assert_eq!((relayed.messages, relayed.failed), (2, 1));
-    let key = Some("C-4471".to_owned());
-    assert_eq!(
-        keyed(&store).await,
-        [("k1".into(), key.clone(), false), ("k2".into(), key, true)]
-    );
-    let error: String = producer
-        .query_row("SELECT error FROM outbox", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(error, "orderingKey: must not be empty");
-}
-
-#[tokio::test]
-async fn sqlite_a_connection_sharing_the_file_commits_once_and_rolls_back_never() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("hookd.db");
-    let store = hookd_store::sqlite::SqliteStore::open(&path).await.unwrap();
-    acme(&store).await;
-    // The application's own connection, with its own table, as another process would have.
-    let mut producer = rusqlite::Connection::open(&path).unwrap();
-    producer
-        .execute_batch("PRAGMA busy_timeout = 5000; CREATE TABLE orders (id INTEGER PRIMARY KEY);")
-        .unwrap();
-    let tx = producer.transaction().unwrap();
-    tx.execute("INSERT INTO orders (id) VALUES (1)", [])
-        .unwrap();
-    event("committed").insert_sqlite(&tx).unwrap();
-    tx.commit().unwrap();
-    let tx = producer.transaction().unwrap();
-    tx.execute("INSERT INTO orders (id) VALUES (2)", [])
-        .unwrap();
-    event("rolled-back").insert_sqlite(&tx).unwrap();
-    tx.rollback().unwrap();
-    Event::from_json_text("acme", "order.shipped", "not json")
-        .insert_sqlite(&producer)
-        .unwrap();
-    producer
-        .execute("INSERT INTO outbox (app, event_type, payload, channels) VALUES ('acme', 'a.b', '{}', '\"x\"')", [])
-        .unwrap();
-    Event::from_json_text("acme", "order.shipped", "{}")
-        .event_id("after")
-        .channels(["eu"])
-        .insert_sqlite(&producer)
-        .unwrap();
-
-    let relayed = relay(&store, &RULES).await;
-    assert_eq!(
-        (relayed.messages, relayed.deliveries, relayed.failed),
-        (2, 2, 2)
-    );
-    assert_eq!(
-        published(&store, "acme").await,
-        [("after".into(), 1), ("committed".into(), 1)]
-    );
-    assert_eq!(
-        relay(&store, &RULES).await,
-        Relayed::default(),
-        "each row once"
-    );
-    let errors: Vec<String> = producer
-        .prepare("SELECT error FROM outbox ORDER BY id")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert_eq!(
-        errors,
-        [
-            "payload: is not valid JSON",
-            "channels: must be a list of channel names"
-        ]
-    );
-}
-
-#[tokio::test]
-async fn sqlite_rows_stored_as_bytes_are_read_as_text_and_bytes_not_utf8_keep_their_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("hookd.db");
-    let store = hookd_store::sqlite::SqliteStore::open(&path).await.unwrap();
-    acme(&store).await;
-    let producer = rusqlite::Connection::open(&path).unwrap();
-    // Values as a client passing bytes stores them: BLOBs, whatever the column's type.
-    let insert = "INSERT INTO outbox (app, event_type, payload, event_id) VALUES (?1, ?2, ?3, ?4)";
-    let rows: [[&[u8]; 4]; 3] = [
-        [b"acme", b"order.shipped", b"{}", b"bytes"],
-        [
-            b"acme",
-            b"order.shipped",
-            b"{\"a\": \"\xff\"}",
-            b"bad-payload",
-        ],
-        [b"acme", b"order.\xfe", b"{}", b"bad-type"],
-    ];
-    for row in rows {
-        producer.execute(insert, row).unwrap();
-    }
-    event("after").insert_sqlite(&producer).unwrap();
-
-    let relayed = relay(&store, &RULES).await;
-    assert_eq!((relayed.messages, relayed.failed), (2, 2), "{relayed:?}");
-    assert_eq!(
-        published(&store, "acme").await,
-        [("after".into(), 1), ("bytes".into(), 1)]
-    );
-    let errors: Vec<(String, String)> = producer
-        .prepare("SELECT CAST(event_id AS TEXT), error FROM outbox ORDER BY id")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert_eq!(
-        errors,
-        [
-            ("bad-payload".into(), "payload: is not UTF-8 text".into()),
-            ("bad-type".into(), "eventType: is not UTF-8 text".into()),
         ]
     );
 }

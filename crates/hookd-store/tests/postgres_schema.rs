@@ -1,0 +1,229 @@
+//! PostgreSQL-specific guarantees of the schema: processes migrating at once, function
+//! definitions kept at the newest, both URL schemes, byte-order ids whatever the server's
+//! collation, and test-database cleanup. Skipped like the suite's `postgres::` cases when
+//! `HOOKD_TEST_POSTGRES_URL` is unset.
+
+mod pg_fixtures;
+
+use hookd_core::model::Application;
+use hookd_store::postgres::PgStore;
+use hookd_store::prelude::*;
+use hookd_store::testing::{POSTGRES_URL_VAR, fresh_postgres, fresh_postgres_with};
+use hookd_store::{Cursor, PageRequest};
+use sqlx::Connection;
+
+use pg_fixtures::*;
+
+#[tokio::test]
+async fn processes_connecting_at_once_migrate_once() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::concurrent_connects").await else {
+        return;
+    };
+    let connects = (0..4).map(|_| PgStore::connect(&url));
+    let stores = futures::future::join_all(connects).await;
+    let stores: Vec<PgStore> = stores.into_iter().map(Result::unwrap).collect();
+    let (migrations, tables): (i64, Vec<String>) = {
+        let pool = stores[0].pool();
+        let applied = sqlx::query_scalar("SELECT count(*) FROM hookd._sqlx_migrations")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        let tables = sqlx::query_scalar(
+            "SELECT table_name::text FROM information_schema.tables
+             WHERE table_schema = 'hookd' ORDER BY table_name",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        (applied, tables)
+    };
+    let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/postgres"))
+        .unwrap()
+        .count();
+    assert_eq!(
+        migrations,
+        i64::try_from(files).unwrap(),
+        "each migration once"
+    );
+    assert_eq!(
+        tables,
+        [
+            "_sqlx_migrations",
+            "api_tokens",
+            "applications",
+            "attempts",
+            "background_tasks",
+            "deliveries",
+            "endpoints",
+            "event_types",
+            "function_definitions",
+            "idempotent_responses",
+            "messages",
+            "notice_cursor",
+            "outbox",
+            "outbox_relayed",
+            "poller_consumers",
+            "spent_event_ids",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_process_starts_on_a_schema_a_newer_version_migrated() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::newer_schema").await else {
+        return;
+    };
+    let newer = PgStore::connect(&url).await.unwrap();
+    // What a newer hookd leaves behind in a rolling upgrade: a migration this one lacks.
+    sqlx::query(
+        "INSERT INTO hookd._sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES (99999, 'from a newer hookd', true, '\\x00', 0)",
+    )
+    .execute(newer.pool())
+    .await
+    .unwrap();
+
+    let older = PgStore::connect(&url)
+        .await
+        .expect("an older process ignores migrations newer than itself");
+    assert!(!older.has_admin_token().await.unwrap());
+}
+
+/// `outbox_notify`'s definition in the database, and the number recorded for it.
+async fn outbox_notify_in_place(store: &PgStore) -> (String, i64) {
+    let sql: String =
+        sqlx::query_scalar("SELECT pg_get_functiondef('hookd.outbox_notify'::regproc)")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    let number = sqlx::query_scalar(
+        "SELECT definition FROM hookd.function_definitions WHERE name = 'outbox_notify'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    (sql, number)
+}
+
+/// Replaces `outbox_notify` by a marked body, recorded as definition `number`.
+async fn put_marked_outbox_notify(store: &PgStore, number: i64) {
+    sqlx::raw_sql(
+        "CREATE OR REPLACE FUNCTION hookd.outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RETURN NULL; END -- marked
+         $$;",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE hookd.function_definitions SET definition = $1 WHERE name = 'outbox_notify'",
+    )
+    .bind(number)
+    .execute(store.pool())
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn connecting_puts_back_a_function_whose_definition_in_place_is_older() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::functions_older").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    let (current, number) = outbox_notify_in_place(&store).await;
+    assert!(current.contains("pg_notify"), "{current}");
+    put_marked_outbox_notify(&store, number - 1).await;
+
+    let reconnected = PgStore::connect(&url).await.unwrap();
+    assert_eq!(
+        outbox_notify_in_place(&reconnected).await,
+        (current, number)
+    );
+}
+
+#[tokio::test]
+async fn an_older_process_keeps_a_newer_function_definition() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::functions_newer").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    let (_, number) = outbox_notify_in_place(&store).await;
+    // What a newer hookd leaves behind in a rolling upgrade: a later definition.
+    put_marked_outbox_notify(&store, number + 1).await;
+
+    let older = PgStore::connect(&url).await.unwrap();
+    let (in_place, kept) = outbox_notify_in_place(&older).await;
+    assert!(in_place.contains("-- marked"), "{in_place}");
+    assert_eq!(kept, number + 1);
+}
+
+#[tokio::test]
+async fn open_accepts_both_url_schemes() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::open").await else {
+        return;
+    };
+    let other = match url.strip_prefix("postgres://") {
+        Some(rest) => format!("postgresql://{rest}"),
+        None => url.replacen("postgresql://", "postgres://", 1),
+    };
+    for url in [&url, &other] {
+        let store = hookd_store::open(url).await.unwrap();
+        assert!(!store.has_admin_token().await.unwrap());
+    }
+}
+
+#[tokio::test]
+async fn ids_page_in_byte_order_whatever_the_server_collation() {
+    // An ICU en-US default collation sorts "app_a" before "app_B"; ids need ASCII order.
+    let options = "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'";
+    let Some((url, _db)) = fresh_postgres_with("postgres_only::collation", options).await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    for id in ["app_a", "app_B", "app_0"] {
+        store.create_app(&app(id)).await.unwrap();
+    }
+    let ids = |page: hookd_store::Page<Application>| {
+        page.items
+            .into_iter()
+            .map(|a| a.id.to_string())
+            .collect::<Vec<_>>()
+    };
+    let all = PageRequest {
+        limit: 10,
+        cursor: None,
+    };
+    assert_eq!(
+        ids(store.list_apps(&all).await.unwrap()),
+        ["app_0", "app_B", "app_a"]
+    );
+    let after = PageRequest {
+        limit: 10,
+        cursor: Some(Cursor::After("app_B".into())),
+    };
+    assert_eq!(ids(store.list_apps(&after).await.unwrap()), ["app_a"]);
+}
+
+#[tokio::test]
+async fn a_panicking_test_still_drops_its_database() {
+    let Some((url, guard)) = fresh_postgres("postgres_only::panic_cleanup").await else {
+        return;
+    };
+    let name = guard.name().to_owned();
+    let task = tokio::spawn(async move {
+        let _guard = guard;
+        // Open connections too: the drop must end them.
+        let store = PgStore::connect(&url).await.unwrap();
+        store.create_app(&app("app_x")).await.unwrap();
+        panic!("failing on purpose");
+    });
+    assert!(task.await.unwrap_err().is_panic());
+    let server = std::env::var(POSTGRES_URL_VAR).unwrap();
+    let mut admin = sqlx::PgConnection::connect(&server).await.unwrap();
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_database WHERE datname = $1")
+        .bind(&name)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "{name} survived its guard");
+}
