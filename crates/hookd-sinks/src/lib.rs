@@ -12,11 +12,24 @@
 //!   ([`Published`]) and its typed failure ([`SinkError`]).
 //! - [`guard`]: [`AddressGuard`], how a sink asks the engine's SSRF guard which addresses a
 //!   broker's host may be reached at before it connects.
+//! - [`broker`]: what the broker sinks share: the headers every message carries, the
+//!   per-publish time limit.
+//! - [`rabbitmq`]: [`RabbitMqSink`], publisher-confirmed AMQP publishing (`rabbitMq`).
+//! - [`nats`]: [`NatsSink`], JetStream publishing with acknowledgements (`natsJetStream`).
+//! - [`kafka`]: [`KafkaSink`], producing with `acks = all` (`kafka`), every broker connection
+//!   through the guard.
 
+pub mod broker;
 pub mod guard;
+pub mod kafka;
+pub mod nats;
 pub mod publication;
+pub mod rabbitmq;
 pub mod sink;
 
 pub use guard::AddressGuard;
+pub use kafka::{KafkaConfig, KafkaSink};
+pub use nats::{NatsConfig, NatsSink};
 pub use publication::Publication;
+pub use rabbitmq::{RabbitMqConfig, RabbitMqSink};
 pub use sink::{Published, Sink, SinkError};
