@@ -13,7 +13,7 @@
 //! - [`guard`]: [`AddressGuard`], how a sink asks the engine's SSRF guard which addresses a
 //!   broker's host may be reached at before it connects.
 //! - [`broker`]: what the broker sinks share: the headers every message carries, the
-//!   per-publish time limit.
+//!   per-publish time limit, the connection kept across publishes.
 //! - [`rabbitmq`]: [`RabbitMqSink`], publisher-confirmed AMQP publishing (`rabbitMq`).
 //! - [`nats`]: [`NatsSink`], JetStream publishing with acknowledgements (`natsJetStream`).
 //! - [`kafka`]: [`KafkaSink`], producing with `acks = all` (`kafka`), every broker connection

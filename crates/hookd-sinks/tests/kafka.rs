@@ -1,6 +1,7 @@
 //! The Kafka sink against librdkafka's mock cluster: real Kafka protocol brokers in this
 //! process, so no service is needed. Each test starts its own cluster and topic; both go when
-//! the cluster is dropped.
+//! the cluster is dropped. (While a mock broker is down, a publish fails; that is how the
+//! reconnection test knows its connections were dropped.)
 
 mod common;
 
@@ -149,6 +150,30 @@ async fn records_arrive_unchanged_keyed_and_verify() {
     let asked: Vec<u16> = guard.asked().iter().map(|(_, port)| *port).collect();
     assert!(asked.iter().all(|port| ports.contains(port)), "{asked:?}");
     assert!(asked.iter().any(|port| *port != ports[0]), "{asked:?}");
+}
+
+#[tokio::test]
+async fn the_sink_reconnects_after_the_brokers_drop_their_connections() {
+    let cluster = Cluster::start();
+    let sink = cluster.sink(Guard::allowing());
+    let secret = Secret::generate();
+    sink.publish(&[common::publication(&secret, 0, None)])
+        .await
+        .unwrap();
+
+    // A broker going down closes every connection to it; then it takes new ones again.
+    for broker in 1..=3 {
+        cluster.cluster.broker_down(broker).unwrap();
+        cluster.cluster.broker_up(broker).unwrap();
+    }
+    let after = sink.publish(&[common::publication(&secret, 1, None)]).await;
+
+    assert!(after.is_ok(), "{after:?}");
+    let mut stored = 0;
+    for partition in 0..PARTITIONS {
+        stored += cluster.records(partition).await.len();
+    }
+    assert_eq!(stored, 2);
 }
 
 #[tokio::test]
