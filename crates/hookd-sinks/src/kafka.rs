@@ -120,6 +120,7 @@ impl KafkaSink {
             .into_iter()
             .find(|listed| &listed.name == topic)
             .map(|listed| listed.partitions.len())
+            .filter(|count| *count > 0)
             .ok_or_else(|| Failure::rejected("UnknownTopicOrPartition", topic))?;
         let mut partitions = Vec::with_capacity(count);
         for partition in 0..i32::try_from(count).unwrap_or(i32::MAX) {
@@ -156,6 +157,12 @@ impl KafkaSink {
         Ok(broker::summary(acks))
     }
 
+    /// Why the kept producer's latest broker connection failed, if it did.
+    async fn gate_failure(&self) -> Option<SinkError> {
+        let producer = self.producer.peek().await?;
+        producer.gate.failure()
+    }
+
     async fn publish_batch(&self, batch: &[Publication]) -> Result<Published, SinkError> {
         // The client reconnects to brokers by itself; it is made again only after a failure.
         let (producer, _) = self.producer.get(|_| true, self.connect()).await?;
@@ -167,7 +174,11 @@ impl KafkaSink {
 #[async_trait]
 impl Sink for KafkaSink {
     async fn publish(&self, batch: &[Publication]) -> Result<Published, SinkError> {
-        broker::within(self.timeout, self.publish_batch(batch)).await
+        match broker::within(self.timeout, self.publish_batch(batch)).await {
+            // The client was still retrying a broker the gate could not reach.
+            Err(SinkError::Timeout) => Err(self.gate_failure().await.unwrap_or(SinkError::Timeout)),
+            other => other,
+        }
     }
 }
 
