@@ -12,6 +12,7 @@ use common::Guard;
 use hookd_sinks::broker::{EVENT_TYPE_HEADER, ORDERING_KEY_HEADER};
 use hookd_sinks::{AddressGuard, KafkaConfig, KafkaSink, Sink, SinkError};
 use rdkafka::mocking::MockCluster;
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use rskafka::client::ClientBuilder;
 use rskafka::client::partition::UnknownTopicHandling;
 use rskafka::record::RecordAndOffset;
@@ -36,6 +37,23 @@ impl Cluster {
     fn brokers(&self) -> Vec<String> {
         let servers = self.cluster.bootstrap_servers();
         servers.split(',').map(str::to_owned).collect()
+    }
+
+    /// The brokers' ports, broker 1 first.
+    fn ports(&self) -> Vec<u16> {
+        self.brokers()
+            .iter()
+            .map(|broker| broker.rsplit_once(':').unwrap().1.parse().unwrap())
+            .collect()
+    }
+
+    /// How many records the topic holds, over all partitions.
+    async fn stored(&self) -> usize {
+        let mut stored = 0;
+        for partition in 0..PARTITIONS {
+            stored += self.records(partition).await.len();
+        }
+        stored
     }
 
     /// A sink that knows only the first broker: the others it learns from metadata.
@@ -141,11 +159,7 @@ async fn records_arrive_unchanged_keyed_and_verify() {
         );
     }
     // The brokers learnt from metadata were asked about too, not only the bootstrap one.
-    let ports: Vec<u16> = cluster
-        .brokers()
-        .iter()
-        .map(|broker| broker.rsplit_once(':').unwrap().1.parse().unwrap())
-        .collect();
+    let ports = cluster.ports();
     let asked: Vec<u16> = guard.asked().iter().map(|(_, port)| *port).collect();
     assert!(asked.iter().all(|port| ports.contains(port)), "{asked:?}");
     assert!(asked.iter().any(|port| *port != ports[0]), "{asked:?}");
@@ -178,11 +192,57 @@ async fn brokers_going_down_fail_with_connect_and_their_return_reconnects() {
         "{while_down:?}"
     );
     assert!(after.is_ok(), "{after:?}");
-    let mut stored = 0;
+    assert_eq!(cluster.stored().await, 2);
+}
+
+#[tokio::test]
+async fn a_broker_learnt_from_metadata_is_refused_when_the_guard_refuses_it() {
+    let cluster = Cluster::start();
+    // Every partition led by broker 2, and the guard allows broker 1 (the bootstrap) only.
     for partition in 0..PARTITIONS {
-        stored += cluster.records(partition).await.len();
+        cluster
+            .cluster
+            .partition_leader(&cluster.topic, partition, Some(2))
+            .unwrap();
     }
-    assert_eq!(stored, 2);
+    let ports = cluster.ports();
+    let guard = Guard::allowing_ports(&ports[..1]);
+    let sink = cluster
+        .sink(guard.clone())
+        .with_timeout(Duration::from_secs(2));
+
+    let error = sink
+        .publish(&[common::publication(&Secret::generate(), 0, None)])
+        .await
+        .unwrap_err();
+
+    assert!(matches!(error, SinkError::Refused(_)), "{error:?}");
+    assert!(
+        guard.asked().iter().any(|(_, port)| *port == ports[1]),
+        "{:?}",
+        guard.asked()
+    );
+    assert_eq!(cluster.stored().await, 0);
+}
+
+#[tokio::test]
+async fn a_broker_error_is_rejected_with_its_code() {
+    let cluster = Cluster::start();
+    let sink = cluster.sink(Guard::allowing());
+    cluster.cluster.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
+    );
+
+    let error = sink
+        .publish(&[common::publication(&Secret::generate(), 0, None)])
+        .await
+        .unwrap_err();
+
+    assert!(
+        matches!(&error, SinkError::Rejected { code, .. } if code == "MessageTooLarge"),
+        "{error:?}"
+    );
 }
 
 #[tokio::test]

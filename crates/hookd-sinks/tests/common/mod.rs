@@ -18,24 +18,29 @@ use webhook_signature::{Secret, Signer, SigningKey};
 /// The event type every test publication carries.
 pub const EVENT_TYPE: &str = "order.shipped";
 
-/// A guard that allows loopback addresses (or nothing, when refusing) and records each
-/// `(host, port)` it was asked about.
+/// A guard that allows loopback addresses (on some ports only, or none at all) and records
+/// each `(host, port)` it was asked about.
 pub struct Guard {
-    refuse: bool,
+    ports: Option<Vec<u16>>,
     asked: Mutex<Vec<(String, u16)>>,
 }
 
 impl Guard {
     pub fn allowing() -> Arc<Self> {
-        Arc::new(Self {
-            refuse: false,
-            asked: Mutex::new(Vec::new()),
-        })
+        Self::with_ports(None)
     }
 
     pub fn refusing() -> Arc<Self> {
+        Self::with_ports(Some(Vec::new()))
+    }
+
+    pub fn allowing_ports(ports: &[u16]) -> Arc<Self> {
+        Self::with_ports(Some(ports.to_vec()))
+    }
+
+    fn with_ports(ports: Option<Vec<u16>>) -> Arc<Self> {
         Arc::new(Self {
-            refuse: true,
+            ports,
             asked: Mutex::new(Vec::new()),
         })
     }
@@ -49,10 +54,12 @@ impl Guard {
 impl AddressGuard for Guard {
     async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, SinkError> {
         self.asked.lock().unwrap().push((host.to_owned(), port));
-        if self.refuse {
-            return Err(SinkError::Refused(format!(
-                "{host}: not an allowed address"
-            )));
+        if self
+            .ports
+            .as_ref()
+            .is_some_and(|ports| !ports.contains(&port))
+        {
+            return Err(SinkError::Refused(format!("{host}:{port}: not allowed")));
         }
         let addresses: Vec<_> = tokio::net::lookup_host((host, port))
             .await
