@@ -169,6 +169,29 @@ async fn an_unroutable_mandatory_publish_fails() {
 }
 
 #[tokio::test]
+async fn a_wrong_password_is_rejected_with_the_brokers_code() {
+    let Some(broker) =
+        Broker::start("rabbitmq::a_wrong_password_is_rejected_with_the_brokers_code").await
+    else {
+        return;
+    };
+    let address = common::address_of(&broker.url, 5672).await;
+    let uri = format!("amqp://guest:not-the-password@{address}/%2f");
+    let sink = broker.sink(&uri, &broker.queue, Guard::allowing());
+
+    let error = sink
+        .publish(&[common::publication(&Secret::generate(), 0, None)])
+        .await
+        .unwrap_err();
+
+    assert!(
+        matches!(&error, SinkError::Rejected { code, .. } if code == "403"),
+        "{error:?}"
+    );
+    broker.delete().await;
+}
+
+#[tokio::test]
 async fn the_sink_reconnects_after_the_connection_is_dropped() {
     let Some(broker) =
         Broker::start("rabbitmq::the_sink_reconnects_after_the_connection_is_dropped").await
