@@ -15,8 +15,11 @@
 #
 # PostgreSQL tests run when HOOKD_TEST_POSTGRES_URL is set (a server URL whose user may create
 # databases), and the outbox-source tests on MySQL/MariaDB when HOOKD_TEST_MYSQL_URL is
-# (mysql://root@127.0.0.1:3306/test); otherwise they print that they are skipped. .ci/run
-# sets both and requires them.
+# (mysql://root@127.0.0.1:3306/test), the RabbitMQ destination tests when
+# HOOKD_TEST_RABBITMQ_URL is (amqp://guest:guest@127.0.0.1:5672/%2f) and the NATS JetStream
+# ones when HOOKD_TEST_NATS_URL is (nats://127.0.0.1:4222, JetStream enabled); otherwise they
+# print that they are skipped. .ci/run sets all four and requires them. The Kafka destination
+# tests need no service (librdkafka's mock cluster runs inside them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

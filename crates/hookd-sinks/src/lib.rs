@@ -14,12 +14,25 @@
 //!   broker's host may be reached at before it connects.
 //! - [`aws`]: the `sqs`, `sns` and `amazonS3` destinations (AWS or any service with their
 //!   APIs), SigV4-signed calls over reqwest.
+//! - [`broker`]: what the broker sinks share: the headers every message carries, the
+//!   per-publish time limit, the connection kept across publishes.
+//! - [`rabbitmq`]: [`RabbitMqSink`], publisher-confirmed AMQP publishing (`rabbitMq`).
+//! - [`nats`]: [`NatsSink`], JetStream publishing with acknowledgements (`natsJetStream`).
+//! - [`kafka`]: [`KafkaSink`], producing with `acks = all` (`kafka`), every broker connection
+//!   through the guard.
 
 pub mod aws;
+pub mod broker;
 pub mod guard;
+pub mod kafka;
+pub mod nats;
 pub mod publication;
+pub mod rabbitmq;
 pub mod sink;
 
 pub use guard::AddressGuard;
+pub use kafka::{KafkaConfig, KafkaSink};
+pub use nats::{NatsConfig, NatsSink};
 pub use publication::Publication;
+pub use rabbitmq::{RabbitMqConfig, RabbitMqSink};
 pub use sink::{Published, Sink, SinkError};
