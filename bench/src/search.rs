@@ -324,6 +324,9 @@ fn endpoint(
         keys: SealedKeys::from_stored("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into()),
         created_at: at,
         updated_at: at,
+        destination: Default::default(),
+        batch_size: 1,
+        max_wait_secs: 0,
     }
 }
 

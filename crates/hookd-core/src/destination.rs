@@ -5,6 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The name a destination's broker URI (with its password) is sealed under, with the keys.
+pub const URI_SECRET: &str = "uri";
+/// The name an AWS destination's secret access key is sealed under, with the keys.
+pub const SECRET_ACCESS_KEY: &str = "secretAccessKey";
+
 /// An endpoint's kind, with the non-secret configuration of the kinds that have one.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Destination {

@@ -14,6 +14,7 @@
 //! a proxy enforcing its own address policy prevents.
 
 mod capture;
+mod guard;
 mod resolve;
 pub mod ssrf;
 
@@ -134,7 +135,20 @@ impl SendOutcome {
         }
     }
 
-    fn failed(error: SendError, duration: Duration) -> Self {
+    /// A destination beyond HTTP acknowledged the message: shown as a `200` whose body is the
+    /// broker's acknowledgement.
+    pub(crate) fn acknowledged(acknowledgement: String, duration: Duration) -> Self {
+        Self {
+            status: Some(200),
+            duration,
+            response_head: String::new(),
+            response_body: acknowledgement,
+            retry_after: None,
+            error: None,
+        }
+    }
+
+    pub(crate) fn failed(error: SendError, duration: Duration) -> Self {
         Self {
             status: None,
             duration,
@@ -178,6 +192,8 @@ struct Inner {
     limits: Limits,
     /// With an egress proxy: checks host names before the proxy gets them.
     names_before_proxy: Option<GuardedResolver>,
+    /// Checks the hosts of destinations beyond HTTP, which no HTTP proxy carries.
+    brokers: GuardedResolver,
 }
 
 impl WebhookSender {
@@ -188,10 +204,12 @@ impl WebhookSender {
             .egress_proxy
             .is_some()
             .then(|| GuardedResolver::new(config.policy.clone(), config.lookup.clone()));
+        let brokers = GuardedResolver::new(config.policy.clone(), config.lookup.clone());
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
                 names_before_proxy,
+                brokers,
                 policy: config.policy,
                 limits: Limits {
                     head_bytes: config.max_head_bytes,
@@ -199,6 +217,11 @@ impl WebhookSender {
                 },
             }),
         })
+    }
+
+    /// The SSRF guard as destinations beyond HTTP ask it (see [`hookd_sinks::AddressGuard`]).
+    pub fn broker_guard(&self) -> Arc<dyn hookd_sinks::AddressGuard> {
+        Arc::new(guard::BrokerGuard(self.inner.brokers.clone()))
     }
 
     /// POSTs one attempt and reports the outcome; never fails, the outcome says what went wrong.

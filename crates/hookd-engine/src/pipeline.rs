@@ -9,6 +9,7 @@
 mod adaptive;
 mod attempt;
 pub mod config;
+mod destinations;
 pub mod dispatcher;
 mod handoff;
 mod lanes;

@@ -19,8 +19,8 @@ pub const ENDPOINT_WIDTH: usize = 23;
 
 /// The condition (on a row of `endpoints`, unaliased) for the endpoints publishing writes
 /// deliveries for: those an engine delivers. A polling destination's consumer reads the
-/// messages themselves, and brokers wait for their publishers.
-pub const DELIVERED: &str = "kind IN ('http', 'fifo')";
+/// messages themselves.
+pub const DELIVERED: &str = "kind <> 'polling'";
 
 pub const EVENT_TYPE_COLUMNS: &str = "name, description, schemas, archived, deprecated, \
      feature_flag, created_at, updated_at, group_name, feature_flags";

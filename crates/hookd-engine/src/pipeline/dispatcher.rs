@@ -41,6 +41,7 @@ use tracing::Instrument;
 
 use crate::http::WebhookSender;
 use crate::pipeline::config::EngineConfig;
+use crate::pipeline::destinations::Sinks;
 use crate::pipeline::lanes::{Held, Lanes};
 use crate::pipeline::operations::Operations;
 use crate::pipeline::recorder::{Finished, Recorder};
@@ -80,6 +81,8 @@ pub struct Engine {
     pub(super) abandoned: Mutex<Vec<Delivery>>,
     /// Endpoints' signing keys, opened under [`EngineConfig::keyring`].
     pub(super) opened_keys: OpenedKeys,
+    /// The sinks of destinations beyond HTTP, kept between attempts.
+    pub(super) sinks: Sinks,
 }
 
 impl Engine {
@@ -111,6 +114,7 @@ impl Engine {
             cut_short: watch::Sender::new(false),
             abandoned: Mutex::default(),
             opened_keys: OpenedKeys::new(config.keyring.clone()),
+            sinks: Sinks::new(sender.broker_guard(), clock.clone()),
             lanes: Lanes::new(config.endpoint_max_concurrency),
             workers: Arc::new(Semaphore::new(workers)),
             tickets: Arc::new(Semaphore::new(held_budget(workers))),

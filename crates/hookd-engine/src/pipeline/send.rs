@@ -13,7 +13,7 @@ use hookd_core::model::Delivery;
 use hookd_store::ClaimedDelivery;
 use tracing::Instrument;
 
-use crate::http::{SendError, SendOutcome};
+use crate::http::{OutgoingRequest, SendError, SendOutcome};
 use crate::pipeline::adaptive::Signal;
 use crate::pipeline::attempt::{self, Happened, Verdict};
 use crate::pipeline::dispatcher::Engine;
@@ -112,12 +112,11 @@ impl Engine {
         let timeout = self.timeout(claimed);
         let keys = &self.opened_keys;
         match attempt::request(claimed, keys, started, timeout, self.config.svix_headers) {
-            Ok(mut request) => {
-                let traceparent = self.config.traceparent.as_ref().and_then(|t| (t.0)());
-                if let Some(value) = traceparent {
-                    request.headers.push(("traceparent".to_owned(), value));
-                }
-                let outcome = self.sender.send(request).await;
+            Ok(request) => {
+                let outcome = match claimed.endpoint.destination.is_http() {
+                    true => self.post(request).await,
+                    false => self.publish(claimed, request).await,
+                };
                 let verdict = attempt::judge(
                     claimed,
                     Happened::Sent(&outcome),
@@ -140,6 +139,29 @@ impl Engine {
                 );
                 made(&verdict, telemetry::NOT_SENT, Duration::ZERO);
                 (verdict, Signal::None)
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// POSTs the attempt to an HTTP endpoint, with the trace it belongs to.
+    async fn post(&self, mut request: OutgoingRequest) -> SendOutcome {
+        let traceparent = self.config.traceparent.as_ref().and_then(|t| (t.0)());
+        if let Some(value) = traceparent {
+            request.headers.push(("traceparent".to_owned(), value));
+        }
+        self.sender.send(request).await
+    }
+
+    /// Publishes the attempt to a destination beyond HTTP through its sink.
+    async fn publish(&self, claimed: &ClaimedDelivery, request: OutgoingRequest) -> SendOutcome {
+        let endpoint = &claimed.endpoint;
+        match self.opened_keys.open(&endpoint.id, &endpoint.keys) {
+            Ok(keys) => self.sinks.publish(claimed, &keys, request).await,
+            Err(error) => {
+                let unusable = format!("the endpoint's keys are unusable: {error}");
+                SendOutcome::failed(SendError::Request(unusable), Duration::ZERO)
             }
         }
     }

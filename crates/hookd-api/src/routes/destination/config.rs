@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use hookd_core::destination::{
-    AmazonS3Config, AwsAccess, Destination, KafkaConfig, NatsConfig, RabbitMqConfig, SnsConfig,
-    SqsConfig,
+    AmazonS3Config, AwsAccess, Destination, KafkaConfig, NatsConfig, RabbitMqConfig,
+    SECRET_ACCESS_KEY, SnsConfig, SqsConfig, URI_SECRET,
 };
 use hookd_core::redact;
 use hookd_vault::EndpointKeys;
@@ -30,11 +30,6 @@ pub(super) const SERVED: [&str; 8] = [
 
 /// The region of an AWS destination given none (Svix's SDKs require one in what they read).
 const DEFAULT_REGION: &str = "us-east-1";
-
-/// The sealed credential holding a URI or URL whose password was masked in the clear config.
-const URI_SECRET: &str = "uri";
-/// The sealed AWS secret key.
-const SECRET_ACCESS_KEY: &str = "secretAccessKey";
 
 /// A `type` and `config` read: the destination to store and what goes with it.
 pub(super) struct Parsed {
