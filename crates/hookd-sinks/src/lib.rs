@@ -14,6 +14,8 @@
 //!   broker's host may be reached at before it connects.
 //! - [`aws`]: the `sqs`, `sns` and `amazonS3` destinations (AWS or any service with their
 //!   APIs), SigV4-signed calls over reqwest.
+//! - [`batch`]: [`Batched`], which gathers the publications in flight to one destination into
+//!   batches (`batchSize`, `maxWaitSecs`).
 //! - [`broker`]: what the broker sinks share: the headers every message carries, the
 //!   per-publish time limit, the connection kept across publishes.
 //! - [`rabbitmq`]: [`RabbitMqSink`], publisher-confirmed AMQP publishing (`rabbitMq`).
@@ -22,6 +24,7 @@
 //!   through the guard.
 
 pub mod aws;
+pub mod batch;
 pub mod broker;
 pub mod guard;
 pub mod kafka;
@@ -30,6 +33,7 @@ pub mod publication;
 pub mod rabbitmq;
 pub mod sink;
 
+pub use batch::Batched;
 pub use guard::AddressGuard;
 pub use kafka::{KafkaConfig, KafkaSink};
 pub use nats::{NatsConfig, NatsSink};

@@ -19,8 +19,8 @@ use hookd_sinks::aws::{
     self, AwsContext, S3Config, S3Sink, SnsConfig, SnsSink, SqsConfig, SqsSink,
 };
 use hookd_sinks::{
-    AddressGuard, KafkaConfig, KafkaSink, NatsConfig, NatsSink, Publication, RabbitMqConfig,
-    RabbitMqSink, Sink, SinkError,
+    AddressGuard, Batched, KafkaConfig, KafkaSink, NatsConfig, NatsSink, Publication,
+    RabbitMqConfig, RabbitMqSink, Sink, SinkError,
 };
 use hookd_store::ClaimedDelivery;
 use hookd_vault::EndpointKeys;
@@ -88,7 +88,7 @@ impl Sinks {
             k.used = now;
             return Ok(k.sink.clone());
         }
-        let sink = self.build(endpoint, keys, timeout)?;
+        let sink = batched(self.build(endpoint, keys, timeout)?, endpoint, timeout);
         let version = endpoint.updated_at;
         kept.insert(
             endpoint.id.clone(),
@@ -171,6 +171,16 @@ impl Sinks {
             }
         })
     }
+}
+
+/// `sink`, its publications gathered into batches when the endpoint asks for them. A batch
+/// waits for more at most `maxWaitSecs`, and never longer than an attempt may take.
+fn batched(sink: Arc<dyn Sink>, endpoint: &Endpoint, timeout: Duration) -> Arc<dyn Sink> {
+    if endpoint.batch_size <= 1 {
+        return sink;
+    }
+    let wait = Duration::from_secs(endpoint.max_wait_secs.into()).min(timeout);
+    Arc::new(Batched::new(sink, endpoint.batch_size.into(), wait))
 }
 
 /// The credentials an AWS destination signs with: its key id in clear, its secret sealed.
