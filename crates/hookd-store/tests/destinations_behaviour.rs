@@ -11,7 +11,7 @@ use harness::fixtures::{app, at, endpoint, first_page, message};
 use hookd_core::destination::{AwsAccess, Destination, RabbitMqConfig, SqsConfig};
 use hookd_core::model::{Application, Endpoint};
 use hookd_core::{EndpointId, MessageId};
-use hookd_store::{MessageFilter, NewMessage, PollRequest, Store};
+use hookd_store::{MessageFilter, NewMessage, POLL_SETTLE, PollRequest, Store};
 
 fn destination(a: &Application, uid: &str, created: i64, kind: Destination) -> Endpoint {
     Endpoint {
@@ -122,12 +122,13 @@ async fn a_poll_reads_oldest_first_after_its_cursor_and_below_its_cut(store: &dy
         .await
         .unwrap();
     let start = MessageId::lowest_at(at(0)).to_string();
-    let below = MessageId::lowest_at(at(35)).to_string();
+    // Settled: the messages made before 35 ms.
+    let now = at(35).plus(POLL_SETTLE);
     let everything = MessageFilter::default();
     let request = PollRequest {
         app: &a.id,
         after: &start,
-        below: &below,
+        now,
         filter: &everything,
         limit: 2,
     };
@@ -150,9 +151,8 @@ async fn a_poll_reads_oldest_first_after_its_cursor_and_below_its_cut(store: &dy
         channel: Some("eu".into()),
         ..MessageFilter::default()
     };
-    let all_below = MessageId::lowest_at(at(100)).to_string();
     let filtered = PollRequest {
-        below: &all_below,
+        now: at(100).plus(POLL_SETTLE),
         filter: &shipped_in_eu,
         limit: 10,
         ..request.clone()
@@ -160,6 +160,43 @@ async fn a_poll_reads_oldest_first_after_its_cursor_and_below_its_cut(store: &dy
     let found = store.poll_messages(&filtered).await.unwrap();
     let ids: Vec<&MessageId> = found.items.iter().map(|m| &m.id).collect();
     assert_eq!(ids, vec![&published[0], &published[3]]);
+}
+
+async fn a_message_committed_after_a_later_one_is_still_polled_in_its_place(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    // `early` gets its id first but commits after `later` (a slow publish).
+    let early = message(&a, "order.paid", None, None, 9_000);
+    let later = message(&a, "order.paid", None, None, 9_500);
+    store.publish(NewMessage::new(later.clone())).await.unwrap();
+    let start = MessageId::lowest_at(at(0)).to_string();
+    let everything = MessageFilter::default();
+    let poll = PollRequest {
+        app: &a.id,
+        after: &start,
+        now: at(10_000),
+        filter: &everything,
+        limit: 10,
+    };
+    let unsettled = store.poll_messages(&poll).await.unwrap();
+    assert!(
+        unsettled.items.is_empty(),
+        "a poll does not read past ids that may still be committing"
+    );
+    store.publish(NewMessage::new(early.clone())).await.unwrap();
+    let settled = PollRequest {
+        now: at(9_500)
+            .plus(POLL_SETTLE)
+            .plus(std::time::Duration::from_millis(1)),
+        ..poll.clone()
+    };
+    let page = store.poll_messages(&settled).await.unwrap();
+    let ids: Vec<&MessageId> = page.items.iter().map(|m| &m.id).collect();
+    assert_eq!(
+        ids,
+        vec![&early.id, &later.id],
+        "in id order, the late one first"
+    );
 }
 
 async fn a_consumer_position_is_remembered_per_destination_and_consumer(store: &dyn Store) {
@@ -205,5 +242,6 @@ behaviour!(
     destinations_keep_their_kind_and_are_listed_apart_from_endpoints,
     publishing_writes_deliveries_only_for_destinations_an_engine_delivers,
     a_poll_reads_oldest_first_after_its_cursor_and_below_its_cut,
+    a_message_committed_after_a_later_one_is_still_polled_in_its_place,
     a_consumer_position_is_remembered_per_destination_and_consumer,
 );

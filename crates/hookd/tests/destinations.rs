@@ -284,3 +284,115 @@ async fn endpoints_and_destinations_are_apart_but_share_the_limit() {
     assert_eq!(status, 200, "{rotated}");
     assert!(rotated["key"].as_str().unwrap().starts_with("whsec_"));
 }
+
+/// The `data` of a poll answer, verified with the reference `standardwebhooks` crate and the
+/// destination's secret; their payloads' `n`.
+fn verified(secret: &str, page: &Value) -> Vec<i64> {
+    let reference = standardwebhooks::Webhook::new(secret).expect("a whsec_ secret");
+    let messages = page["data"].as_array().expect("data");
+    messages
+        .iter()
+        .map(|message| {
+            let mut headers = axum::http::HeaderMap::new();
+            for (name, value) in message["headers"].as_object().expect("headers") {
+                let name = axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap();
+                headers.insert(name, value.as_str().unwrap().parse().unwrap());
+            }
+            let body = serde_json::to_vec(&message["payload"]).unwrap();
+            let checked = reference.verify(&body, &headers);
+            assert!(checked.is_ok(), "{message}: {checked:?}");
+            assert_eq!(message["headers"]["webhook-id"], message["id"]);
+            message["payload"]["n"].as_i64().unwrap()
+        })
+        .collect()
+}
+
+/// A polling destination's messages: only settled ones, oldest first, its filters applied,
+/// signed; a consumer's position kept by the server and moved by a seek.
+async fn polling(database: &str) {
+    let time = support::TestTime::start();
+    let hookd = time.serve_local(database, TOKEN, &[]);
+    let api = Api::new(&hookd, TOKEN);
+    let app = app(&api).await;
+    let body = json!({"uid": "poller", "type": "pollingEndpoint", "config": {},
+                      "eventTypes": ["order.paid"]});
+    let (status, made) = api
+        .post(&format!("/app/{app}/destination"), body)
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{made}");
+    let secret = api
+        .get(&format!("/app/{app}/destination/poller/secret"))
+        .await["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for (n, event_type) in [(1, "order.paid"), (2, "order.shipped"), (3, "order.paid")] {
+        api.publish(&app, event_type, json!({"n": n, "text": "héllo"}))
+            .await;
+    }
+    let poll = format!("/app/{app}/poller/poller");
+    let unsettled = api.get(&poll).await;
+    assert_eq!(unsettled["data"], json!([]), "{unsettled}");
+    assert!(unsettled["iterator"].is_string(), "never null: {unsettled}");
+
+    time.set(10_000);
+    let page = api.get(&format!("{poll}?limit=1")).await;
+    assert_eq!(verified(&secret, &page), [1]);
+    assert_eq!(page["done"], false);
+    let iterator = page["iterator"].as_str().unwrap();
+    let rest = api.get(&format!("{poll}?iterator={iterator}")).await;
+    assert_eq!(
+        verified(&secret, &rest),
+        [3],
+        "order.shipped is filtered out"
+    );
+    assert_eq!(rest["done"], true);
+    let end = rest["iterator"].as_str().unwrap();
+    let empty = api.get(&format!("{poll}?iterator={end}")).await;
+    assert_eq!(
+        (empty["data"].clone(), empty["iterator"].as_str()),
+        (json!([]), Some(end))
+    );
+
+    // A named consumer reads on from where it got to.
+    let consumer = format!("{poll}/consumer/worker-1");
+    assert_eq!(
+        verified(&secret, &api.get(&format!("{consumer}?limit=1")).await),
+        [1]
+    );
+    assert_eq!(verified(&secret, &api.get(&consumer).await), [3]);
+    assert_eq!(api.get(&consumer).await["data"], json!([]));
+    let (status, sought) = api
+        .call(
+            Method::POST,
+            &format!("{consumer}/seek"),
+            Some(json!({"after": "2020-01-01T00:00:00+00:00"})),
+            &[],
+        )
+        .await;
+    assert_eq!(status, 200, "{sought}");
+    assert!(sought["iterator"].is_string());
+    assert_eq!(verified(&secret, &api.get(&consumer).await), [1, 3]);
+    let other = api.get(&format!("{poll}/consumer/worker-2")).await;
+    assert_eq!(
+        verified(&secret, &other),
+        [1, 3],
+        "each consumer has its own position"
+    );
+}
+
+#[tokio::test]
+async fn a_polling_destination_is_polled_on_sqlite() {
+    let (url, _dir) = hookd_store::testing::fresh_sqlite();
+    polling(&url).await;
+}
+
+#[tokio::test]
+async fn a_polling_destination_is_polled_on_postgres() {
+    let test = "destinations::a_polling_destination_is_polled_on_postgres";
+    let Some((url, _db)) = hookd_store::testing::fresh_postgres(test).await else {
+        return;
+    };
+    polling(&url).await;
+}
