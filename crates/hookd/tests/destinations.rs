@@ -2,13 +2,15 @@
 //! patched and deleted in Svix's shape; their credentials never shown back; a type hookd does
 //! not serve, or a bad config field, refused with 422 naming it; destinations counted with
 //! endpoints against `--max-endpoints-per-app`; and the endpoint routes and the destination
-//! routes each seeing only their own.
+//! routes each seeing only their own. A polling destination's poller and consumers, on both
+//! databases; and the official Svix SDKs (Python and JavaScript), code we did not write,
+//! driving all of it, every polled message verified with the reference `standardwebhooks`.
 
 mod support;
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::{Api, Hookd};
+use support::{Api, Hookd, TestTime, process, python, run_python_script};
 
 const TOKEN: &str = "destinations-admin-token";
 
@@ -395,4 +397,52 @@ async fn a_polling_destination_is_polled_on_postgres() {
         return;
     };
     polling(&url).await;
+}
+
+#[tokio::test]
+async fn the_svix_python_sdk_drives_destinations_and_pollers() {
+    let (url, _dir) = hookd_store::testing::fresh_sqlite();
+    tokio::task::spawn_blocking(move || {
+        let Some(python) = python() else { return };
+        let time = TestTime::start();
+        let hookd = time.serve_local(&url, TOKEN, &[]);
+        let args = [hookd.base_url.as_str(), TOKEN, time.offset_file()];
+        let output = run_python_script(&python, "svix_destinations_check.py", &args);
+        assert!(
+            output.contains("svix destinations check passed"),
+            "{output}"
+        );
+    })
+    .await
+    .expect("the SDK run panicked");
+}
+
+#[tokio::test]
+async fn the_svix_javascript_sdk_drives_destinations_and_pollers() {
+    let (url, _dir) = hookd_store::testing::fresh_sqlite();
+    tokio::task::spawn_blocking(move || {
+        let Some(package) = process::svix_js_package() else {
+            return;
+        };
+        let time = TestTime::start();
+        let hookd = time.serve_local(&url, TOKEN, &[]);
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scripts/crosscheck/svix_destinations_check.mjs"
+        );
+        let output = std::process::Command::new("node")
+            .arg(script)
+            .arg(&package)
+            .args([hookd.base_url.as_str(), TOKEN, time.offset_file()])
+            .output()
+            .expect("run node");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && stdout.contains("svix js destinations check passed"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    })
+    .await
+    .expect("the SDK run panicked");
 }
