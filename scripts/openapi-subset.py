@@ -654,6 +654,22 @@ POLLING_SCHEMAS = {
     }, ["data", "iterator", "done"]),
     "PollingEndpointConsumerSeekIn": shape({"after": TIME}, ["after"]),
     "PollingEndpointConsumerSeekOut": shape({"iterator": TEXT}, ["iterator"]),
+    "RotatePollerTokenIn": shape({
+        "expiry": {"description": "Seconds the new token works (at most a year); without it, "
+                   "until rotated or revoked.", "format": "uint64", "maximum": 31536000,
+                   "nullable": True, "type": "integer"},
+        "oldTokenExpiry": {"description": "Seconds the destination's older poller tokens keep "
+                           "working (0 to 86400).", "default": 300, "format": "uint64",
+                           "maximum": 86400, "nullable": True, "type": "integer"},
+    }),
+    "PollerTokenOut": shape({
+        "id": TEXT,
+        "token": {"description": "The token itself, shown only here.", "type": "string"},
+        "name": TEXT,
+        "createdAt": TIME,
+        "expiresAt": {**TIME, "nullable": True},
+        "scopes": {"items": TEXT, "type": "array"},
+    }, ["id", "token", "name", "createdAt", "scopes"]),
 }
 DESTINATION_PATHS = {
     "/api/v1/app/{app_id}/destination": {
@@ -719,6 +735,15 @@ DESTINATION_PATHS = {
             answer("200", "PollingEndpointConsumerSeekOut", ALL_ERRORS),
             [path_param("app_id"), path_param("sink_id"), path_param("consumer_id")],
             "PollingEndpointConsumerSeekIn"),
+    },
+    "/api/v1/auth/app/{app_id}/destination/{sink_id}/poller/token/rotate": {
+        "post": operation(
+            "hookd addition: issues a poller token for a polling destination, one that may "
+            "use that destination's poller routes and nothing else; its older poller tokens "
+            "stop working `oldTokenExpiry` seconds later (300 by default).",
+            "hookd.destination.rotate-poller-token", "Rotate Poller Token", "Destination",
+            answer("200", "PollerTokenOut", ALL_ERRORS),
+            [path_param("app_id"), path_param("sink_id")], "RotatePollerTokenIn"),
     },
     "/api/v1/app/{app_id}/destination/{destination_id}/secret": {
         "get": operation("hookd addition: the destination's current signing secret, which "

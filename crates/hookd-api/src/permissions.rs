@@ -207,6 +207,8 @@ pub const TABLE: &[Rule] = &[
         "Svix: application tokens too; a read that moves the consumer's kept position"),
     rule("POST", "/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}/seek", Customer,
         Changes, "Svix: application tokens too; moves the consumer's kept position"),
+    rule("POST", "/auth/app/{app_id}/destination/{sink_id}/poller/token/rotate", Customer,
+        Changes, "hookd: issues a token narrower than the caller's: one destination's poller"),
     // Operational-webhook endpoints.
     rule("GET", "/operational-webhook/endpoint", Provider, Reads, OPERATIONAL),
     rule("POST", "/operational-webhook/endpoint", Provider, Changes, OPERATIONAL),

@@ -40,8 +40,8 @@ pub const DELIVERY_WIDTH: usize = 7;
 pub const ATTEMPT_COLUMNS: &str = "a.id, a.message_id, a.endpoint_id, a.url, a.response_status_code, \
     a.response, a.response_duration_ms, a.status, a.trigger_type, a.created_at, a.response_head";
 
-pub const TOKEN_COLUMNS: &str =
-    "id, token_hash, app_id, created_at, expires_at, name, revoked_at, rate_limit, read_only";
+pub const TOKEN_COLUMNS: &str = "id, token_hash, app_id, created_at, expires_at, name, \
+    revoked_at, rate_limit, read_only, endpoint_id";
 
 /// An endpoint's ordering from its stored `strict_order` flag.
 pub fn ordering(strict_order: bool) -> Ordering {

@@ -11,7 +11,7 @@ use harness::fixtures::{app, at, endpoint, first_page, message};
 use hookd_core::destination::{AwsAccess, Destination, RabbitMqConfig, SqsConfig};
 use hookd_core::model::{Application, Endpoint};
 use hookd_core::{EndpointId, MessageId};
-use hookd_store::{MessageFilter, NewMessage, POLL_SETTLE, PollRequest, Store};
+use hookd_store::{ApiToken, MessageFilter, NewMessage, POLL_SETTLE, PollRequest, Store};
 
 fn destination(a: &Application, uid: &str, created: i64, kind: Destination) -> Endpoint {
     Endpoint {
@@ -238,10 +238,56 @@ async fn a_consumer_position_is_remembered_per_destination_and_consumer(store: &
     );
 }
 
+async fn poller_tokens_are_kept_with_their_destination_and_expire_on_rotation(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    let polling = destination(&a, "poll", 3, Destination::Polling);
+    store.create_endpoint(&polling).await.unwrap();
+    let token = |id: &str, expires_at| ApiToken {
+        id: id.into(),
+        token_hash: format!("hash-{id}"),
+        app_id: Some(a.id.clone()),
+        created_at: at(5),
+        expires_at,
+        endpoint_id: Some(polling.id.clone()),
+        ..ApiToken::default()
+    };
+    let (open, soon, app_wide) = (
+        token("t1", None),
+        token("t2", Some(at(10))),
+        ApiToken {
+            endpoint_id: None,
+            ..token("t3", None)
+        },
+    );
+    for t in [&open, &soon, &app_wide] {
+        store.create_token(t).await.unwrap();
+    }
+    assert_eq!(
+        store.find_token("hash-t1").await.unwrap(),
+        Some(open.clone())
+    );
+    store
+        .expire_poller_tokens(&polling.id, at(60))
+        .await
+        .unwrap();
+    let expiry = async |hash: &str| store.find_token(hash).await.unwrap().unwrap().expires_at;
+    assert_eq!(expiry("hash-t1").await, Some(at(60)));
+    assert_eq!(
+        expiry("hash-t2").await,
+        Some(at(10)),
+        "an earlier expiry stays"
+    );
+    assert_eq!(expiry("hash-t3").await, None, "not a poller token");
+    store.delete_endpoint(&polling).await.unwrap();
+    assert_eq!(store.find_token("hash-t1").await.unwrap(), None);
+}
+
 behaviour!(
     destinations_keep_their_kind_and_are_listed_apart_from_endpoints,
     publishing_writes_deliveries_only_for_destinations_an_engine_delivers,
     a_poll_reads_oldest_first_after_its_cursor_and_below_its_cut,
     a_message_committed_after_a_later_one_is_still_polled_in_its_place,
     a_consumer_position_is_remembered_per_destination_and_consumer,
+    poller_tokens_are_kept_with_their_destination_and_expire_on_rotation,
 );

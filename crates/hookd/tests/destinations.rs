@@ -446,3 +446,64 @@ async fn the_svix_javascript_sdk_drives_destinations_and_pollers() {
     .await
     .expect("the SDK run panicked");
 }
+
+/// A poller token polls its one destination and nothing else; a rotation's older tokens stop
+/// working `oldTokenExpiry` later.
+#[tokio::test]
+async fn a_poller_token_polls_its_destination_only() {
+    let (url, _dir) = hookd_store::testing::fresh_sqlite();
+    let time = TestTime::start();
+    let hookd = time.serve_local(&url, TOKEN, &[]);
+    let api = Api::new(&hookd, TOKEN);
+    let app = app(&api).await;
+    for uid in ["mine", "other"] {
+        let body = json!({"uid": uid, "type": "pollingEndpoint", "config": {}});
+        let (status, made) = api
+            .post(&format!("/app/{app}/destination"), body)
+            .await
+            .unwrap();
+        assert_eq!(status, 201, "{made}");
+    }
+    let rotate = format!("/auth/app/{app}/destination/mine/poller/token/rotate");
+    let (status, first) = api.post(&rotate, json!({})).await.unwrap();
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["scopes"], json!(["poller"]));
+    let (status, second) = api
+        .post(&rotate, json!({"oldTokenExpiry": 60}))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{second}");
+    let poller = api.with_token(second["token"].as_str().unwrap());
+    let status_of = async |api: &Api, method: Method, path: &str| {
+        let body = (method == Method::POST).then(|| json!({}));
+        api.call(method, path, body, &[]).await.0
+    };
+    let cases = [
+        (Method::GET, format!("/app/{app}/poller/mine"), 200),
+        (
+            Method::GET,
+            format!("/app/{app}/poller/mine/consumer/c1"),
+            200,
+        ),
+        (Method::GET, format!("/app/{app}/poller/other"), 404),
+        (Method::GET, format!("/app/{app}/destination"), 403),
+        (Method::GET, format!("/app/{app}/msg"), 403),
+        (Method::POST, rotate.clone(), 403),
+    ];
+    for (method, path, expected) in cases {
+        assert_eq!(
+            status_of(&poller, method.clone(), &path).await,
+            expected,
+            "{method} {path}"
+        );
+    }
+    time.set(120_000);
+    let old = api.with_token(first["token"].as_str().unwrap());
+    let mine = format!("/app/{app}/poller/mine");
+    assert_eq!(
+        status_of(&old, Method::GET, &mine).await,
+        401,
+        "rotated out"
+    );
+    assert_eq!(status_of(&poller, Method::GET, &mine).await, 200);
+}

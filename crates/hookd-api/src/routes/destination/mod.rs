@@ -13,7 +13,8 @@
 //! - `config`: each type's `config`: checked, split into clear and sealed parts, shown back
 //!   without credentials.
 //! - `poller`: a polling destination's messages read by a poller or a named consumer whose
-//!   position the server keeps, and a consumer's seek.
+//!   position the server keeps, a consumer's seek, and the poller tokens that may do only
+//!   that.
 
 mod config;
 mod crud;
@@ -59,6 +60,10 @@ pub fn routes() -> Router<ApiState> {
         .route(
             "/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}/seek",
             post(poller::consumer_seek),
+        )
+        .route(
+            "/auth/app/{app_id}/destination/{sink_id}/poller/token/rotate",
+            post(poller::rotate_token),
         )
 }
 

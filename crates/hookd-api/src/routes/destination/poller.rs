@@ -17,10 +17,12 @@ use serde_json::value::RawValue;
 use webhook_signature::Signer;
 
 use super::models::start_of;
+use crate::auth::{Caller, NewToken, issue_token};
 use crate::extract::{JsonBody, QueryParams};
 use crate::list::limit;
+use crate::routes::auth::audit_issue;
 use crate::routes::endpoint::{find_where, open_keys};
-use crate::{ApiError, ApiState, Principal};
+use crate::{ApiError, ApiState};
 
 /// Store pages one poll reads at most while the destination's filters leave them empty: a
 /// poll answers in bounded time however few messages the filters take (`done` is then false).
@@ -61,31 +63,65 @@ pub(super) struct SeekIn {
     after: String,
 }
 
+/// Svix's `RotatePollerTokenIn` (of its Streams' poller tokens).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct RotatePollerTokenIn {
+    /// Seconds the new token works; without it, until rotated or revoked.
+    expiry: Option<u64>,
+    /// Seconds the destination's older poller tokens keep working: 0 to 86400, 300 by default.
+    old_token_expiry: Option<u64>,
+}
+
+/// The longest a poller token may be issued for (a year), and the longest its predecessors
+/// keep working after a rotation (a day), as Svix allows.
+const MAX_EXPIRY: u64 = 31_536_000;
+const MAX_OLD_EXPIRY: u64 = 86_400;
+const DEFAULT_OLD_EXPIRY: u64 = 300;
+
+/// A new poller token: its text, shown only here.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct PollerTokenOut {
+    id: String,
+    token: String,
+    name: String,
+    created_at: String,
+    expires_at: Option<String>,
+    scopes: Vec<String>,
+}
+
 /// Svix's `PollingEndpointConsumerSeekOut`.
 #[derive(Serialize)]
 pub(super) struct SeekOut {
     iterator: String,
 }
 
-/// The polling destination of an application visible to `principal`, by id or uid.
+/// The polling destination of an application visible to `caller`, by id or uid (a poller
+/// token sees its own destination only).
 async fn find_polling(
     state: &ApiState,
-    principal: &Principal,
+    caller: &Caller,
     app_id: &str,
     destination_id: &str,
 ) -> Result<Endpoint, ApiError> {
     let polling = |d: &Destination| *d == Destination::Polling;
     let what = "polling destination";
-    find_where(state, principal, app_id, destination_id, polling, what).await
+    let principal = &caller.principal;
+    let ep = find_where(state, principal, app_id, destination_id, polling, what).await?;
+    match &caller.destination {
+        Some(own) if *own != ep.id => Err(ApiError::NotFound(what)),
+        _ => Ok(ep),
+    }
 }
 
 pub(super) async fn poll(
     State(state): State<ApiState>,
-    Extension(principal): Extension<Principal>,
+    Extension(caller): Extension<Caller>,
     Path((app_id, destination_id)): Path<(String, String)>,
     query: QueryParams,
 ) -> Result<Json<PollOut>, ApiError> {
-    let ep = find_polling(&state, &principal, &app_id, &destination_id).await?;
+    let ep = find_polling(&state, &caller, &app_id, &destination_id).await?;
     let start = match (iterator(&query)?, query.timestamp("after")?) {
         (Some(iterator), _) => iterator,
         (None, Some(after)) => start_of(after),
@@ -103,11 +139,11 @@ pub(super) async fn poll(
 
 pub(super) async fn consumer_poll(
     State(state): State<ApiState>,
-    Extension(principal): Extension<Principal>,
+    Extension(caller): Extension<Caller>,
     Path((app_id, destination_id, consumer)): Path<(String, String, String)>,
     query: QueryParams,
 ) -> Result<Json<PollOut>, ApiError> {
-    let ep = find_polling(&state, &principal, &app_id, &destination_id).await?;
+    let ep = find_polling(&state, &caller, &app_id, &destination_id).await?;
     consumer_id(&consumer)?;
     let start = match iterator(&query)? {
         Some(iterator) => iterator,
@@ -129,11 +165,11 @@ pub(super) async fn consumer_poll(
 
 pub(super) async fn consumer_seek(
     State(state): State<ApiState>,
-    Extension(principal): Extension<Principal>,
+    Extension(caller): Extension<Caller>,
     Path((app_id, destination_id, consumer)): Path<(String, String, String)>,
     JsonBody(input): JsonBody<SeekIn>,
 ) -> Result<Json<SeekOut>, ApiError> {
-    let ep = find_polling(&state, &principal, &app_id, &destination_id).await?;
+    let ep = find_polling(&state, &caller, &app_id, &destination_id).await?;
     consumer_id(&consumer)?;
     let after = hookd_core::Timestamp::parse_rfc3339(&input.after)
         .map_err(|e| ApiError::body_field("after", e.to_string()))?;
@@ -253,6 +289,50 @@ fn polled(signer: &Signer, message: Message, secs: i64) -> Result<Option<PolledM
     }))
 }
 
+/// Issues a poller token for a polling destination, one that polls it and nothing else; the
+/// destination's older poller tokens stop working after `oldTokenExpiry` (hookd addition,
+/// shaped as Svix's Streams' poller-token rotation).
+pub(super) async fn rotate_token(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path((app_id, destination_id)): Path<(String, String)>,
+    JsonBody(input): JsonBody<RotatePollerTokenIn>,
+) -> Result<Json<PollerTokenOut>, ApiError> {
+    let ep = find_polling(&state, &caller, &app_id, &destination_id).await?;
+    let seconds = |field: &str, value: Option<u64>, max: u64| match value {
+        Some(secs) if secs > max => Err(ApiError::body_field(
+            field,
+            format!("must be between 0 and {max} seconds"),
+        )),
+        other => Ok(other.map(std::time::Duration::from_secs)),
+    };
+    let expiry = seconds("expiry", input.expiry, MAX_EXPIRY)?;
+    let old = seconds("oldTokenExpiry", input.old_token_expiry, MAX_OLD_EXPIRY)?
+        .unwrap_or(std::time::Duration::from_secs(DEFAULT_OLD_EXPIRY));
+    let now = state.clock().now();
+    state
+        .store()
+        .expire_poller_tokens(&ep.id, now.plus(old))
+        .await?;
+    let new = NewToken {
+        app_id: Some(ep.app_id.clone()),
+        name: format!("poller of {}", ep.id),
+        expires_at: expiry.map(|e| now.plus(e)),
+        endpoint_id: Some(ep.id),
+        ..NewToken::default()
+    };
+    let (token, record) = issue_token(state.store(), now, new).await?;
+    audit_issue(&caller, &record, "token.poller");
+    Ok(Json(PollerTokenOut {
+        id: record.id,
+        token,
+        name: record.name,
+        created_at: record.created_at.to_rfc3339(),
+        expires_at: record.expires_at.map(|t| t.to_rfc3339()),
+        scopes: vec!["poller".into()],
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,5 +363,15 @@ mod tests {
             iterator: "msg_1".into(),
         };
         assert_shows_as_described("PollingEndpointConsumerSeekOut", &seek);
+        assert_reads_as_described::<RotatePollerTokenIn>("RotatePollerTokenIn");
+        let token = PollerTokenOut {
+            id: "tok_1".into(),
+            token: "hookd_x".into(),
+            name: "poller".into(),
+            created_at: "2026-01-01T00:00:00+00:00".into(),
+            expires_at: Some("2026-01-01T00:00:00+00:00".into()),
+            scopes: vec!["poller".into()],
+        };
+        assert_shows_as_described("PollerTokenOut", &token);
     }
 }
