@@ -872,6 +872,34 @@ impl Taker {
     }
 }
 
+/// The engine is handed no new delivery of a broker destination (it does not publish to
+/// brokers): it is written pending, for a claim.
+#[tokio::test]
+async fn a_broker_destinations_new_deliveries_are_not_handed_over() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::broker_handoff").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    let owner = app("app_broker");
+    let broker = Endpoint {
+        destination: hookd_core::destination::Destination::NatsJetStream(
+            hookd_core::destination::NatsConfig {
+                url: "nats://127.0.0.1:4222".into(),
+                subject: "orders".into(),
+            },
+        ),
+        ..endpoint_of(&owner, 1, None)
+    };
+    queue(&store, &owner, std::slice::from_ref(&broker), 0).await;
+    let taker = Taker::on(&store);
+    let created = store
+        .publish(NewMessage::new(message_of(&owner, 2_000)))
+        .await
+        .unwrap();
+    assert_eq!((created.deliveries, created.queued), (1, 1));
+    assert!(taker.started().is_empty());
+}
+
 /// A delivery handed to the publishing process's engine counts against its endpoint's cap
 /// like a claimed one, in every process: the publish hands off only the room the cap has
 /// left after the other processes' attempts, and their claims then find the cap full.
