@@ -382,6 +382,23 @@ async fn polling(database: &str) {
         [1, 3],
         "each consumer has its own position"
     );
+
+    // Disabled, it answers nothing and stays where it was.
+    let path = format!("/app/{app}/destination/poller");
+    let off = json!({"type": "pollingEndpoint", "config": {}, "status": "disabled"});
+    let (status, _) = api.call(Method::PATCH, &path, Some(off), &[]).await;
+    assert_eq!(status, 200);
+    let paused = api.get(&format!("{poll}/consumer/worker-3")).await;
+    assert_eq!(paused["data"], json!([]));
+    let on = json!({"type": "pollingEndpoint", "config": {}, "status": "enabled"});
+    let (status, _) = api.call(Method::PATCH, &path, Some(on), &[]).await;
+    assert_eq!(status, 200);
+    let resumed = api.get(&format!("{poll}/consumer/worker-3")).await;
+    assert_eq!(
+        verified(&secret, &resumed),
+        [1, 3],
+        "nothing was skipped while disabled"
+    );
 }
 
 #[tokio::test]

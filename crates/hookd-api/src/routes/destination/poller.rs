@@ -201,7 +201,8 @@ fn consumer_id(consumer: &str) -> Result<(), ApiError> {
 }
 
 /// Up to `limit` settled messages after `start` that `filter` and the destination's own
-/// filters take (those whose payload was expunged left out), signed.
+/// filters take (those whose payload was expunged left out), signed. A disabled destination
+/// answers none and stays where it is, so enabling it again loses nothing.
 async fn read(
     state: &ApiState,
     ep: &Endpoint,
@@ -209,6 +210,13 @@ async fn read(
     filter: &MessageFilter,
     limit: usize,
 ) -> Result<PollOut, ApiError> {
+    if ep.disabled {
+        return Ok(PollOut {
+            data: Vec::new(),
+            iterator: start,
+            done: true,
+        });
+    }
     let now = state.clock().now();
     let keys = open_keys(state, ep)?;
     let signer = keys
@@ -247,15 +255,14 @@ async fn read(
     })
 }
 
-/// Whether the destination takes `message` (its filters; disabled, it takes none).
+/// Whether the destination's filters take `message`.
 fn takes(ep: &Endpoint, message: &Message) -> bool {
-    !ep.disabled
-        && filters_take(
-            ep.event_types.as_deref(),
-            ep.channels.as_deref(),
-            &message.event_type,
-            message.channels.as_deref(),
-        )
+    filters_take(
+        ep.event_types.as_deref(),
+        ep.channels.as_deref(),
+        &message.event_type,
+        message.channels.as_deref(),
+    )
 }
 
 /// `message` as a poll shows it, signed at `secs`; `None` once its payload was expunged.
