@@ -524,3 +524,46 @@ async fn a_poller_token_polls_its_destination_only() {
     );
     assert_eq!(status_of(&poller, Method::GET, &mine).await, 200);
 }
+
+/// A `fifoEndpoint` is delivered by the engine as an HTTP endpoint is, one message at a time
+/// in publish order (the next only once the one before succeeded), with its custom headers
+/// (the sealed credential one too), signed with the destination's key.
+#[tokio::test]
+async fn a_fifo_destination_receives_its_messages_one_at_a_time_in_order() {
+    let receiver =
+        hookd_engine::testing::Receiver::failing_first(1, axum::http::StatusCode::BAD_GATEWAY)
+            .await;
+    let (url, _dir) = hookd_store::testing::fresh_sqlite();
+    let hookd = Hookd::serve_local(&url, TOKEN, &["--retry-schedule", "0,0"]);
+    let api = Api::new(&hookd, TOKEN);
+    let app = app(&api).await;
+    let config = json!({"url": receiver.url,
+                        "headers": {"x-tenant": "7", "authorization": "Bearer s3cret"}});
+    let body = json!({"uid": "fifo", "type": "fifoEndpoint", "config": config});
+    let (status, made) = api
+        .post(&format!("/app/{app}/destination"), body)
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{made}");
+    let secret = api
+        .get(&format!("/app/{app}/destination/fifo/secret"))
+        .await["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut published = Vec::new();
+    for n in 1..=3 {
+        published.push(api.publish(&app, "order.paid", json!({"n": n})).await);
+    }
+    receiver.wait_for(4).await;
+    let reference = standardwebhooks::Webhook::new(&secret).unwrap();
+    let requests = receiver.requests();
+    let ids: Vec<&str> = requests.iter().map(|r| r.header("webhook-id")).collect();
+    let expected = [&published[0], &published[0], &published[1], &published[2]];
+    assert_eq!(ids, expected, "the first is retried before the next goes");
+    for request in &requests {
+        assert!(reference.verify(&request.body, &request.headers).is_ok());
+        assert_eq!(request.header("x-tenant"), "7");
+        assert_eq!(request.header("authorization"), "Bearer s3cret");
+    }
+}
