@@ -632,6 +632,45 @@ DESTINATION_SCHEMAS = {
         "prevIterator": {"nullable": True, "type": "string"},
     }, ["data", "done", "iterator"]),
 }
+POLLING_SCHEMAS = {
+    "PollingEndpointMessageOut": shape({
+        "id": TEXT,
+        "eventType": TEXT,
+        "payload": {"description": "The payload as compact JSON: the bytes the signature "
+                    "signs.", "type": "object"},
+        "timestamp": TIME,
+        "eventId": {"nullable": True, "type": "string"},
+        "channels": TEXTS,
+        "tags": TEXTS,
+        "deliverAt": {**TIME, "nullable": True},
+        "headers": {"additionalProperties": TEXT, "description": "`webhook-id`, "
+                    "`webhook-timestamp` and `webhook-signature`, signed with the "
+                    "destination's key.", "type": "object"},
+    }, ["id", "eventType", "payload", "timestamp", "headers"]),
+    "PollingEndpointOut": shape({
+        "data": {"items": ref("PollingEndpointMessageOut"), "type": "array"},
+        "iterator": TEXT,
+        "done": {"type": "boolean"},
+    }, ["data", "iterator", "done"]),
+    "PollingEndpointConsumerSeekIn": shape({"after": TIME}, ["after"]),
+    "PollingEndpointConsumerSeekOut": shape({"iterator": TEXT}, ["iterator"]),
+    "RotatePollerTokenIn": shape({
+        "expiry": {"description": "Seconds the new token works (at most a year); without it, "
+                   "until rotated or revoked.", "format": "uint64", "maximum": 31536000,
+                   "nullable": True, "type": "integer"},
+        "oldTokenExpiry": {"description": "Seconds the destination's older poller tokens keep "
+                           "working (0 to 86400).", "default": 300, "format": "uint64",
+                           "maximum": 86400, "nullable": True, "type": "integer"},
+    }),
+    "PollerTokenOut": shape({
+        "id": TEXT,
+        "token": {"description": "The token itself, shown only here.", "type": "string"},
+        "name": TEXT,
+        "createdAt": TIME,
+        "expiresAt": {**TIME, "nullable": True},
+        "scopes": {"items": TEXT, "type": "array"},
+    }, ["id", "token", "name", "createdAt", "scopes"]),
+}
 DESTINATION_PATHS = {
     "/api/v1/app/{app_id}/destination": {
         "get": operation(
@@ -667,8 +706,55 @@ DESTINATION_PATHS = {
                                  ("404", "Not Found")]}},
                             DESTINATION_PARAMS),
     },
+    "/api/v1/app/{app_id}/poller/{sink_id}": {
+        "get": operation(
+            "Reads a polling destination's messages after `iterator` (or from `after`, or from "
+            "the destination's creation), oldest first, that its filters and `event_type` and "
+            "`channel` take; each carries Standard Webhooks headers signing its payload. "
+            "Messages are read once their ids are 5 seconds old.",
+            "v1.message.poller.poll", "Poll", "Message",
+            answer("200", "PollingEndpointOut", ALL_ERRORS),
+            [path_param("app_id"), path_param("sink_id"),
+             query_param("limit", {"type": "integer"}), query_param("iterator", TEXT),
+             query_param("event_type", TEXT), query_param("channel", TEXT),
+             query_param("after", TIME)]),
+    },
+    "/api/v1/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}": {
+        "get": operation(
+            "Reads as `poll` does, from where this consumer last got to (kept by the server), "
+            "or from `iterator`; the answer's iterator is kept as the consumer's position.",
+            "v1.message.poller.consumer-poll", "Consumer Poll", "Message",
+            answer("200", "PollingEndpointOut", ALL_ERRORS),
+            [path_param("app_id"), path_param("sink_id"), path_param("consumer_id"),
+             query_param("limit", {"type": "integer"}), query_param("iterator", TEXT)]),
+    },
+    "/api/v1/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}/seek": {
+        "post": operation(
+            "Moves the consumer to the messages created from `after` on.",
+            "v1.message.poller.consumer-seek", "Consumer Seek", "Message",
+            answer("200", "PollingEndpointConsumerSeekOut", ALL_ERRORS),
+            [path_param("app_id"), path_param("sink_id"), path_param("consumer_id")],
+            "PollingEndpointConsumerSeekIn"),
+    },
+    "/api/v1/auth/app/{app_id}/destination/{sink_id}/poller/token/rotate": {
+        "post": operation(
+            "hookd addition: issues a poller token for a polling destination, one that may "
+            "use that destination's poller routes and nothing else; its older poller tokens "
+            "stop working `oldTokenExpiry` seconds later (300 by default).",
+            "hookd.destination.rotate-poller-token", "Rotate Poller Token", "Destination",
+            answer("200", "PollerTokenOut", ALL_ERRORS),
+            [path_param("app_id"), path_param("sink_id")], "RotatePollerTokenIn"),
+    },
+    "/api/v1/app/{app_id}/destination/{destination_id}/secret": {
+        "get": operation("hookd addition: the destination's current signing secret, which "
+                         "its messages' `webhook-signature` is verified with.",
+                         "hookd.destination.get-secret", "Get Destination Secret",
+                         "Destination", answer("200", "EndpointSecretOut", ALL_ERRORS),
+                         DESTINATION_PARAMS),
+    },
     "/api/v1/app/{app_id}/destination/{destination_id}/secret/rotate": {
-        "post": operation("Rotates a fifoEndpoint destination's signing secret.",
+        "post": operation("Rotates a destination's signing secret (hookd: every type's, "
+                          "Svix: a fifoEndpoint's).",
                           "v1.destination.rotate-secret", "Rotate Destination Secret",
                           "Destination", answer("200", "EndpointSecretOut", ALL_ERRORS),
                           DESTINATION_PARAMS, "EndpointSecretRotateIn"),
@@ -683,6 +769,7 @@ def add_hookd_operations(document):
     document["components"]["schemas"].update(TASK_SCHEMAS)
     document["paths"].update(DESTINATION_PATHS)
     document["components"]["schemas"].update(DESTINATION_SCHEMAS)
+    document["components"]["schemas"].update(POLLING_SCHEMAS)
     for (path, method), responses in RESPONSES.items():
         answers = document["paths"][path][method]["responses"]
         answers.pop("204", None)

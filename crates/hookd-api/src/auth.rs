@@ -17,7 +17,7 @@ use axum::http::Method;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::Response;
-use hookd_core::{AppId, Timestamp};
+use hookd_core::{AppId, EndpointId, Timestamp};
 use hookd_store::{ApiToken, Store, StoreError};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -73,6 +73,8 @@ pub struct Caller {
     /// May only read.
     pub read_only: bool,
     pub expires_at: Option<Timestamp>,
+    /// A poller token's polling destination: it may use the poller routes of that one only.
+    pub destination: Option<EndpointId>,
 }
 
 /// What a new token may do.
@@ -84,6 +86,8 @@ pub struct NewToken {
     pub expires_at: Option<Timestamp>,
     pub rate_limit: Option<u32>,
     pub read_only: bool,
+    /// A poller token's polling destination (of `app_id`).
+    pub endpoint_id: Option<EndpointId>,
 }
 
 /// Creates and stores a token, returning its text (the only time it exists in the clear) and
@@ -107,6 +111,7 @@ pub async fn issue_token(
         revoked_at: None,
         rate_limit: new.rate_limit,
         read_only: new.read_only,
+        endpoint_id: new.endpoint_id,
     };
     store.create_token(&token).await?;
     Ok((text, token))
@@ -188,6 +193,9 @@ fn admit(
         return Err(ApiError::Unauthorized);
     }
     permitted(caller, method, route)?;
+    if caller.destination.is_some() && !route.is_some_and(is_poller_route) {
+        return Err(ApiError::Forbidden);
+    }
     let default = match caller.principal {
         Principal::App(_) => Some(state.config().app_token_rate_limit),
         Principal::Admin => None,
@@ -217,6 +225,12 @@ fn permitted(caller: &Caller, method: &Method, route: Option<&str>) -> Result<()
     }
 }
 
+/// Whether `route` is one a poller token may use (its destination is checked by the route).
+fn is_poller_route(route: &str) -> bool {
+    let route = route.strip_prefix(crate::API_PREFIX).unwrap_or(route);
+    route.starts_with("/app/{app_id}/poller/{sink_id}")
+}
+
 async fn caller_for(state: &ApiState, token: &str) -> Result<Caller, ApiError> {
     let hash = token_hash(token);
     let configured = state
@@ -233,6 +247,7 @@ async fn caller_for(state: &ApiState, token: &str) -> Result<Caller, ApiError> {
             rate_limit: None,
             read_only: false,
             expires_at: None,
+            destination: None,
         });
     }
     if let Some(caller) = state.tokens().get(&hash) {
@@ -254,6 +269,7 @@ async fn caller_for(state: &ApiState, token: &str) -> Result<Caller, ApiError> {
         rate_limit: stored.rate_limit,
         read_only: stored.read_only,
         expires_at: stored.expires_at,
+        destination: stored.endpoint_id,
     };
     state.tokens().put(hash, caller.clone());
     Ok(caller)

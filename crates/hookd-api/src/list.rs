@@ -12,8 +12,8 @@ use crate::extract::QueryParams;
 const DEFAULT_LIMIT: usize = 50;
 const MAX_LIMIT: usize = 250;
 
-/// `limit` and `iterator` from the query string.
-pub fn page_request(query: &QueryParams) -> Result<PageRequest, ApiError> {
+/// `limit` from the query string: 1 to 250, 50 when not given.
+pub fn limit(query: &QueryParams) -> Result<usize, ApiError> {
     let limit = query.parse::<usize>("limit")?.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::query_param(
@@ -21,6 +21,12 @@ pub fn page_request(query: &QueryParams) -> Result<PageRequest, ApiError> {
             format!("must be between 1 and {MAX_LIMIT}"),
         ));
     }
+    Ok(limit)
+}
+
+/// `limit` and `iterator` from the query string.
+pub fn page_request(query: &QueryParams) -> Result<PageRequest, ApiError> {
+    let limit = limit(query)?;
     let cursor = query
         .get("iterator")
         .filter(|i| !i.is_empty())

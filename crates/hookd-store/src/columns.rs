@@ -18,9 +18,14 @@ pub const ENDPOINT_COLUMNS: &str = "e.id, e.app_id, e.uid, e.url, e.description,
 pub const ENDPOINT_WIDTH: usize = 23;
 
 /// The condition (on a row of `endpoints`, unaliased) for the endpoints publishing writes
-/// deliveries for: those an engine delivers. A polling destination's consumer reads the
-/// messages themselves.
+/// deliveries for: all but polling destinations, whose consumers read the messages themselves.
 pub const DELIVERED: &str = "kind <> 'polling'";
+
+/// The condition (on a row of `endpoints`, unaliased) for the endpoints whose deliveries the
+/// engine claims and is handed: those it sends over HTTP. A broker destination's deliveries
+/// wait, pending, until the engine publishes to brokers. (PostgreSQL's `claim_due.sql` repeats
+/// it.)
+pub const SENT_BY_ENGINE: &str = "kind IN ('http', 'fifo')";
 
 pub const EVENT_TYPE_COLUMNS: &str = "name, description, schemas, archived, deprecated, \
      feature_flag, created_at, updated_at, group_name, feature_flags";
@@ -40,8 +45,8 @@ pub const DELIVERY_WIDTH: usize = 7;
 pub const ATTEMPT_COLUMNS: &str = "a.id, a.message_id, a.endpoint_id, a.url, a.response_status_code, \
     a.response, a.response_duration_ms, a.status, a.trigger_type, a.created_at, a.response_head";
 
-pub const TOKEN_COLUMNS: &str =
-    "id, token_hash, app_id, created_at, expires_at, name, revoked_at, rate_limit, read_only";
+pub const TOKEN_COLUMNS: &str = "id, token_hash, app_id, created_at, expires_at, name, \
+    revoked_at, rate_limit, read_only, endpoint_id";
 
 /// An endpoint's ordering from its stored `strict_order` flag.
 pub fn ordering(strict_order: bool) -> Ordering {

@@ -8,10 +8,11 @@
 mod harness;
 
 use harness::fixtures::{app, at, endpoint, first_page, message};
+use harness::queue::claim;
 use hookd_core::destination::{AwsAccess, Destination, RabbitMqConfig, SqsConfig};
-use hookd_core::model::{Application, Endpoint};
+use hookd_core::model::{Application, DeliveryStatus, Endpoint};
 use hookd_core::{EndpointId, MessageId};
-use hookd_store::{MessageFilter, NewMessage, PollRequest, Store};
+use hookd_store::{ApiToken, MessageFilter, NewMessage, POLL_SETTLE, PollRequest, Store};
 
 fn destination(a: &Application, uid: &str, created: i64, kind: Destination) -> Endpoint {
     Endpoint {
@@ -70,27 +71,41 @@ async fn destinations_keep_their_kind_and_are_listed_apart_from_endpoints(store:
     );
 }
 
-async fn publishing_writes_deliveries_only_for_destinations_an_engine_delivers(store: &dyn Store) {
+async fn a_polling_destination_gets_no_deliveries_and_a_brokers_wait_unclaimed(store: &dyn Store) {
     let a = app(None, 0);
     store.create_app(&a).await.unwrap();
     let http = endpoint(&a, Some("http"), None, None);
     let fifo = destination(&a, "fifo", 2, Destination::Fifo);
     let polling = destination(&a, "poll", 3, Destination::Polling);
-    for ep in [&http, &fifo, &polling] {
+    let rabbit = Destination::RabbitMq(RabbitMqConfig {
+        uri: "amqp://127.0.0.1:5672/%2f".into(),
+        routing_key: "orders".into(),
+        mandatory: false,
+    });
+    let broker = destination(&a, "rabbit", 4, rabbit);
+    for ep in [&http, &fifo, &polling, &broker] {
         store.create_endpoint(ep).await.unwrap();
     }
     let msg = message(&a, "order.shipped", None, None, 10);
     let created = store.publish(NewMessage::new(msg.clone())).await.unwrap();
-    assert_eq!(created.deliveries, 2, "the polling destination gets none");
-    let routed: Vec<EndpointId> = store
+    assert_eq!(created.deliveries, 3, "the polling destination gets none");
+    let routed: Vec<(EndpointId, DeliveryStatus)> = store
         .list_message_deliveries(&a.id, &msg)
         .await
         .unwrap()
         .into_iter()
-        .map(|(ep, _)| ep.id)
+        .map(|(ep, d)| (ep.id, d.status))
         .collect();
-    assert!(routed.contains(&http.id) && routed.contains(&fifo.id));
-    assert!(!routed.contains(&polling.id));
+    assert_eq!(routed.len(), 3);
+    assert!(routed.contains(&(broker.id.clone(), DeliveryStatus::Pending)));
+    assert!(!routed.iter().any(|(id, _)| *id == polling.id));
+    let claimed = claim(store, 1_000, 10, 10).await;
+    let claimed: Vec<&EndpointId> = claimed.iter().map(|c| &c.delivery.endpoint_id).collect();
+    assert_eq!(claimed.len(), 2, "{claimed:?}");
+    assert!(
+        !claimed.contains(&&broker.id),
+        "the engine does not claim a broker's delivery"
+    );
 }
 
 async fn a_poll_reads_oldest_first_after_its_cursor_and_below_its_cut(store: &dyn Store) {
@@ -122,12 +137,13 @@ async fn a_poll_reads_oldest_first_after_its_cursor_and_below_its_cut(store: &dy
         .await
         .unwrap();
     let start = MessageId::lowest_at(at(0)).to_string();
-    let below = MessageId::lowest_at(at(35)).to_string();
+    // Settled: the messages made before 35 ms.
+    let now = at(35).plus(POLL_SETTLE);
     let everything = MessageFilter::default();
     let request = PollRequest {
         app: &a.id,
         after: &start,
-        below: &below,
+        now,
         filter: &everything,
         limit: 2,
     };
@@ -150,9 +166,8 @@ async fn a_poll_reads_oldest_first_after_its_cursor_and_below_its_cut(store: &dy
         channel: Some("eu".into()),
         ..MessageFilter::default()
     };
-    let all_below = MessageId::lowest_at(at(100)).to_string();
     let filtered = PollRequest {
-        below: &all_below,
+        now: at(100).plus(POLL_SETTLE),
         filter: &shipped_in_eu,
         limit: 10,
         ..request.clone()
@@ -160,6 +175,43 @@ async fn a_poll_reads_oldest_first_after_its_cursor_and_below_its_cut(store: &dy
     let found = store.poll_messages(&filtered).await.unwrap();
     let ids: Vec<&MessageId> = found.items.iter().map(|m| &m.id).collect();
     assert_eq!(ids, vec![&published[0], &published[3]]);
+}
+
+async fn a_message_committed_after_a_later_one_is_still_polled_in_its_place(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    // `early` gets its id first but commits after `later` (a slow publish).
+    let early = message(&a, "order.paid", None, None, 9_000);
+    let later = message(&a, "order.paid", None, None, 9_500);
+    store.publish(NewMessage::new(later.clone())).await.unwrap();
+    let start = MessageId::lowest_at(at(0)).to_string();
+    let everything = MessageFilter::default();
+    let poll = PollRequest {
+        app: &a.id,
+        after: &start,
+        now: at(10_000),
+        filter: &everything,
+        limit: 10,
+    };
+    let unsettled = store.poll_messages(&poll).await.unwrap();
+    assert!(
+        unsettled.items.is_empty(),
+        "a poll does not read past ids that may still be committing"
+    );
+    store.publish(NewMessage::new(early.clone())).await.unwrap();
+    let settled = PollRequest {
+        now: at(9_500)
+            .plus(POLL_SETTLE)
+            .plus(std::time::Duration::from_millis(1)),
+        ..poll.clone()
+    };
+    let page = store.poll_messages(&settled).await.unwrap();
+    let ids: Vec<&MessageId> = page.items.iter().map(|m| &m.id).collect();
+    assert_eq!(
+        ids,
+        vec![&early.id, &later.id],
+        "in id order, the late one first"
+    );
 }
 
 async fn a_consumer_position_is_remembered_per_destination_and_consumer(store: &dyn Store) {
@@ -201,9 +253,56 @@ async fn a_consumer_position_is_remembered_per_destination_and_consumer(store: &
     );
 }
 
+async fn poller_tokens_are_kept_with_their_destination_and_expire_on_rotation(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    let polling = destination(&a, "poll", 3, Destination::Polling);
+    store.create_endpoint(&polling).await.unwrap();
+    let token = |id: &str, expires_at| ApiToken {
+        id: id.into(),
+        token_hash: format!("hash-{id}"),
+        app_id: Some(a.id.clone()),
+        created_at: at(5),
+        expires_at,
+        endpoint_id: Some(polling.id.clone()),
+        ..ApiToken::default()
+    };
+    let (open, soon, app_wide) = (
+        token("t1", None),
+        token("t2", Some(at(10))),
+        ApiToken {
+            endpoint_id: None,
+            ..token("t3", None)
+        },
+    );
+    for t in [&open, &soon, &app_wide] {
+        store.create_token(t).await.unwrap();
+    }
+    assert_eq!(
+        store.find_token("hash-t1").await.unwrap(),
+        Some(open.clone())
+    );
+    store
+        .expire_poller_tokens(&polling.id, at(60))
+        .await
+        .unwrap();
+    let expiry = async |hash: &str| store.find_token(hash).await.unwrap().unwrap().expires_at;
+    assert_eq!(expiry("hash-t1").await, Some(at(60)));
+    assert_eq!(
+        expiry("hash-t2").await,
+        Some(at(10)),
+        "an earlier expiry stays"
+    );
+    assert_eq!(expiry("hash-t3").await, None, "not a poller token");
+    store.delete_endpoint(&polling).await.unwrap();
+    assert_eq!(store.find_token("hash-t1").await.unwrap(), None);
+}
+
 behaviour!(
     destinations_keep_their_kind_and_are_listed_apart_from_endpoints,
-    publishing_writes_deliveries_only_for_destinations_an_engine_delivers,
+    a_polling_destination_gets_no_deliveries_and_a_brokers_wait_unclaimed,
     a_poll_reads_oldest_first_after_its_cursor_and_below_its_cut,
+    a_message_committed_after_a_later_one_is_still_polled_in_its_place,
     a_consumer_position_is_remembered_per_destination_and_consumer,
+    poller_tokens_are_kept_with_their_destination_and_expire_on_rotation,
 );

@@ -20,6 +20,7 @@ async fn tokens_are_found_by_hash(store: &dyn Store) {
         revoked_at: None,
         rate_limit: Some(7),
         read_only: true,
+        endpoint_id: None,
     };
     store.create_token(&token).await.unwrap();
     assert!(store.has_admin_token().await.unwrap());

@@ -2,13 +2,15 @@
 //! patched and deleted in Svix's shape; their credentials never shown back; a type hookd does
 //! not serve, or a bad config field, refused with 422 naming it; destinations counted with
 //! endpoints against `--max-endpoints-per-app`; and the endpoint routes and the destination
-//! routes each seeing only their own.
+//! routes each seeing only their own. A polling destination's poller and consumers, on both
+//! databases; and the official Svix SDKs (Python and JavaScript), code we did not write,
+//! driving all of it, every polled message verified with the reference `standardwebhooks`.
 
 mod support;
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::{Api, Hookd};
+use support::{Api, Hookd, TestTime, process, python, run_python_script};
 
 const TOKEN: &str = "destinations-admin-token";
 
@@ -283,4 +285,285 @@ async fn endpoints_and_destinations_are_apart_but_share_the_limit() {
         .await;
     assert_eq!(status, 200, "{rotated}");
     assert!(rotated["key"].as_str().unwrap().starts_with("whsec_"));
+}
+
+/// The `data` of a poll answer, verified with the reference `standardwebhooks` crate and the
+/// destination's secret; their payloads' `n`.
+fn verified(secret: &str, page: &Value) -> Vec<i64> {
+    let reference = standardwebhooks::Webhook::new(secret).expect("a whsec_ secret");
+    let messages = page["data"].as_array().expect("data");
+    messages
+        .iter()
+        .map(|message| {
+            let mut headers = axum::http::HeaderMap::new();
+            for (name, value) in message["headers"].as_object().expect("headers") {
+                let name = axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap();
+                headers.insert(name, value.as_str().unwrap().parse().unwrap());
+            }
+            let body = serde_json::to_vec(&message["payload"]).unwrap();
+            let checked = reference.verify(&body, &headers);
+            assert!(checked.is_ok(), "{message}: {checked:?}");
+            assert_eq!(message["headers"]["webhook-id"], message["id"]);
+            message["payload"]["n"].as_i64().unwrap()
+        })
+        .collect()
+}
+
+/// A polling destination's messages: only settled ones, oldest first, its filters applied,
+/// signed; a consumer's position kept by the server and moved by a seek.
+async fn polling(database: &str) {
+    let time = support::TestTime::start();
+    let hookd = time.serve_local(database, TOKEN, &[]);
+    let api = Api::new(&hookd, TOKEN);
+    let app = app(&api).await;
+    let body = json!({"uid": "poller", "type": "pollingEndpoint", "config": {},
+                      "eventTypes": ["order.paid"]});
+    let (status, made) = api
+        .post(&format!("/app/{app}/destination"), body)
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{made}");
+    let secret = api
+        .get(&format!("/app/{app}/destination/poller/secret"))
+        .await["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for (n, event_type) in [(1, "order.paid"), (2, "order.shipped"), (3, "order.paid")] {
+        api.publish(&app, event_type, json!({"n": n, "text": "héllo"}))
+            .await;
+    }
+    let poll = format!("/app/{app}/poller/poller");
+    let unsettled = api.get(&poll).await;
+    assert_eq!(unsettled["data"], json!([]), "{unsettled}");
+    assert!(unsettled["iterator"].is_string(), "never null: {unsettled}");
+
+    time.set(10_000);
+    let page = api.get(&format!("{poll}?limit=1")).await;
+    assert_eq!(verified(&secret, &page), [1]);
+    assert_eq!(page["done"], false);
+    let iterator = page["iterator"].as_str().unwrap();
+    let rest = api.get(&format!("{poll}?iterator={iterator}")).await;
+    assert_eq!(
+        verified(&secret, &rest),
+        [3],
+        "order.shipped is filtered out"
+    );
+    assert_eq!(rest["done"], true);
+    let end = rest["iterator"].as_str().unwrap();
+    let empty = api.get(&format!("{poll}?iterator={end}")).await;
+    assert_eq!(
+        (empty["data"].clone(), empty["iterator"].as_str()),
+        (json!([]), Some(end))
+    );
+
+    // A named consumer reads on from where it got to.
+    let consumer = format!("{poll}/consumer/worker-1");
+    assert_eq!(
+        verified(&secret, &api.get(&format!("{consumer}?limit=1")).await),
+        [1]
+    );
+    assert_eq!(verified(&secret, &api.get(&consumer).await), [3]);
+    assert_eq!(api.get(&consumer).await["data"], json!([]));
+    let (status, sought) = api
+        .call(
+            Method::POST,
+            &format!("{consumer}/seek"),
+            Some(json!({"after": "2020-01-01T00:00:00+00:00"})),
+            &[],
+        )
+        .await;
+    assert_eq!(status, 200, "{sought}");
+    assert!(sought["iterator"].is_string());
+    assert_eq!(verified(&secret, &api.get(&consumer).await), [1, 3]);
+    let other = api.get(&format!("{poll}/consumer/worker-2")).await;
+    assert_eq!(
+        verified(&secret, &other),
+        [1, 3],
+        "each consumer has its own position"
+    );
+
+    // Disabled, it answers nothing and stays where it was.
+    let path = format!("/app/{app}/destination/poller");
+    let off = json!({"type": "pollingEndpoint", "config": {}, "status": "disabled"});
+    let (status, _) = api.call(Method::PATCH, &path, Some(off), &[]).await;
+    assert_eq!(status, 200);
+    let paused = api.get(&format!("{poll}/consumer/worker-3")).await;
+    assert_eq!(paused["data"], json!([]));
+    let on = json!({"type": "pollingEndpoint", "config": {}, "status": "enabled"});
+    let (status, _) = api.call(Method::PATCH, &path, Some(on), &[]).await;
+    assert_eq!(status, 200);
+    let resumed = api.get(&format!("{poll}/consumer/worker-3")).await;
+    assert_eq!(
+        verified(&secret, &resumed),
+        [1, 3],
+        "nothing was skipped while disabled"
+    );
+}
+
+#[tokio::test]
+async fn a_polling_destination_is_polled_on_sqlite() {
+    let (url, _dir) = hookd_store::testing::fresh_sqlite();
+    polling(&url).await;
+}
+
+#[tokio::test]
+async fn a_polling_destination_is_polled_on_postgres() {
+    let test = "destinations::a_polling_destination_is_polled_on_postgres";
+    let Some((url, _db)) = hookd_store::testing::fresh_postgres(test).await else {
+        return;
+    };
+    polling(&url).await;
+}
+
+#[tokio::test]
+async fn the_svix_python_sdk_drives_destinations_and_pollers() {
+    let (url, _dir) = hookd_store::testing::fresh_sqlite();
+    tokio::task::spawn_blocking(move || {
+        let Some(python) = python() else { return };
+        let time = TestTime::start();
+        let hookd = time.serve_local(&url, TOKEN, &[]);
+        let args = [hookd.base_url.as_str(), TOKEN, time.offset_file()];
+        let output = run_python_script(&python, "svix_destinations_check.py", &args);
+        assert!(
+            output.contains("svix destinations check passed"),
+            "{output}"
+        );
+    })
+    .await
+    .expect("the SDK run panicked");
+}
+
+#[tokio::test]
+async fn the_svix_javascript_sdk_drives_destinations_and_pollers() {
+    let (url, _dir) = hookd_store::testing::fresh_sqlite();
+    tokio::task::spawn_blocking(move || {
+        let Some(package) = process::svix_js_package() else {
+            return;
+        };
+        let time = TestTime::start();
+        let hookd = time.serve_local(&url, TOKEN, &[]);
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scripts/crosscheck/svix_destinations_check.mjs"
+        );
+        let output = std::process::Command::new("node")
+            .arg(script)
+            .arg(&package)
+            .args([hookd.base_url.as_str(), TOKEN, time.offset_file()])
+            .output()
+            .expect("run node");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && stdout.contains("svix js destinations check passed"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    })
+    .await
+    .expect("the SDK run panicked");
+}
+
+/// A poller token polls its one destination and nothing else; a rotation's older tokens stop
+/// working `oldTokenExpiry` later.
+#[tokio::test]
+async fn a_poller_token_polls_its_destination_only() {
+    let (url, _dir) = hookd_store::testing::fresh_sqlite();
+    let time = TestTime::start();
+    let hookd = time.serve_local(&url, TOKEN, &[]);
+    let api = Api::new(&hookd, TOKEN);
+    let app = app(&api).await;
+    for uid in ["mine", "other"] {
+        let body = json!({"uid": uid, "type": "pollingEndpoint", "config": {}});
+        let (status, made) = api
+            .post(&format!("/app/{app}/destination"), body)
+            .await
+            .unwrap();
+        assert_eq!(status, 201, "{made}");
+    }
+    let rotate = format!("/auth/app/{app}/destination/mine/poller/token/rotate");
+    let (status, first) = api.post(&rotate, json!({})).await.unwrap();
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["scopes"], json!(["poller"]));
+    let (status, second) = api
+        .post(&rotate, json!({"oldTokenExpiry": 60}))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{second}");
+    let poller = api.with_token(second["token"].as_str().unwrap());
+    let status_of = async |api: &Api, method: Method, path: &str| {
+        let body = (method == Method::POST).then(|| json!({}));
+        api.call(method, path, body, &[]).await.0
+    };
+    let cases = [
+        (Method::GET, format!("/app/{app}/poller/mine"), 200),
+        (
+            Method::GET,
+            format!("/app/{app}/poller/mine/consumer/c1"),
+            200,
+        ),
+        (Method::GET, format!("/app/{app}/poller/other"), 404),
+        (Method::GET, format!("/app/{app}/destination"), 403),
+        (Method::GET, format!("/app/{app}/msg"), 403),
+        (Method::POST, rotate.clone(), 403),
+    ];
+    for (method, path, expected) in cases {
+        assert_eq!(
+            status_of(&poller, method.clone(), &path).await,
+            expected,
+            "{method} {path}"
+        );
+    }
+    time.set(120_000);
+    let old = api.with_token(first["token"].as_str().unwrap());
+    let mine = format!("/app/{app}/poller/mine");
+    assert_eq!(
+        status_of(&old, Method::GET, &mine).await,
+        401,
+        "rotated out"
+    );
+    assert_eq!(status_of(&poller, Method::GET, &mine).await, 200);
+}
+
+/// A `fifoEndpoint` is delivered by the engine as an HTTP endpoint is, one message at a time
+/// in publish order (the next only once the one before succeeded), with its custom headers
+/// (the sealed credential one too), signed with the destination's key.
+#[tokio::test]
+async fn a_fifo_destination_receives_its_messages_one_at_a_time_in_order() {
+    let receiver =
+        hookd_engine::testing::Receiver::failing_first(1, axum::http::StatusCode::BAD_GATEWAY)
+            .await;
+    let (url, _dir) = hookd_store::testing::fresh_sqlite();
+    let hookd = Hookd::serve_local(&url, TOKEN, &["--retry-schedule", "0,0"]);
+    let api = Api::new(&hookd, TOKEN);
+    let app = app(&api).await;
+    let config = json!({"url": receiver.url,
+                        "headers": {"x-tenant": "7", "authorization": "Bearer s3cret"}});
+    let body = json!({"uid": "fifo", "type": "fifoEndpoint", "config": config});
+    let (status, made) = api
+        .post(&format!("/app/{app}/destination"), body)
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{made}");
+    let secret = api
+        .get(&format!("/app/{app}/destination/fifo/secret"))
+        .await["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut published = Vec::new();
+    for n in 1..=3 {
+        published.push(api.publish(&app, "order.paid", json!({"n": n})).await);
+    }
+    receiver.wait_for(4).await;
+    let reference = standardwebhooks::Webhook::new(&secret).unwrap();
+    let requests = receiver.requests();
+    let ids: Vec<&str> = requests.iter().map(|r| r.header("webhook-id")).collect();
+    let expected = [&published[0], &published[0], &published[1], &published[2]];
+    assert_eq!(ids, expected, "the first is retried before the next goes");
+    for request in &requests {
+        assert!(reference.verify(&request.body, &request.headers).is_ok());
+        assert_eq!(request.header("x-tenant"), "7");
+        assert_eq!(request.header("authorization"), "Bearer s3cret");
+    }
 }

@@ -111,6 +111,7 @@ struct Seeds {
     app: String,
     endpoint: String,
     destination: String,
+    polling: String,
     message: String,
     attempt: String,
     task: String,
@@ -148,6 +149,11 @@ impl Seeds {
             app: "acme".into(),
             endpoint,
             destination: fresh_destination(admin).await,
+            polling: {
+                let body = json!({"type": "pollingEndpoint", "config": {}});
+                let made = admin.made("/app/acme/destination", body, 201).await;
+                made["id"].as_str().unwrap().to_owned()
+            },
             message,
             attempt,
             task,
@@ -164,6 +170,8 @@ impl Seeds {
             "endpoint_id" if operational(rule) => &self.operational_endpoint,
             "endpoint_id" => &self.endpoint,
             "destination_id" => &self.destination,
+            "sink_id" => &self.polling,
+            "consumer_id" => return "consumer-1".to_owned(),
             "msg_id" => &self.message,
             "attempt_id" => &self.attempt,
             "task_id" => &self.task,

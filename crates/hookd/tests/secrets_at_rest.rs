@@ -310,6 +310,39 @@ async fn make_every_secret(database: &str) -> (Hookd, Made) {
         .patch(&both_headers, json!({"headers": {"Cookie": cookie}}))
         .await;
 
+    // Destinations: an AWS secret key, a broker URI's password, a poller token, a fifo
+    // destination's secret and credential header.
+    let destinations = format!("/app/{app}/destination");
+    let aws_secret = credential("aws");
+    secrets.text("a destination's secretAccessKey", &aws_secret);
+    let sqs = json!({"type": "sqs", "config": {"queueUrl": "http://127.0.0.1:9/1/q",
+                     "accessKeyId": "AKIDEXAMPLE", "secretAccessKey": aws_secret}});
+    admin.post(&destinations, sqs, 201).await;
+    let amqp_password = credential("amqp");
+    secrets.text("a rabbitMq URI's password", &amqp_password);
+    let uri = format!("amqp://guest:{amqp_password}@127.0.0.1:5672/%2f");
+    let rabbit = json!({"type": "rabbitMq", "config": {"uri": uri, "routingKey": "k"}});
+    admin.post(&destinations, rabbit, 201).await;
+    let fifo_credential = format!("Bearer {}", credential("fifo"));
+    secrets.text("a fifoEndpoint's Authorization header", &fifo_credential);
+    let fifo = json!({"uid": "fifo", "type": "fifoEndpoint",
+                      "config": {"url": "http://127.0.0.1:9/fifo",
+                                 "headers": {"Authorization": fifo_credential}}});
+    admin.post(&destinations, fifo, 201).await;
+    let fifo_secret = admin.get(&format!("{destinations}/fifo/secret")).await["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    secrets.key("a fifoEndpoint's secret", &fifo_secret);
+    let polling = json!({"uid": "poller", "type": "pollingEndpoint", "config": {}});
+    admin.post(&destinations, polling, 201).await;
+    let rotate = format!("/auth/app/{app}/destination/poller/poller/token/rotate");
+    let poller_token = admin.post(&rotate, json!({}), 200).await["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    secrets.text("a poller token", &poller_token);
+
     let made = Made {
         secrets,
         canary,

@@ -114,6 +114,7 @@ async fn create(
         expires_at,
         rate_limit: input.rate_limit,
         read_only: input.read_only,
+        endpoint_id: None,
     };
     let (text, token) = issue_token(state.store(), now, new).await?;
     audit_issue(&caller, &token, "token.create");
@@ -124,7 +125,7 @@ async fn create(
     Ok((StatusCode::CREATED, Json(out)).into_response())
 }
 
-fn audit_issue(caller: &Caller, token: &ApiToken, action: &'static str) {
+pub(crate) fn audit_issue(caller: &Caller, token: &ApiToken, action: &'static str) {
     let app_id = token.app_id.as_ref().map(AppId::as_str);
     tracing::info!(target: "hookd::audit", action, token_id = %caller.token_id, new_token_id = %token.id, app_id, expires_at = token.expires_at.map(Timestamp::as_millis));
 }
@@ -262,6 +263,7 @@ async fn app_portal_access(
         expires_at: Some(now.plus(expiry)),
         rate_limit: None,
         read_only: input.read_only,
+        endpoint_id: None,
     };
     let (token, record) = issue_token(state.store(), now, new).await?;
     audit_issue(&caller, &record, "token.portal_access");

@@ -1,4 +1,5 @@
--- hookd schema v20 (SQLite): destinations beyond HTTP, and polling consumers' positions.
+-- hookd schema v20 (SQLite): destinations beyond HTTP, polling consumers' positions, and
+-- poller tokens.
 --
 -- An endpoint gets a kind (`http`, the endpoint routes' only one; `fifo`, `polling`,
 -- `rabbitMq`, `sqs`, `sns`, `amazonS3`, `natsJetStream`, `kafka` through the destination
@@ -18,3 +19,7 @@ CREATE TABLE poller_consumers (
     updated_at  INTEGER NOT NULL,
     PRIMARY KEY (endpoint_id, consumer_id)
 ) WITHOUT ROWID;
+
+-- A poller token: it reads this polling destination's messages and nothing else.
+ALTER TABLE api_tokens ADD COLUMN endpoint_id TEXT REFERENCES endpoints(id) ON DELETE CASCADE;
+CREATE INDEX api_tokens_by_endpoint ON api_tokens (endpoint_id) WHERE endpoint_id IS NOT NULL;

@@ -1,7 +1,7 @@
 //! [`AuthStore`] on both databases: every call is one shared statement.
 
 use async_trait::async_trait;
-use hookd_core::{AppId, Timestamp};
+use hookd_core::{AppId, EndpointId, Timestamp};
 
 use super::{Database, Dialect, ListQuery, Refusals, Statement, args, rows, sql};
 use crate::columns::TOKEN_COLUMNS;
@@ -37,6 +37,20 @@ impl<D: Database> AuthStore for D {
         touched(self.write(revoke_token(id, at), None).await?, "token")
     }
 
+    async fn expire_poller_tokens(
+        &self,
+        endpoint: &EndpointId,
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        let sql = sql!(
+            "UPDATE api_tokens SET expires_at = ?2
+             WHERE endpoint_id = ?1 AND revoked_at IS NULL
+               AND (expires_at IS NULL OR expires_at > ?2)"
+        );
+        let statement = Statement::new(sql, args![endpoint.as_str(), at]);
+        self.write(statement, None).await.map(drop)
+    }
+
     async fn get_idempotent_response(
         &self,
         key: &str,
@@ -62,7 +76,8 @@ impl<D: Database> AuthStore for D {
 pub fn insert_token(token: &ApiToken) -> Statement<'_> {
     let sql = sql!(
         "INSERT INTO api_tokens (id, token_hash, app_id, created_at, expires_at, name,
-         revoked_at, rate_limit, read_only) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+         revoked_at, rate_limit, read_only, endpoint_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
     );
     Statement::new(
         sql,
@@ -76,6 +91,7 @@ pub fn insert_token(token: &ApiToken) -> Statement<'_> {
             token.revoked_at,
             token.rate_limit,
             token.read_only,
+            token.endpoint_id.as_ref().map(EndpointId::as_str),
         ],
     )
 }

@@ -13,7 +13,7 @@ use crate::{Cursor, Page, PageRequest, PollRequest, PollerStore, StoreError};
 impl<D: Database> PollerStore for D {
     async fn poll_messages(&self, request: &PollRequest<'_>) -> Result<Page<Message>, StoreError> {
         let mut query = super::messages::list(D::DIALECT, request.app, request.filter);
-        query.and("m.id < ?", request.below);
+        query.and("m.id < ?", request.cut().to_string());
         let page = PageRequest {
             limit: request.limit,
             cursor: Some(Cursor::After(request.after.to_owned())),

@@ -236,6 +236,7 @@ pub fn token(row: &dyn Columns) -> Decoded<ApiToken> {
         revoked_at: opt_time(row, 6)?,
         rate_limit: opt_int(row, 7)?,
         read_only: row.bool(8)?,
+        endpoint_id: row.opt_text(9)?.map(EndpointId::from_stored),
     })
 }
 

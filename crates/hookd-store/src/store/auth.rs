@@ -1,7 +1,7 @@
 //! [`AuthStore`]: API tokens and `Idempotency-Key` replays.
 
 use async_trait::async_trait;
-use hookd_core::{AppId, Timestamp};
+use hookd_core::{AppId, EndpointId, Timestamp};
 
 use crate::{Page, PageRequest, StoreError};
 
@@ -23,6 +23,9 @@ pub struct ApiToken {
     pub rate_limit: Option<u32>,
     /// The token may only read (GET).
     pub read_only: bool,
+    /// A poller token's polling destination: it may only poll that (its `app_id` is the
+    /// destination's application).
+    pub endpoint_id: Option<EndpointId>,
 }
 
 /// A response kept for `Idempotency-Key` replays.
@@ -47,6 +50,13 @@ pub trait AuthStore: Send + Sync {
     /// Marks the token `id` revoked at `at`; an unknown id is [`StoreError::NotFound`].
     /// Revoking a revoked token keeps its first revocation time.
     async fn revoke_token(&self, id: &str, at: Timestamp) -> Result<(), StoreError>;
+    /// Makes the poller tokens of `endpoint` that would still work at `at` expire then: a
+    /// rotation's old tokens keep working a while, then stop.
+    async fn expire_poller_tokens(
+        &self,
+        endpoint: &EndpointId,
+        at: Timestamp,
+    ) -> Result<(), StoreError>;
 
     // Idempotency-Key replays.
     /// The response kept under `key`, unless it expired before `now`.

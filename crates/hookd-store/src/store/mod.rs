@@ -35,7 +35,7 @@ pub use messages::{
 };
 pub use notices::NoticeStore;
 pub use outbox::{OutboxStore, RelayRules, Relayed, RowFate, Wakeups};
-pub use poller::{PollRequest, PollerStore};
+pub use poller::{POLL_SETTLE, PollRequest, PollerStore};
 pub(crate) use queue::skip_refused;
 pub use queue::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, DeliveryQueue, Handoff, HandoffMode, Recorded,

@@ -112,6 +112,7 @@ async fn create(args: CreateArgs) -> anyhow::Result<()> {
         expires_at,
         rate_limit: args.rate_limit,
         read_only: args.read_only,
+        endpoint_id: None,
     };
     let (text, token) = issue_token(store.as_ref(), now, new).await?;
     println!("{text}");

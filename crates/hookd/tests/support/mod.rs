@@ -385,8 +385,13 @@ impl TestTime {
         Hookd::serve_with_env(args, &[self.env()])
     }
 
+    /// The offset file, for code outside the test (an SDK check) to move the clock itself.
+    pub fn offset_file(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+
     fn env(&self) -> (&str, &str) {
-        ("HOOKD_TEST_CLOCK_OFFSET_FILE", self.path.to_str().unwrap())
+        ("HOOKD_TEST_CLOCK_OFFSET_FILE", self.offset_file())
     }
 }
 

@@ -1,5 +1,5 @@
 //! Listing, creating, reading, replacing (PUT), patching and deleting destinations, and
-//! rotating a `fifoEndpoint`'s signing secret. Every change tells the operator as an
+//! reading and rotating a destination's signing secret. Every change tells the operator as an
 //! endpoint's does (`endpoint.created`, `endpoint.updated`, `endpoint.deleted`).
 
 use axum::extract::{Path, State};
@@ -116,8 +116,20 @@ pub(super) async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// A `fifoEndpoint`'s secret rotated, as the endpoint route rotates one (Svix answers
-/// `DestinationSecretRotateOut {key}`; only the `fifoEndpoint` type signs HTTP requests).
+/// The destination's signing secret (hookd addition: every destination signs what it
+/// carries, a polling destination's consumer verifies with it).
+pub(super) async fn secret(
+    State(state): State<ApiState>,
+    Extension(principal): Extension<Principal>,
+    Extension(caller): Extension<Caller>,
+    Path((app_id, destination_id)): Path<(String, String)>,
+) -> Result<Json<SecretOut>, ApiError> {
+    let ep = find(&state, &principal, &app_id, &destination_id).await?;
+    endpoint::shown_secret(&state, &caller, &ep).map(Json)
+}
+
+/// The destination's secret rotated, as the endpoint route rotates one (Svix answers
+/// `DestinationSecretRotateOut {key}`).
 pub(super) async fn rotate_secret(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
@@ -125,9 +137,7 @@ pub(super) async fn rotate_secret(
     Path((app_id, destination_id)): Path<(String, String)>,
     JsonBody(input): JsonBody<RotateIn>,
 ) -> Result<Json<SecretOut>, ApiError> {
-    let fifo = |d: &Destination| *d == Destination::Fifo;
-    let what = "fifoEndpoint destination";
-    let ep = endpoint::find_where(&state, &principal, &app_id, &destination_id, fifo, what).await?;
+    let ep = find(&state, &principal, &app_id, &destination_id).await?;
     endpoint::rotate(&state, &caller, &ep, &input)
         .await
         .map(Json)

@@ -6,16 +6,20 @@
 //! endpoint routes never show one, and these never show an HTTP endpoint.
 //!
 //! # Layout
-//! - `crud`: list, create, read, replace (PUT), patch and delete a destination; rotate a
-//!   `fifoEndpoint`'s secret.
+//! - `crud`: list, create, read, replace (PUT), patch and delete a destination; read and
+//!   rotate its signing secret.
 //! - `models`: the request and response bodies and how a body becomes or changes a
 //!   destination.
 //! - `config`: each type's `config`: checked, split into clear and sealed parts, shown back
 //!   without credentials.
+//! - `poller`: a polling destination's messages read by a poller or a named consumer whose
+//!   position the server keeps, a consumer's seek, and the poller tokens that may do only
+//!   that.
 
 mod config;
 mod crud;
 mod models;
+mod poller;
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -41,8 +45,25 @@ pub fn routes() -> Router<ApiState> {
                 .delete(crud::remove),
         )
         .route(
+            "/app/{app_id}/destination/{destination_id}/secret",
+            get(crud::secret),
+        )
+        .route(
             "/app/{app_id}/destination/{destination_id}/secret/rotate",
             post(crud::rotate_secret),
+        )
+        .route("/app/{app_id}/poller/{sink_id}", get(poller::poll))
+        .route(
+            "/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}",
+            get(poller::consumer_poll),
+        )
+        .route(
+            "/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}/seek",
+            post(poller::consumer_seek),
+        )
+        .route(
+            "/auth/app/{app_id}/destination/{sink_id}/poller/token/rotate",
+            post(poller::rotate_token),
         )
 }
 

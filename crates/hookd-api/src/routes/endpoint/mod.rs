@@ -30,7 +30,7 @@ pub(crate) use crud::{delete, insert, save};
 pub(crate) use headers::place;
 pub use models::EndpointOut;
 pub(crate) use models::{HeadersOut, RotateIn, SealedChange, SecretOut, set_disabled};
-pub(crate) use secret::{open_keys, rotate};
+pub(crate) use secret::{open_keys, rotate, shown_secret};
 
 use crate::{ApiError, ApiState, Principal};
 

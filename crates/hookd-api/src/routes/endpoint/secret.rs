@@ -89,9 +89,18 @@ pub(super) async fn secret(
     Path((app_id, endpoint_id)): Path<(String, String)>,
 ) -> Result<Json<SecretOut>, ApiError> {
     let ep = find_http(&state, &principal, &app_id, &endpoint_id).await?;
-    let keys = open_keys(&state, &ep)?;
+    shown_secret(&state, &caller, &ep).map(Json)
+}
+
+/// `ep`'s current secret (or public key), the read noted in the audit log.
+pub(crate) fn shown_secret(
+    state: &ApiState,
+    caller: &Caller,
+    ep: &Endpoint,
+) -> Result<SecretOut, ApiError> {
+    let keys = open_keys(state, ep)?;
     tracing::info!(target: "hookd::audit", action = "secret.read", token_id = %caller.token_id, app_id = %ep.app_id, endpoint_id = %ep.id);
-    Ok(Json(SecretOut::from(&keys)))
+    Ok(SecretOut::from(&keys))
 }
 
 /// Makes new keys current; the old ones keep signing beside them for the overlap. Answers with
