@@ -21,12 +21,6 @@ pub const ENDPOINT_WIDTH: usize = 23;
 /// deliveries for: all but polling destinations, whose consumers read the messages themselves.
 pub const DELIVERED: &str = "kind <> 'polling'";
 
-/// The condition (on a row of `endpoints`, unaliased) for the endpoints whose deliveries the
-/// engine claims and is handed: those it sends over HTTP. A broker destination's deliveries
-/// wait, pending, until the engine publishes to brokers. (PostgreSQL's `claim_due.sql` repeats
-/// it.)
-pub const SENT_BY_ENGINE: &str = "kind IN ('http', 'fifo')";
-
 pub const EVENT_TYPE_COLUMNS: &str = "name, description, schemas, archived, deprecated, \
      feature_flag, created_at, updated_at, group_name, feature_flags";
 

@@ -8,9 +8,8 @@
 mod harness;
 
 use harness::fixtures::{app, at, endpoint, first_page, message};
-use harness::queue::claim;
 use hookd_core::destination::{AwsAccess, Destination, RabbitMqConfig, SqsConfig};
-use hookd_core::model::{Application, DeliveryStatus, Endpoint};
+use hookd_core::model::{Application, Endpoint};
 use hookd_core::{EndpointId, MessageId};
 use hookd_store::{ApiToken, MessageFilter, NewMessage, POLL_SETTLE, PollRequest, Store};
 
@@ -71,41 +70,27 @@ async fn destinations_keep_their_kind_and_are_listed_apart_from_endpoints(store:
     );
 }
 
-async fn a_polling_destination_gets_no_deliveries_and_a_brokers_wait_unclaimed(store: &dyn Store) {
+async fn publishing_writes_deliveries_only_for_destinations_an_engine_delivers(store: &dyn Store) {
     let a = app(None, 0);
     store.create_app(&a).await.unwrap();
     let http = endpoint(&a, Some("http"), None, None);
     let fifo = destination(&a, "fifo", 2, Destination::Fifo);
     let polling = destination(&a, "poll", 3, Destination::Polling);
-    let rabbit = Destination::RabbitMq(RabbitMqConfig {
-        uri: "amqp://127.0.0.1:5672/%2f".into(),
-        routing_key: "orders".into(),
-        mandatory: false,
-    });
-    let broker = destination(&a, "rabbit", 4, rabbit);
-    for ep in [&http, &fifo, &polling, &broker] {
+    for ep in [&http, &fifo, &polling] {
         store.create_endpoint(ep).await.unwrap();
     }
     let msg = message(&a, "order.shipped", None, None, 10);
     let created = store.publish(NewMessage::new(msg.clone())).await.unwrap();
-    assert_eq!(created.deliveries, 3, "the polling destination gets none");
-    let routed: Vec<(EndpointId, DeliveryStatus)> = store
+    assert_eq!(created.deliveries, 2, "the polling destination gets none");
+    let routed: Vec<EndpointId> = store
         .list_message_deliveries(&a.id, &msg)
         .await
         .unwrap()
         .into_iter()
-        .map(|(ep, d)| (ep.id, d.status))
+        .map(|(ep, _)| ep.id)
         .collect();
-    assert_eq!(routed.len(), 3);
-    assert!(routed.contains(&(broker.id.clone(), DeliveryStatus::Pending)));
-    assert!(!routed.iter().any(|(id, _)| *id == polling.id));
-    let claimed = claim(store, 1_000, 10, 10).await;
-    let claimed: Vec<&EndpointId> = claimed.iter().map(|c| &c.delivery.endpoint_id).collect();
-    assert_eq!(claimed.len(), 2, "{claimed:?}");
-    assert!(
-        !claimed.contains(&&broker.id),
-        "the engine does not claim a broker's delivery"
-    );
+    assert!(routed.contains(&http.id) && routed.contains(&fifo.id));
+    assert!(!routed.contains(&polling.id));
 }
 
 async fn a_poll_reads_oldest_first_after_its_cursor_and_below_its_cut(store: &dyn Store) {
@@ -300,7 +285,7 @@ async fn poller_tokens_are_kept_with_their_destination_and_expire_on_rotation(st
 
 behaviour!(
     destinations_keep_their_kind_and_are_listed_apart_from_endpoints,
-    a_polling_destination_gets_no_deliveries_and_a_brokers_wait_unclaimed,
+    publishing_writes_deliveries_only_for_destinations_an_engine_delivers,
     a_poll_reads_oldest_first_after_its_cursor_and_below_its_cut,
     a_message_committed_after_a_later_one_is_still_polled_in_its_place,
     a_consumer_position_is_remembered_per_destination_and_consumer,

@@ -15,7 +15,6 @@ use std::time::Duration;
 use harness::fixtures::{at, message};
 use harness::queue::{LEASE_MS, app_with_endpoints, claim, delivery, pair, pairs};
 use hookd_core::EndpointId;
-use hookd_core::destination::{Destination, KafkaConfig};
 use hookd_core::model::{Application, DeliveryStatus, Endpoint};
 use hookd_store::prelude::*;
 use hookd_store::sqlite::SqliteStore;
@@ -236,33 +235,6 @@ async fn recording_a_keys_head_hands_over_the_next_of_its_key() {
         (DeliveryStatus::Sending, Some(at(20 + LEASE_MS)))
     );
     assert!(claim(&store, 40, 10, 10).await.is_empty());
-}
-
-#[tokio::test]
-async fn a_broker_destinations_new_deliveries_wait_for_a_claim() {
-    let (store, _dir) = harness::sqlite().await;
-    let (a, mut eps) = app_with_endpoints(&store, 0).await;
-    let broker = Endpoint {
-        destination: Destination::Kafka(KafkaConfig {
-            bootstrap_servers: vec!["127.0.0.1:9092".into()],
-            topic: "orders".into(),
-        }),
-        ..harness::fixtures::endpoint(&a, Some("kafka"), None, None)
-    };
-    store.create_endpoint(&broker).await.unwrap();
-    eps.push(broker);
-    let taker = Taker::on(&store, &[eps[0].id.clone()]);
-    let msg = message(&a, "order.shipped", None, None, 20);
-
-    let created = store.publish(NewMessage::new(msg.clone())).await.unwrap();
-
-    assert_eq!((created.deliveries, created.queued), (1, 1));
-    assert!(
-        taker.started().is_empty(),
-        "the engine does not publish to brokers"
-    );
-    let waiting = delivery(&store, &msg, &eps[0]).await.unwrap();
-    assert_eq!(waiting.status, DeliveryStatus::Pending);
 }
 
 impl Taker {

@@ -1,4 +1,4 @@
--- hookd function claim_due, definition 2.
+-- hookd function claim_due, definition 1.
 -- Claims due deliveries for one engine, as `sending` under a lease until `lease_until`: of
 -- each endpoint the engine already has work of, at most its room (`room_ids`, `room_n`; 0 skips
 -- it), of any other at most `per_endpoint`, from the `most` endpoints waiting longest. With
@@ -57,10 +57,7 @@ BEGIN
             WHERE cluster_limits AND f.endpoint_id = e.id AND f.status = 3
               AND f.next_attempt_at > now_ms
         ) busy
-        -- Only the kinds the engine sends (columns::SENT_BY_ENGINE): a broker destination's
-        -- deliveries wait for its publisher.
-        WHERE NOT e.disabled AND e.kind IN ('http', 'fifo')
-          AND COALESCE(mine.n, per_endpoint) > 0 AND o.oldest <= now_ms
+        WHERE NOT e.disabled AND COALESCE(mine.n, per_endpoint) > 0 AND o.oldest <= now_ms
           AND busy.n < cap.n
           AND (NOT cluster_limits OR COALESCE(e.next_window_at, 0) <= now_ms)
         ORDER BY o.oldest

@@ -265,9 +265,6 @@ fn route<'a, 's: 'a>(
         for delivery in routed(message, route, subscribers.of(message)) {
             let reserved = handoff.and_then(|handoff| {
                 let (id, row) = subscribers.endpoints.get_key_value(delivery.endpoint)?;
-                // A broker destination's deliveries wait for a claim the engine never makes
-                // (columns::SENT_BY_ENGINE).
-                row.destination.is_http().then_some(())?;
                 Some((id.as_str(), handoff.reserve(&row.id)?))
             });
             let lease = reserved.as_ref().map(|(_, room)| room.lease_until());

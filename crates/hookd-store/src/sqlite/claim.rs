@@ -9,20 +9,18 @@ use hookd_core::model::{DeliveryStatus, Endpoint};
 use rusqlite::{Connection, params};
 
 use super::rows;
-use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS, SENT_BY_ENGINE};
+use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
 use crate::json::encode;
 use crate::{ClaimRequest, ClaimedDelivery, StoreError};
 
-/// The enabled endpoints the engine sends to ([`SENT_BY_ENGINE`]) not skipped (`?2`, a JSON array: those the claimer has no room for)
+/// The enabled endpoints not skipped (`?2`, a JSON array: those the claimer has no room for)
 /// with a delivery due by `?1`, the one waiting longest first.
 ///
 /// Only endpoints with queued deliveries are looked at, found by stepping through the distinct
 /// endpoint ids of `deliveries_endpoint_due` (`queued`, one probe each): a deployment has many
 /// more endpoints than endpoints with work, and a claim runs on the writer thread, so it must
 /// not cost a probe per endpoint (23 ms a claim with 50,000 endpoints did).
-pub(super) static READY_ENDPOINTS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH RECURSIVE queued(id) AS (
+pub(super) const READY_ENDPOINTS: &str = "WITH RECURSIVE queued(id) AS (
         SELECT MIN(endpoint_id) FROM deliveries WHERE next_attempt_at IS NOT NULL
         UNION ALL
         SELECT (SELECT MIN(d.endpoint_id) FROM deliveries d
@@ -33,10 +31,8 @@ pub(super) static READY_ENDPOINTS: LazyLock<String> = LazyLock::new(|| {
         SELECT e.id, (SELECT MIN(d.next_attempt_at) FROM deliveries d
                       WHERE d.endpoint_id = e.id AND d.next_attempt_at IS NOT NULL) AS oldest
         FROM queued q JOIN endpoints e ON e.id = q.id
-        WHERE e.disabled = 0 AND e.{SENT_BY_ENGINE} AND e.id NOT IN (SELECT value FROM json_each(?2))
-    ) WHERE oldest <= ?1 ORDER BY oldest"
-    )
-});
+        WHERE e.disabled = 0 AND e.id NOT IN (SELECT value FROM json_each(?2))
+    ) WHERE oldest <= ?1 ORDER BY oldest";
 
 /// The deliveries of endpoint `?1` due by `?2`, oldest first.
 pub(super) const OLDEST_DUE: &str = "SELECT message_id, next_attempt_at FROM deliveries
@@ -61,7 +57,7 @@ pub(super) fn claim(
         .collect();
     let now = request.now.as_millis();
     let ready: Vec<EndpointId> = conn
-        .prepare_cached(&READY_ENDPOINTS)?
+        .prepare_cached(READY_ENDPOINTS)?
         .query_map(params![now, encode(&skip)], |row| {
             row.get(0).map(EndpointId::from_stored)
         })?

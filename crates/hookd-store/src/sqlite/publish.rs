@@ -8,7 +8,6 @@ use rusqlite::{Connection, params};
 
 use super::rows::{self, ENDPOINT_COLUMNS, fetch, fetch_one, run};
 use super::{SqliteStore, missing, refused};
-use crate::columns::SENT_BY_ENGINE;
 use crate::error::taken;
 use crate::sql::applications;
 use crate::sql::messages::{self as sql, Publish, Subscriber};
@@ -212,8 +211,7 @@ pub(super) const INSERT_DELIVERY: &str = "INSERT INTO deliveries (message_id, en
      VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)";
 
 /// The endpoint and the room `handoff` holds for a new delivery to it, if it takes one. Only an
-/// enabled endpoint's deliveries go out (a test send may name a disabled one, which then
-/// waits), and only those the engine sends ([`SENT_BY_ENGINE`]).
+/// enabled endpoint's deliveries go out: a test send may name a disabled one, which then waits.
 fn taken(
     conn: &Connection,
     handoff: &dyn Handoff,
@@ -225,8 +223,7 @@ fn taken(
     const ENABLED_ENDPOINT: Sql = sql!(
         "SELECT ",
         ENDPOINT_COLUMNS,
-        " FROM endpoints e WHERE e.id = ?1 AND NOT e.disabled AND ",
-        SENT_BY_ENGINE
+        " FROM endpoints e WHERE e.id = ?1 AND NOT e.disabled"
     );
     let enabled = fetch_one(
         conn,

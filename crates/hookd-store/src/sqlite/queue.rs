@@ -320,7 +320,7 @@ mod tests {
         for (limit, at) in [(7, 1_000), (1, 2_000), (30, 3_000)] {
             claim(&conn, &request(at, limit)).unwrap();
         }
-        for sql in [READY_ENDPOINTS.as_str(), OLDEST_DUE] {
+        for sql in [READY_ENDPOINTS, OLDEST_DUE] {
             let statement = conn.prepare_cached(sql).unwrap();
             assert_eq!(statement.get_status(StatementStatus::RePrepare), 0, "{sql}");
         }
@@ -414,7 +414,7 @@ mod tests {
         .unwrap();
         let claimed = claim(&conn, &request(1_000, 8)).unwrap();
         assert_eq!(claimed.len(), 1);
-        let statement = conn.prepare_cached(&READY_ENDPOINTS).unwrap();
+        let statement = conn.prepare_cached(READY_ENDPOINTS).unwrap();
         let scanned = statement.get_status(StatementStatus::FullscanStep);
         assert!(scanned < 10, "the claim stepped through {scanned} rows");
     }
