@@ -123,6 +123,12 @@ impl Destination {
         }
     }
 
+    /// Whether the engine delivers to it (it has deliveries and a delivery log): every kind
+    /// but [`Self::Polling`], whose consumer reads the messages itself.
+    pub fn is_delivered(&self) -> bool {
+        !matches!(self, Self::Polling)
+    }
+
     /// Whether hookd's HTTP sender delivers it (the endpoint routes show only [`Self::Http`]).
     pub fn is_http(&self) -> bool {
         matches!(self, Self::Http | Self::Fifo)

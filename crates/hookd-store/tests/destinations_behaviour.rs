@@ -8,7 +8,7 @@
 mod harness;
 
 use harness::fixtures::{app, at, endpoint, first_page, message};
-use hookd_core::destination::{AwsAccess, Destination, RabbitMqConfig, SqsConfig};
+use hookd_core::destination::{AwsAccess, Destination, NatsConfig, RabbitMqConfig, SqsConfig};
 use hookd_core::model::{Application, Endpoint};
 use hookd_core::{EndpointId, MessageId};
 use hookd_store::{ApiToken, MessageFilter, NewMessage, POLL_SETTLE, PollRequest, Store};
@@ -70,18 +70,23 @@ async fn destinations_keep_their_kind_and_are_listed_apart_from_endpoints(store:
     );
 }
 
-async fn publishing_writes_deliveries_only_for_destinations_an_engine_delivers(store: &dyn Store) {
+async fn publishing_writes_deliveries_for_every_destination_but_a_polling_one(store: &dyn Store) {
     let a = app(None, 0);
     store.create_app(&a).await.unwrap();
     let http = endpoint(&a, Some("http"), None, None);
     let fifo = destination(&a, "fifo", 2, Destination::Fifo);
     let polling = destination(&a, "poll", 3, Destination::Polling);
-    for ep in [&http, &fifo, &polling] {
+    let broker = Destination::NatsJetStream(NatsConfig {
+        url: "nats://127.0.0.1:4222".into(),
+        subject: "orders".into(),
+    });
+    let nats = destination(&a, "nats", 4, broker);
+    for ep in [&http, &fifo, &polling, &nats] {
         store.create_endpoint(ep).await.unwrap();
     }
     let msg = message(&a, "order.shipped", None, None, 10);
     let created = store.publish(NewMessage::new(msg.clone())).await.unwrap();
-    assert_eq!(created.deliveries, 2, "the polling destination gets none");
+    assert_eq!(created.deliveries, 3, "the polling destination gets none");
     let routed: Vec<EndpointId> = store
         .list_message_deliveries(&a.id, &msg)
         .await
@@ -89,7 +94,11 @@ async fn publishing_writes_deliveries_only_for_destinations_an_engine_delivers(s
         .into_iter()
         .map(|(ep, _)| ep.id)
         .collect();
-    assert!(routed.contains(&http.id) && routed.contains(&fifo.id));
+    assert!(
+        [&http, &fifo, &nats]
+            .iter()
+            .all(|ep| routed.contains(&ep.id))
+    );
     assert!(!routed.contains(&polling.id));
 }
 
@@ -285,7 +294,7 @@ async fn poller_tokens_are_kept_with_their_destination_and_expire_on_rotation(st
 
 behaviour!(
     destinations_keep_their_kind_and_are_listed_apart_from_endpoints,
-    publishing_writes_deliveries_only_for_destinations_an_engine_delivers,
+    publishing_writes_deliveries_for_every_destination_but_a_polling_one,
     a_poll_reads_oldest_first_after_its_cursor_and_below_its_cut,
     a_message_committed_after_a_later_one_is_still_polled_in_its_place,
     a_consumer_position_is_remembered_per_destination_and_consumer,

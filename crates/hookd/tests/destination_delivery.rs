@@ -714,9 +714,6 @@ async fn a_hung_rabbitmq_broker_never_holds_up_an_http_endpoint() {
 // What a consumer and an operator need from the API for a broker destination.
 
 #[tokio::test]
-#[ignore = "no API route shows a broker destination's signing secret (GET \
-            …/destination/{id}/secret is 404 and …/endpoint/{id}/secret answers 404 for a \
-            destination), so a consumer cannot verify webhook-signature"]
 async fn a_broker_destinations_signing_secret_is_shown_to_its_consumer() {
     let run = Run::sqlite(&[]).await;
     let config = json!({"uri": "amqp://guest:guest@127.0.0.1:5672/%2f", "routingKey": "orders"});
@@ -733,9 +730,6 @@ async fn a_broker_destinations_signing_secret_is_shown_to_its_consumer() {
 }
 
 #[tokio::test]
-#[ignore = "GET …/attempt/endpoint/{id} answers 404 for a destination (the attempt routes find \
-            the endpoint with Destination::is_http), so its delivery log is reachable only \
-            message by message"]
 async fn a_destinations_delivery_log_is_listed_by_destination() {
     let cluster = rdkafka::mocking::MockCluster::new(1).expect("a mock cluster");
     cluster.create_topic("orders", 1, 1).unwrap();

@@ -83,8 +83,8 @@ pub fn routes() -> Router<ApiState> {
 }
 
 /// The endpoint of an application visible to `principal`, by id or uid, if it has a delivery
-/// log (an HTTP endpoint or a `fifoEndpoint` destination): what the delivery-log, recovery and
-/// statistics routes act on.
+/// log (an HTTP endpoint or any destination but a polling one): what the delivery-log,
+/// recovery and statistics routes act on.
 pub(crate) async fn find(
     state: &ApiState,
     principal: &Principal,
@@ -96,7 +96,7 @@ pub(crate) async fn find(
         principal,
         app_id,
         endpoint_id,
-        Destination::is_http,
+        Destination::is_delivered,
         "endpoint",
     )
     .await
