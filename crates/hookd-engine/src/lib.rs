@@ -23,6 +23,8 @@
 //!   - `pipeline::attempt`: the signed request for a delivery (signed with every key of the
 //!     endpoint live at that instant, opened from their sealed form), and what its outcome
 //!     means.
+//!   - `pipeline::destinations`: attempts to destinations beyond HTTP, published through their
+//!     sinks (`hookd-sinks`), kept per endpoint between attempts.
 //!   - `pipeline::recorder`: writes finished attempts to the store, many per transaction.
 //!   - `pipeline::operations`: the operational webhooks of attempts and disabled endpoints,
 //!     written with the change they tell of.
@@ -31,6 +33,7 @@
 //!   capped response reads.
 //!   - [`http::ssrf`]: [`http::ssrf::AddressPolicy`], which addresses deliveries may reach.
 //!   - `http::resolve`: the DNS resolver that applies the SSRF guard to host names.
+//!   - `http::guard`: the same guard for brokers' hosts, as `hookd_sinks::AddressGuard`.
 //!   - `http::capture`: what the attempt log keeps of a response, a capped head and body.
 //! - [`workers`]: the background workers beside the pipeline.
 //!   - [`workers::relay`]: [`Relay`], which turns committed outbox rows into messages and
