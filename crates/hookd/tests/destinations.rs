@@ -90,6 +90,17 @@ async fn destinations_round_trip_in_svix_shape_without_their_credentials() {
         .map(|d| d["type"].as_str().unwrap())
         .collect();
     assert_eq!(types, ["rabbitMq", "sqs", "pollingEndpoint"]);
+    let kafka = json!({"type": "kafka",
+                       "config": {"bootstrapServers": ["127.0.0.1:9092"], "topic": "orders"}});
+    let (status, stream) = api.post(&path, kafka).await.unwrap();
+    assert_eq!(status, 201, "{stream}");
+    let svix_types = api.get(&path).await["data"].as_array().unwrap().len();
+    assert_eq!(
+        svix_types, 3,
+        "the SDKs' lists hold only the types they know"
+    );
+    let extended = api.get(&format!("{path}?extended=true")).await;
+    assert_eq!(extended["data"][3]["type"], "kafka");
     assert!(listed["iterator"].is_string() || listed["iterator"].is_null());
     let everything = listed.to_string();
     assert!(!everything.contains("hunter2") && !everything.contains("very-secret"));
