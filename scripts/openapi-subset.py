@@ -678,7 +678,11 @@ DESTINATION_PATHS = {
             "List Destinations", "Destination",
             answer("200", "ListResponse_DestinationOut_", ALL_ERRORS),
             [path_param("app_id"), query_param("limit", {"type": "integer"}),
-             query_param("iterator", TEXT)]),
+             query_param("iterator", TEXT),
+             query_param("extended", {"default": False, "description": "hookd addition: "
+                                      "list the natsJetStream and kafka destinations too, "
+                                      "types the official SDKs cannot read.",
+                                      "type": "boolean"})]),
         "post": operation(
             "Creates a destination; counted with endpoints against --max-endpoints-per-app.",
             "v1.destination.create", "Create Destination", "Destination",

@@ -8,7 +8,9 @@
 mod harness;
 
 use harness::fixtures::{app, at, endpoint, first_page, message};
-use hookd_core::destination::{AwsAccess, Destination, NatsConfig, RabbitMqConfig, SqsConfig};
+use hookd_core::destination::{
+    AwsAccess, Destination, KafkaConfig, NatsConfig, RabbitMqConfig, SqsConfig,
+};
 use hookd_core::model::{Application, Endpoint};
 use hookd_core::{EndpointId, MessageId};
 use hookd_store::{ApiToken, MessageFilter, NewMessage, POLL_SETTLE, PollRequest, Store};
@@ -45,12 +47,23 @@ async fn destinations_keep_their_kind_and_are_listed_apart_from_endpoints(store:
     );
     let endpoints = store.list_endpoints(&a.id, &first_page(10)).await.unwrap();
     assert_eq!(endpoints.items, vec![http.clone()]);
+    let kafka = Destination::Kafka(KafkaConfig {
+        bootstrap_servers: vec!["127.0.0.1:9092".into()],
+        topic: "orders".into(),
+    });
+    let stream = destination(&a, "kafka", 4, kafka);
+    store.create_endpoint(&stream).await.unwrap();
     let destinations = store
-        .list_destinations(&a.id, &first_page(10))
+        .list_destinations(&a.id, &first_page(10), false)
         .await
         .unwrap();
     assert_eq!(destinations.items, vec![queue.clone(), polling.clone()]);
-    assert_eq!(store.count_endpoints(&a.id).await.unwrap(), 3);
+    let extended = store
+        .list_destinations(&a.id, &first_page(10), true)
+        .await
+        .unwrap();
+    assert_eq!(extended.items, vec![queue.clone(), polling.clone(), stream]);
+    assert_eq!(store.count_endpoints(&a.id).await.unwrap(), 4);
 
     let mut changed = queue.clone();
     changed.destination = Destination::Sqs(SqsConfig {

@@ -20,6 +20,19 @@ async fn app(api: &Api) -> String {
     app["id"].as_str().unwrap().to_owned()
 }
 
+/// Makes the destination `body` (whose uid is `uid`) in `app`; answers its signing secret.
+async fn made_with_secret(api: &Api, app: &str, uid: &str, body: Value) -> String {
+    let (status, made) = api
+        .post(&format!("/app/{app}/destination"), body)
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{made}");
+    let secret = api
+        .get(&format!("/app/{app}/destination/{uid}/secret"))
+        .await;
+    secret["key"].as_str().unwrap().to_owned()
+}
+
 /// The 422's failing field, as `body.config.queueUrl`.
 fn refused_field(answer: &Value) -> String {
     let loc = answer["detail"][0]["loc"]
@@ -90,6 +103,17 @@ async fn destinations_round_trip_in_svix_shape_without_their_credentials() {
         .map(|d| d["type"].as_str().unwrap())
         .collect();
     assert_eq!(types, ["rabbitMq", "sqs", "pollingEndpoint"]);
+    let kafka = json!({"type": "kafka",
+                       "config": {"bootstrapServers": ["127.0.0.1:9092"], "topic": "orders"}});
+    let (status, stream) = api.post(&path, kafka).await.unwrap();
+    assert_eq!(status, 201, "{stream}");
+    let svix_types = api.get(&path).await["data"].as_array().unwrap().len();
+    assert_eq!(
+        svix_types, 3,
+        "the SDKs' lists hold only the types they know"
+    );
+    let extended = api.get(&format!("{path}?extended=true")).await;
+    assert_eq!(extended["data"][3]["type"], "kafka");
     assert!(listed["iterator"].is_string() || listed["iterator"].is_null());
     let everything = listed.to_string();
     assert!(!everything.contains("hunter2") && !everything.contains("very-secret"));
@@ -318,17 +342,7 @@ async fn polling(database: &str) {
     let app = app(&api).await;
     let body = json!({"uid": "poller", "type": "pollingEndpoint", "config": {},
                       "eventTypes": ["order.paid"]});
-    let (status, made) = api
-        .post(&format!("/app/{app}/destination"), body)
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{made}");
-    let secret = api
-        .get(&format!("/app/{app}/destination/poller/secret"))
-        .await["key"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let secret = made_with_secret(&api, &app, "poller", body).await;
     for (n, event_type) in [(1, "order.paid"), (2, "order.shipped"), (3, "order.paid")] {
         api.publish(&app, event_type, json!({"n": n, "text": "héllo"}))
             .await;
@@ -540,17 +554,7 @@ async fn a_fifo_destination_receives_its_messages_one_at_a_time_in_order() {
     let config = json!({"url": receiver.url,
                         "headers": {"x-tenant": "7", "authorization": "Bearer s3cret"}});
     let body = json!({"uid": "fifo", "type": "fifoEndpoint", "config": config});
-    let (status, made) = api
-        .post(&format!("/app/{app}/destination"), body)
-        .await
-        .unwrap();
-    assert_eq!(status, 201, "{made}");
-    let secret = api
-        .get(&format!("/app/{app}/destination/fifo/secret"))
-        .await["key"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let secret = made_with_secret(&api, &app, "fifo", body).await;
     let mut published = Vec::new();
     for n in 1..=3 {
         published.push(api.publish(&app, "order.paid", json!({"n": n})).await);

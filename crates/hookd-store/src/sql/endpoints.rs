@@ -72,8 +72,14 @@ impl<D: EventWrites> EndpointStore for D {
         &self,
         app: &AppId,
         page: &PageRequest,
+        extensions: bool,
     ) -> Result<Page<Endpoint>, StoreError> {
-        let query = list(D::DIALECT, app, "e.kind <> 'http'").page("e.id", false, page);
+        let kinds = if extensions {
+            "e.kind <> 'http'"
+        } else {
+            "e.kind NOT IN ('http', 'natsJetStream', 'kafka')"
+        };
+        let query = list(D::DIALECT, app, kinds).page("e.id", false, page);
         self.read_page(query, rows::endpoint).await
     }
 

@@ -89,11 +89,13 @@ pub trait EndpointStore: Send + Sync {
         app: &AppId,
         page: &PageRequest,
     ) -> Result<Page<Endpoint>, StoreError>;
-    /// An application's destinations (every endpoint of another kind) in creation order.
+    /// An application's destinations (every endpoint of another kind) in creation order;
+    /// those of hookd's own kinds (NATS JetStream, Kafka) only with `extensions`.
     async fn list_destinations(
         &self,
         app: &AppId,
         page: &PageRequest,
+        extensions: bool,
     ) -> Result<Page<Endpoint>, StoreError>;
     /// Replaces the mutable fields of the stored endpoint with `endpoint.id`, except its keys
     /// (see [`Self::replace_endpoint_keys`]).

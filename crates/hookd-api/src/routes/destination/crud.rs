@@ -31,9 +31,11 @@ pub(super) async fn list(
     query: QueryParams,
 ) -> Result<Json<ListOut<DestinationOut>>, ApiError> {
     let app = state.app(&principal, &app_id).await?;
+    // The official SDKs fail to read a list holding a type they do not know.
+    let extended = query.flag("extended", false)?;
     let page = state
         .store()
-        .list_destinations(&app.id, &page_request(&query)?)
+        .list_destinations(&app.id, &page_request(&query)?, extended)
         .await?;
     let list = ListOut::of_endpoints(page, |ep| shown(&state, ep))?;
     Ok(Json(list))
