@@ -208,8 +208,15 @@ pub fn run(mut args: Args) -> ExitCode {
 /// with `--otlp-endpoint`, exports hookd's spans (see [`super::traces`]), whose exporter is
 /// returned to be flushed at the end.
 fn init_logging(json: bool, traces: &TraceOptions) -> anyhow::Result<Option<Traces>> {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let asked = std::env::var("HOOKD_LOG").unwrap_or_else(|_| "info".to_owned());
+    // RabbitMQ's client logs every lost connection as an error of its own, on each attempt to
+    // a broker that is down, which the delivery log already records; it speaks when asked to.
+    let quieted = match asked.contains("lapin") {
+        true => asked,
+        false => format!("{asked},lapin=off"),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&quieted)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,lapin=off"));
     let ansi = colours(
         std::io::stderr().is_terminal(),
         std::env::var_os("NO_COLOR").as_deref(),
