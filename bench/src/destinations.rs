@@ -557,3 +557,23 @@ fn method(args: &Args) -> String {
         POLL_PAUSE.as_millis(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Destinations(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        report::page::assert_records(SECTION, &args.command(), &[&method(&args), &header()]);
+        let settled = Settled {
+            read: 20_000,
+            polls: 80,
+            elapsed: Duration::from_millis(103),
+            hookd_cores: 0.68,
+        };
+        report::page::assert_shows_shape(SECTION, &settled.row(20_000).cells(9_204.0));
+    }
+}
