@@ -10,7 +10,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use serde_json::{Value, json};
 
 use crate::hookd::Hookd;
-use crate::load::Requests;
+use crate::load::{Outcome, Requests};
 use crate::publish::{Bodies, message};
 
 /// What a publisher records per accepted message: its id (from the 202 answer) and when its
@@ -94,6 +94,47 @@ impl Api {
         Ok(endpoints)
     }
 
+    /// Creates a destination of `app` of type `kind` (`rabbitMq`, `pollingEndpoint`, …) with
+    /// `config`; returns its id.
+    pub async fn create_destination(
+        &self,
+        app: &str,
+        kind: &str,
+        config: Value,
+    ) -> anyhow::Result<String> {
+        let destination = self
+            .post(
+                &format!("/app/{app}/destination"),
+                json!({ "type": kind, "config": config }),
+            )
+            .await?;
+        id_of(&destination)
+    }
+
+    /// The signing secret of destination `destination` of `app`.
+    pub async fn destination_secret(&self, app: &str, destination: &str) -> anyhow::Result<String> {
+        let secret = self
+            .get(&format!("/app/{app}/destination/{destination}/secret"))
+            .await?;
+        key_of(&secret)
+    }
+
+    /// One page of polling destination `destination` of `app`: up to `limit` messages after
+    /// `iterator` (from the destination's creation without one).
+    pub async fn poll(
+        &self,
+        app: &str,
+        destination: &str,
+        iterator: Option<&str>,
+        limit: usize,
+    ) -> anyhow::Result<PollPage> {
+        let after = iterator.map_or(String::new(), |i| format!("&iterator={i}"));
+        self.get_as(&format!(
+            "/app/{app}/poller/{destination}?limit={limit}{after}"
+        ))
+        .await
+    }
+
     /// Publishes one message to `app`; returns its id.
     pub async fn publish(&self, app: &str, message: Value) -> anyhow::Result<String> {
         let message = self.post(&format!("/app/{app}/msg"), message).await?;
@@ -105,10 +146,7 @@ impl Api {
         let secret = self
             .get(&format!("/app/{app}/endpoint/{endpoint}/secret"))
             .await?;
-        secret["key"]
-            .as_str()
-            .map(str::to_owned)
-            .with_context(|| format!("no key in {secret}"))
+        key_of(&secret)
     }
 
     /// Points endpoint `endpoint` of `app` at `url`.
@@ -158,6 +196,25 @@ impl Api {
     /// With a log, each accepted message's id and send time are added to it.
     pub fn publisher(&self, app: &str, log: Option<SendLog>) -> anyhow::Result<Requests> {
         self.publisher_of(app, log, Bodies::new(|i| message(i).to_string()))
+    }
+
+    /// Publishes messages `numbers` to `app`, `concurrency` at a time; returns the outcome
+    /// and each accepted message's id and send time.
+    pub async fn publish_logged(
+        &self,
+        app: &str,
+        concurrency: usize,
+        numbers: std::ops::Range<u64>,
+    ) -> anyhow::Result<(Outcome, Vec<(String, u64)>)> {
+        let log: SendLog = Arc::new(Mutex::new(Vec::new()));
+        let publishes = crate::load::run(
+            concurrency,
+            numbers,
+            self.publisher(app, Some(log.clone()))?,
+        )
+        .await;
+        let sent = std::mem::take(&mut *log.lock().expect("the send log"));
+        Ok((publishes, sent))
     }
 
     /// [`Api::publisher`] publishing `bodies` instead.
@@ -234,6 +291,10 @@ impl Api {
     }
 
     async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.get_as(path).await
+    }
+
+    async fn get_as<T: serde::de::DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
         let response = self
             .client
             .get(self.url(path))
@@ -304,10 +365,10 @@ impl Api {
     }
 }
 
-/// The one field of a publish's answer the load generator reads.
+/// The one field of a publish's answer the load generator reads (and of a polled message).
 #[derive(serde::Deserialize)]
-struct Accepted {
-    id: String,
+pub struct Accepted {
+    pub id: String,
 }
 
 /// The engine's claims and record batches, with the deliveries they carried.
@@ -363,6 +424,22 @@ impl StoreWrites {
         }
         format!("{:.1}", self.rows as f64 / self.writes as f64)
     }
+}
+
+/// A page a poller answered; of each message only its id is read.
+#[derive(serde::Deserialize)]
+pub struct PollPage {
+    pub data: Vec<Accepted>,
+    pub iterator: String,
+    pub done: bool,
+}
+
+/// The `key` of a secret's answer.
+fn key_of(secret: &Value) -> anyhow::Result<String> {
+    secret["key"]
+        .as_str()
+        .map(str::to_owned)
+        .with_context(|| format!("no key in {secret}"))
 }
 
 fn id_of(object: &Value) -> anyhow::Result<String> {

@@ -102,7 +102,7 @@ impl Args {
 
 /// How the publishes are driven.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Mode {
+pub(crate) enum Mode {
     /// A closed loop of this many publishes in flight.
     Throughput(usize),
     /// Open loop at this many publishes per second.
@@ -110,33 +110,33 @@ enum Mode {
 }
 
 /// One mode's measurements on one backend.
-struct Run {
+pub(crate) struct Run {
     backend: Backend,
     setting: Setting,
     mode: Mode,
-    publishes: Outcome,
+    pub(crate) publishes: Outcome,
     /// Accepted messages of the measured phase that arrived verified.
-    delivered: u64,
+    pub(crate) delivered: u64,
     /// Accepted messages of the measured phase that never arrived verified.
-    missing: u64,
+    pub(crate) missing: u64,
     /// Whole run, warm-up included.
-    duplicates: u64,
-    bad_signatures: u64,
+    pub(crate) duplicates: u64,
+    pub(crate) bad_signatures: u64,
     /// From the first publish sent to the last receipt.
-    deliveries_per_s: f64,
+    pub(crate) deliveries_per_s: f64,
     /// Publish sent to first verified receipt, microseconds.
     latency_us: Histogram<u64>,
     peak_rss_kib: u64,
     /// Cores hookd kept busy from the first measured publish until the last delivery.
-    hookd_cores: f64,
+    pub(crate) hookd_cores: f64,
 }
 
 impl Run {
-    fn flagged(&self) -> bool {
+    pub(crate) fn flagged(&self) -> bool {
         self.missing + self.bad_signatures + self.publishes.error_count() > 0
     }
 
-    fn latency(&self, quantile: f64) -> Duration {
+    pub(crate) fn latency(&self, quantile: f64) -> Duration {
         Duration::from_micros(self.latency_us.value_at_quantile(quantile))
     }
 
@@ -221,23 +221,48 @@ async fn one_run(
     mode: Mode,
     args: &Args,
 ) -> anyhow::Result<Run> {
+    let plan = Plan {
+        warmup: args.warmup,
+        messages: measured_messages(mode, args),
+        connections: in_flight(mode, args),
+    };
     Database::with_fresh(backend, &args.postgres.url, async |database| {
-        measure(backend, setting, mode, database, args).await
+        measure(backend, setting, mode, database, &plan).await
     })
     .await
 }
 
-async fn measure(
+/// What a run publishes: `warmup` messages first (delivered, not measured), then `messages`,
+/// at most `connections` at once.
+pub(crate) struct Plan {
+    pub(crate) warmup: u64,
+    pub(crate) messages: u64,
+    pub(crate) connections: usize,
+}
+
+/// hookd on `database` with `setting`, serving `/api/v1` to a client keeping the plan's
+/// connections.
+pub(crate) async fn start_hookd(
+    database: &Database,
+    setting: &Setting,
+    plan: &Plan,
+) -> anyhow::Result<(Hookd, Api)> {
+    let url = database.url().to_owned();
+    let options = setting.flags().to_vec();
+    let hookd = tokio::task::spawn_blocking(move || Hookd::start(&url, &options)).await??;
+    let api = Api::new(&hookd, plan.connections)?;
+    Ok((hookd, api))
+}
+
+/// One run of `mode` to one HTTP endpoint and the verifying receiver, on `database`.
+pub(crate) async fn measure(
     backend: Backend,
     setting: &Setting,
     mode: Mode,
     database: &Database,
-    args: &Args,
+    plan: &Plan,
 ) -> anyhow::Result<Run> {
-    let url = database.url().to_owned();
-    let options = setting.flags().to_vec();
-    let hookd = tokio::task::spawn_blocking(move || Hookd::start(&url, &options)).await??;
-    let api = Api::new(&hookd, in_flight(mode, args))?;
+    let (hookd, api) = start_hookd(database, setting, plan).await?;
     let app = api.create_app("bench").await?;
     // The receiver needs the endpoint's secret and the endpoint the receiver's address:
     // create the endpoint first, pointing nowhere, and aim it once the receiver listens.
@@ -248,28 +273,60 @@ async fn measure(
     let receiver = ReceiverProcess::start(&[secret])?;
     api.set_endpoint_url(&app, &endpoint, &receiver.url("deliver"))
         .await?;
+    let case = (backend, setting.clone(), mode);
+    publish_to(hookd, (&api, &app), &receiver, case, plan).await
+}
 
-    let warmup = drive(mode, args, 0..args.warmup, api.publisher(&app, None)?).await;
-    drain(&receiver, args.warmup - warmup.error_count()).await?;
+/// Where a run's messages arrive, verified and stamped: the receiver process, or a consumer
+/// of a broker.
+pub(crate) trait Arrivals {
+    /// Distinct ids that arrived verified so far.
+    async fn count(&self) -> anyhow::Result<u64>;
+    /// Everything that arrived.
+    async fn results(&self) -> anyhow::Result<Receipts>;
+}
+
+impl Arrivals for ReceiverProcess {
+    async fn count(&self) -> anyhow::Result<u64> {
+        ReceiverProcess::count(self).await
+    }
+
+    async fn results(&self) -> anyhow::Result<Receipts> {
+        ReceiverProcess::results(self).await
+    }
+}
+
+/// Publishes the plan to `app` through `api` (warm-up, then measured) and waits for the
+/// messages at `arrivals`; stops `hookd` after. `case` names the run.
+pub(crate) async fn publish_to(
+    hookd: Hookd,
+    (api, app): (&Api, &str),
+    arrivals: &impl Arrivals,
+    case: (Backend, Setting, Mode),
+    plan: &Plan,
+) -> anyhow::Result<Run> {
+    let mode = case.2;
+    let warmup = drive(mode, plan, 0..plan.warmup, api.publisher(app, None)?).await;
+    drain(arrivals, plan.warmup - warmup.error_count()).await?;
 
     let log: SendLog = Arc::new(Mutex::new(Vec::new()));
     let hookd_cpu = hookd.cpu_time()?;
     let started = Instant::now();
-    let numbers = args.warmup..args.warmup + measured_messages(mode, args);
-    let publishes = drive(mode, args, numbers, api.publisher(&app, Some(log.clone()))?).await;
+    let numbers = plan.warmup..plan.warmup + plan.messages;
+    let publishes = drive(mode, plan, numbers, api.publisher(app, Some(log.clone()))?).await;
     let sent = std::mem::take(&mut *log.lock().expect("the send log"));
     drain(
-        &receiver,
-        args.warmup - warmup.error_count() + sent.len() as u64,
+        arrivals,
+        plan.warmup - warmup.error_count() + sent.len() as u64,
     )
     .await?;
     let hookd_cores =
         hookd.cpu_time()?.saturating_sub(hookd_cpu).as_secs_f64() / started.elapsed().as_secs_f64();
     let peak_rss_kib = hookd.peak_rss_kib()?;
-    let receipts = receiver.results().await?;
+    let receipts = arrivals.results().await?;
     hookd.stop();
     Ok(tally(
-        (backend, setting.clone(), mode),
+        case,
         publishes,
         &sent,
         &receipts,
@@ -300,22 +357,22 @@ fn measured_messages(mode: Mode, args: &Args) -> u64 {
     }
 }
 
-/// Publishes messages `numbers` as the mode says, at most [`in_flight`] at once.
+/// Publishes messages `numbers` as the mode says, at most the plan's connections at once.
 async fn drive(
     mode: Mode,
-    args: &Args,
+    plan: &Plan,
     numbers: std::ops::Range<u64>,
     publish: load::Requests,
 ) -> Outcome {
     match mode {
         Mode::Throughput(concurrency) => load::run(concurrency, numbers, publish).await,
-        Mode::Latency(rate) => load::run_paced(rate, in_flight(mode, args), numbers, publish).await,
+        Mode::Latency(rate) => load::run_paced(rate, plan.connections, numbers, publish).await,
     }
 }
 
-/// Waits until the receiver has `expected` distinct verified ids, or until no new one has
+/// Waits until `receiver` has `expected` distinct verified ids, or until no new one has
 /// arrived for [`DRAIN_PATIENCE`] (then the missing ones show in the tally).
-pub(crate) async fn drain(receiver: &ReceiverProcess, expected: u64) -> anyhow::Result<()> {
+pub(crate) async fn drain(receiver: &impl Arrivals, expected: u64) -> anyhow::Result<()> {
     let (mut last, mut progressed) = (0, Instant::now());
     loop {
         let count = receiver.count().await?;
@@ -334,7 +391,7 @@ pub(crate) async fn drain(receiver: &ReceiverProcess, expected: u64) -> anyhow::
 
 /// Matches the publisher's send times with the receiver's receipts, for the run `case`
 /// describes.
-fn tally(
+pub(crate) fn tally(
     case: (Backend, Setting, Mode),
     publishes: Outcome,
     sent: &[(String, u64)],

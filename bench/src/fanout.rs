@@ -12,16 +12,15 @@
 
 use std::collections::HashMap;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use hdrhistogram::Histogram;
 
-use crate::api::{Api, SendLog};
+use crate::api::Api;
 use crate::ceiling;
 use crate::hookd::{Backend, Backends, Database, Hookd, PostgresServer, Setting, Tuning};
-use crate::load::{self, Outcome};
+use crate::load::Outcome;
 use crate::machine::{self, Machine};
 use crate::receiver::ReceiverProcess;
 use crate::report;
@@ -159,16 +158,11 @@ async fn measure(
             .await?;
     }
 
-    let log: SendLog = Arc::new(Mutex::new(Vec::new()));
     let hookd_cpu = hookd.cpu_time()?;
     let started = Instant::now();
-    let publishes = load::run(
-        args.concurrency,
-        0..args.messages,
-        api.publisher(&app, Some(log.clone()))?,
-    )
-    .await;
-    let sent = std::mem::take(&mut *log.lock().expect("the send log"));
+    let (publishes, sent) = api
+        .publish_logged(&app, args.concurrency, 0..args.messages)
+        .await?;
     let expected = sent.len() as u64 * args.endpoints as u64;
     drain(&receiver, expected).await?;
     let hookd_cores =

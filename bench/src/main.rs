@@ -11,13 +11,14 @@
 //! [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
 //! own on top of them: [`publish`], [`ceiling`], [`deliver`], [`fanout`], [`isolation`],
 //! [`memory`], [`retention`], [`cluster`], [`instructions`], [`search`], [`ordered`],
-//! [`sources`] and [`replay`]; [`suite`] runs them all with one command. Those that drive hookd
+//! [`sources`], [`replay`] and [`destinations`]; [`suite`] runs them all with one command. Those that drive hookd
 //! for throughput run it at its defaults first, then with `--tuned` flags ([`hookd::Tuning`]).
 
 mod api;
 mod ceiling;
 mod cluster;
 mod deliver;
+mod destinations;
 mod fanout;
 mod hookd;
 mod instructions;
@@ -77,6 +78,9 @@ enum Command {
     /// Outbox sources (PostgreSQL, MySQL/MariaDB, SQLite): commit-to-receipt latency and the
     /// relay's rate through a backlog, at hookd's defaults.
     Sources(sources::Args),
+    /// Destinations: messages/s to a RabbitMQ queue and to a polling consumer, against an HTTP
+    /// endpoint's deliveries/s in the same run.
+    Destinations(destinations::Args),
     /// `replay-missing` of 100,000 messages an endpoint missed: the task's time, and publish
     /// latency beside it.
     Replay(replay::Args),
@@ -121,6 +125,7 @@ fn main() -> ExitCode {
             Command::Cluster(args) => cluster::run(args).await,
             Command::Sources(args) => sources::run(args).await,
             Command::Replay(args) => replay::run(args).await,
+            Command::Destinations(args) => destinations::run(args).await,
             Command::Fanout(args) => fanout::run(args).await,
             Command::Isolation(args) => isolation::run(args).await,
             Command::Memory(args) => memory::run(args).await,

@@ -54,6 +54,16 @@ pub struct Receipts {
     pub bad_signatures: u64,
 }
 
+/// A verifier of signatures made with any of `secrets` (`whsec_…`).
+pub fn verifier(secrets: &[String]) -> anyhow::Result<Verifier> {
+    let keys = secrets
+        .iter()
+        .map(|s| VerifyingKey::parse(s))
+        .collect::<Result<Vec<_>, _>>()
+        .context("an endpoint secret does not parse")?;
+    Ok(Verifier::with_keys(keys))
+}
+
 /// The state every request handler shares.
 struct Shared {
     delay: Duration,
@@ -68,13 +78,7 @@ impl Shared {
         let verifier = if options.secrets.is_empty() {
             None
         } else {
-            let keys = options
-                .secrets
-                .iter()
-                .map(|s| VerifyingKey::parse(s))
-                .collect::<Result<Vec<_>, _>>()
-                .context("an endpoint secret does not parse")?;
-            Some(Verifier::with_keys(keys))
+            Some(verifier(&options.secrets)?)
         };
         Ok(Self {
             delay: options.delay,
@@ -101,15 +105,22 @@ impl Shared {
             Some((_, name)) if self.per_endpoint => format!("{name}/{id}"),
             _ => id.to_owned(),
         });
-        let mut receipts = self.receipts.lock().expect("the receipts");
-        match (verified, key) {
-            (true, Some(key)) => match receipts.first_seen.entry(key) {
-                Entry::Occupied(_) => receipts.duplicates += 1,
+        let key = key.filter(|_| verified);
+        self.receipts.lock().expect("the receipts").record(key, at);
+    }
+}
+
+impl Receipts {
+    /// Records one arrival at `at`: under `key` when it verified, else as a bad signature.
+    pub fn record(&mut self, key: Option<String>, at: u64) {
+        match key {
+            Some(key) => match self.first_seen.entry(key) {
+                Entry::Occupied(_) => self.duplicates += 1,
                 Entry::Vacant(first) => {
                     first.insert(at);
                 }
             },
-            _ => receipts.bad_signatures += 1,
+            None => self.bad_signatures += 1,
         }
     }
 }

@@ -68,7 +68,7 @@ impl Args {
                 "mysql,sqlite"
             },
         ];
-        let plan: [(&str, &[&str], &[&str]); 12] = [
+        let plan: [(&str, &[&str], &[&str]); 13] = [
             (
                 "publish",
                 &backend,
@@ -144,6 +144,12 @@ impl Args {
                 "sources",
                 &source_kinds,
                 &["--seconds", "3", "--backlog", "2000"],
+            ),
+            // SQLite only, with the local RabbitMQ.
+            (
+                "destinations",
+                &[],
+                &["--messages", "2000", "--warmup", "200"],
             ),
         ];
         plan.into_iter()
