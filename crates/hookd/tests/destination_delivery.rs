@@ -1,6 +1,6 @@
 //! Destinations beyond HTTP end to end: the real `hookd` binary on a real database, publishing
-//! to real brokers made by the tests (RabbitMQ, NATS JetStream, SQS on `moto_server`, Kafka on
-//! librdkafka's mock cluster), and each broker's own client reading back what arrived. Every
+//! to real brokers made by the tests (RabbitMQ, NATS JetStream, SQS, SNS and S3 on
+//! `moto_server`, Kafka on librdkafka's mock cluster), and each broker's own client reading back what arrived. Every
 //! message published through the API arrives (at least once) with the published payload's
 //! bytes as its body, Standard Webhooks headers that the reference `standardwebhooks` crate
 //! verifies with the destination's secret, and its event type and ordering key; the delivery
@@ -15,7 +15,8 @@
 //! `SKIPPED`, and fails instead under `HOOKD_TEST_REQUIRE_<NAME>=1`. Kafka needs none.
 //!
 //! The destination's signing secret is read from hookd's database (opened with the test
-//! master key): the API has no route that shows a broker destination's secret.
+//! master key), apart from the API; one test checks that `GET …/destination/{id}/secret`
+//! shows the same.
 
 mod support;
 
@@ -835,7 +836,7 @@ async fn nats_jetstream_gets_every_message_verified_and_acknowledged() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// SQS on moto.
+// SQS, SNS and S3 on moto.
 
 /// A `moto_server` on a free loopback port that checks signatures after its first three
 /// calls (which make the IAM user and key hookd signs with); stopped when dropped, and by its
@@ -1003,6 +1004,104 @@ async fn sqs_fifo_gets_every_message_verified_in_order_per_key() {
         );
     }
     run.assert_acknowledged(&destination, &sent, |_, ack| ack.contains("messageId"))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sns_gets_every_message_verified_through_a_subscribed_queue() {
+    let test = "sns_gets_every_message_verified_through_a_subscribed_queue";
+    let Some(moto) = Moto::start(test) else {
+        return;
+    };
+    let topic = moto.boto(json!([["topic", "orders"]]))[0].clone();
+    let queue = topic["queue"].as_str().unwrap().to_owned();
+    let run = Run::sqlite(&[]).await;
+    let config = json!({
+        "topicArn": topic["arn"], "region": "us-east-1", "endpointUrl": moto.url(),
+        "accessKeyId": moto.key.0, "secretAccessKey": moto.key.1,
+    });
+    let destination = run.destination("sns", config).await;
+    let secret = run.signing_secret(&destination).await;
+
+    let sent = run.publish_range(0..N, false).await;
+
+    let mut taken = Vec::new();
+    let arrived = until_arrived(&sent, async || {
+        let read = moto.boto(json!([["receive", queue]]));
+        taken.extend(read[0].as_array().unwrap().iter().map(|m| sqs_arrived(m).0));
+        taken.clone()
+    })
+    .await;
+    assert_arrived_verified(&secret, &sent, &arrived);
+    run.assert_acknowledged(&destination, &sent, |_, ack| ack.contains("messageId"))
+        .await;
+}
+
+/// One line of an S3 batch object, its payload kept as the bytes written.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct S3Line {
+    event_type: String,
+    headers: BTreeMap<String, String>,
+    payload: Box<serde_json::value::RawValue>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amazon_s3_gets_every_message_verified_in_batch_objects() {
+    let test = "amazon_s3_gets_every_message_verified_in_batch_objects";
+    let Some(moto) = Moto::start(test) else {
+        return;
+    };
+    let bucket = unique("hookd-e2e-").to_ascii_lowercase().replace('_', "-");
+    moto.boto(json!([["bucket", bucket]]));
+    let run = Run::sqlite(&[]).await;
+    let path = format!("/app/{}/destination", run.app);
+    let body = json!({
+        "type": "amazonS3", "batchSize": 10, "maxWaitSecs": 1,
+        "config": {
+            "bucket": bucket, "region": "us-east-1", "endpointUrl": moto.url(),
+            "accessKeyId": moto.key.0, "secretAccessKey": moto.key.1,
+        },
+    });
+    let (status, made) = run.api.post(&path, body).await.unwrap();
+    assert_eq!(status, 201, "{made}");
+    let destination = made["id"].as_str().unwrap().to_owned();
+    let secret = run.signing_secret(&destination).await;
+
+    let sent = run.publish_range(0..N, false).await;
+
+    let mut objects = 0;
+    let arrived = until_arrived(&sent, async || {
+        let found = moto.boto(json!([["objects", bucket]]))[0].clone();
+        let found = found.as_object().unwrap();
+        objects = found.len();
+        let prefix = format!("{}/{destination}/", run.app);
+        found
+            .iter()
+            .inspect(|(key, _)| assert!(key.starts_with(&prefix), "{key} under {prefix}"))
+            .flat_map(|(_, object)| {
+                let body = object["body"].as_str().unwrap().to_owned();
+                body.lines()
+                    .map(|line| {
+                        let line: S3Line = serde_json::from_str(line).expect("a JSON line");
+                        let mut headers: Vec<_> = line.headers.into_iter().collect();
+                        headers.push(("event-type".into(), line.event_type));
+                        Arrived {
+                            body: line.payload.get().as_bytes().to_vec(),
+                            headers,
+                        }
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    })
+    .await;
+    assert_arrived_verified(&secret, &sent, &arrived);
+    assert!(
+        objects < N,
+        "{objects} objects for {N} messages: they were batched"
+    );
+    run.assert_acknowledged(&destination, &sent, |_, ack| ack.contains(".jsonl"))
         .await;
 }
 
