@@ -5,7 +5,8 @@ Usage: portal_browser.py BASE_URL CHROMIUM CHROMEDRIVER ADMIN_TOKEN APP_TOKEN AP
 
 Run by crates/hookd/tests/portal_browser.rs against a real `hookd serve` whose application
 APP_ID has one failed message (FAILED_MSG_ID, published as the exact bytes PAYLOAD) to a
-receiver that now answers 200. With HOOKD_PORTAL_SCREENSHOTS=<dir>, saves the pages as PNGs.
+receiver that now answers 200, and OTHER_APP_ID a Kafka destination `orders-stream` with one
+delivered message. With HOOKD_PORTAL_SCREENSHOTS=<dir>, saves the pages as PNGs.
 """
 import json
 import os
@@ -149,6 +150,25 @@ try:
     wait.until(lambda d: "Example payload" in body_text())
     shown = [json.loads(pre.text) for pre in driver.find_elements(By.CSS_SELECTOR, "main pre")]
     check(shown[1] == {"orderId": 1001}, f"the example follows the schema: {shown}")
+
+    # Globex's Kafka destination: listed with the application, its log shows the broker's
+    # acknowledgement, its configuration no credential.
+    driver.get(f"{BASE}/portal/#/app/{OTHER_APP_ID}")
+    heading("Globex")
+    wait.until(EC.presence_of_element_located((By.LINK_TEXT, "orders-stream")))
+    check("kafka" in driver.find_element(
+        By.XPATH, "//caption[contains(., 'Destinations')]/ancestor::table").text,
+        "the destination's type is listed")
+    driver.find_element(By.LINK_TEXT, "orders-stream").click()
+    heading("Destination orders-stream")
+    attempt = wait.until(EC.presence_of_element_located(
+        (By.XPATH, "//caption[contains(., 'attempts to this destination')]/ancestor::table//tbody/tr")))
+    check("Succeeded" in attempt.text and "HTTP 200" in attempt.text, f"the attempt succeeded: {attempt.text}")
+    attempt.find_element(By.TAG_NAME, "summary").click()
+    check("partition" in attempt.text, f"the attempt shows Kafka's acknowledgement: {attempt.text}")
+    config = driver.find_element(By.CSS_SELECTOR, "pre[aria-label^='Configuration']").text
+    check('"topic": "orders"' in config, f"the configuration is shown: {config}")
+    shot("destination")
 
     # An app-portal link opens one application, and the token leaves the address bar.
     driver.find_element(By.ID, "sign-out").click()

@@ -253,6 +253,8 @@ async function route() {
       await renderApp(parts[1], params);
     } else if (parts[0] === 'app' && parts[2] === 'endpoint' && parts.length === 4) {
       await renderEndpoint(parts[1], parts[3]);
+    } else if (parts[0] === 'app' && parts[2] === 'destination' && parts.length === 4) {
+      await renderDestination(parts[1], parts[3]);
     } else if (parts[0] === 'app' && parts[2] === 'msg' && parts.length === 4) {
       await renderMessage(parts[1], parts[3]);
     } else {
@@ -352,9 +354,10 @@ function pager(list, params, href, labels = ['Previous page', 'Next page']) {
 }
 
 async function renderApp(appId, params) {
-  const [app, endpoints, suggestions] = await Promise.all([
+  const [app, endpoints, destinations, suggestions] = await Promise.all([
     get(`/app/${enc(appId)}`),
     get(`/app/${enc(appId)}/endpoint?limit=250`),
+    get(`/app/${enc(appId)}/destination?limit=250&extended=true`),
     eventTypeSuggestions(),
   ]);
   const endpointRows = endpoints.data.map((ep) => h('tr', {},
@@ -369,6 +372,7 @@ async function renderApp(appId, params) {
     h('h2', {}, 'Endpoints'),
     table('Endpoints of this application', ['URL', 'Status', 'Event types', 'Description'], endpointRows,
       'This application has no endpoints yet.'),
+    destinations.data.length ? [h('h2', {}, 'Destinations'), destinationTable(app, destinations.data)] : null,
     h('h2', { id: 'messages' }, 'Messages'),
     suggestions,
     searchForm(app, params),
@@ -525,6 +529,65 @@ async function renderEndpoint(appId, endpointId) {
     attemptTable(attempts.data, app, 'The 20 latest attempts to this endpoint, newest first', true),
     h('h2', {}, 'Failed messages'),
     messageTable(failed.data, app, 'Messages whose delivery to this endpoint failed, newest first'));
+}
+
+// ---------------------------------------------------------------- destinations
+
+/** An application's destinations beyond HTTP endpoints: queues, topics, buckets, pollers. */
+function destinationTable(app, destinations) {
+  const rows = destinations.map((dest) => h('tr', {},
+    h('td', { class: 'id' }, h('a', { href: `#/app/${enc(app.id)}/destination/${enc(dest.id)}` }, dest.uid || dest.id)),
+    h('td', {}, dest.type),
+    h('td', {}, destinationState(dest)),
+    h('td', {}, dest.eventTypes && dest.eventTypes.length ? dest.eventTypes.join(', ') : 'All event types')));
+  return table('Destinations of this application', ['Destination', 'Type', 'Status', 'Event types'], rows,
+    'This application has no destinations.');
+}
+
+function destinationState(dest) {
+  if (dest.status === 'enabled') return h('span', { class: 'badge ok' }, 'Enabled');
+  return [h('span', { class: 'badge bad' }, 'Disabled'), ' ', dest.failureReason || ''];
+}
+
+async function renderDestination(appId, destinationId) {
+  const base = `/app/${enc(appId)}/destination/${enc(destinationId)}`;
+  const [app, dest] = await Promise.all([get(`/app/${enc(appId)}`), get(base)]);
+  const destBase = `/app/${enc(app.id)}/destination/${enc(dest.id)}`;
+  const facts = h('dl', { class: 'facts' },
+    h('dt', {}, 'Status'), h('dd', {}, destinationState(dest)),
+    h('dt', {}, 'Destination id'), h('dd', { class: 'mono' }, dest.id),
+    dest.uid ? [h('dt', {}, 'UID'), h('dd', { class: 'mono' }, dest.uid)] : null,
+    h('dt', {}, 'Type'), h('dd', {}, dest.type),
+    h('dt', {}, 'Configuration'),
+    h('dd', {}, h('pre', { class: 'mono', 'aria-label': 'Configuration, credentials left out' },
+      JSON.stringify(dest.config || {}, null, 2))),
+    h('dt', {}, 'Event types'), h('dd', {}, dest.eventTypes && dest.eventTypes.length ? dest.eventTypes.join(', ') : 'All'),
+    h('dt', {}, 'Batches'), h('dd', {}, dest.batchSize > 1
+      ? `up to ${dest.batchSize} messages, waiting at most ${dest.maxWaitSecs} s` : 'one message at a time'));
+  if (dest.type === 'pollingEndpoint') {
+    page(`Destination ${dest.uid || dest.id}`, crumbsTo(app, 'Destination'), facts,
+      h('h2', {}, 'Polling'),
+      h('p', {}, 'Nothing is sent to a polling destination: its consumer reads the messages from ',
+        h('code', {}, `GET /api/v1/app/${app.id}/poller/${dest.id}`), '.'),
+      h('div', { class: 'actions' }, secretAction(destBase)));
+    return;
+  }
+  // A destination's delivery log is an endpoint's: the same routes take its id.
+  const epBase = `/app/${enc(app.id)}/endpoint/${enc(dest.id)}`;
+  const [stats, attempts, failed] = await Promise.all([
+    get(`${epBase}/stats`),
+    get(`/app/${enc(app.id)}/attempt/endpoint/${enc(dest.id)}?limit=20`),
+    get(`${epBase}/msg?status=2&limit=20&with_content=false`),
+  ]);
+  page(`Destination ${dest.uid || dest.id}`, crumbsTo(app, 'Destination'), facts,
+    h('h2', {}, 'Last 24 hours'),
+    statsView(stats),
+    h('h2', {}, 'Actions'),
+    h('div', { class: 'actions' }, recoverAction(epBase), secretAction(destBase)),
+    h('h2', {}, 'Recent attempts'),
+    attemptTable(attempts.data, app, 'The 20 latest attempts to this destination, newest first', true),
+    h('h2', {}, 'Failed messages'),
+    messageTable(failed.data, app, 'Messages whose delivery to this destination failed, newest first'));
 }
 
 function statsView(stats) {

@@ -146,6 +146,22 @@ async fn a_failed_message_is_found_and_resent_from_the_portal() {
         wait_for_delivery(&api, &app_id, &msg, "success").await;
     }
 
+    // Globex takes its events in a Kafka topic (librdkafka's mock cluster, in this process).
+    let kafka = rdkafka::mocking::MockCluster::new(1).expect("a mock Kafka cluster");
+    kafka.create_topic("orders", 1, 1).unwrap();
+    let globex = other["id"].as_str().unwrap().to_owned();
+    let (status, stream) = api
+        .post(
+            &format!("/app/{globex}/destination"),
+            json!({"uid": "orders-stream", "type": "kafka",
+                   "config": {"bootstrapServers": [kafka.bootstrap_servers()], "topic": "orders"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{stream}");
+    let streamed = publish(&hookd, &globex, "order.shipped", r#"{"orderId": 2001}"#).await;
+    wait_for_delivery(&api, &globex, &streamed, "success").await;
+
     // An app-scoped token, as an app-portal link carries it.
     let store = hookd_store::open(&database).await.unwrap();
     store
