@@ -246,12 +246,12 @@ fn colours(terminal: bool, no_color: Option<&OsStr>) -> bool {
 
 /// Starts every part this process runs, then runs until SIGINT or SIGTERM.
 async fn serve(args: Args) -> anyhow::Result<()> {
-    let mut settings = Settings::from_args(&args)?;
+    let clock: Arc<dyn Clock> = super::clock::from_env();
+    let mut settings = Settings::from_args(&args, &clock)?;
     let store = open_store(&args.database, &settings.keyring, &settings.credentials).await?;
     // Bound before the API is configured: the portal links it hands out name this address.
     let listener = bind_api(&args).await?;
     let address = listener.as_ref().map(TcpListener::local_addr).transpose()?;
-    let clock: Arc<dyn Clock> = super::clock::from_env();
     ensure_operations_app(store.as_ref(), clock.as_ref()).await?;
     let config = api_config(&args, &settings, address);
     if args.role.api() && config.configured_admin_token_hashes.is_empty() {
@@ -356,7 +356,7 @@ struct Settings {
 }
 
 impl Settings {
-    fn from_args(args: &Args) -> anyhow::Result<Self> {
+    fn from_args(args: &Args, clock: &Arc<dyn Clock>) -> anyhow::Result<Self> {
         let (keyring, _) = args.keys.load(&args.database)?;
         let keyring = Arc::new(keyring);
         let engine = EngineConfig {
@@ -375,7 +375,7 @@ impl Settings {
             engine,
             rotation_overlap,
             retention: args.retention.config()?,
-            sender: WebhookSender::new(args.delivery.http()?)?,
+            sender: WebhookSender::with_clock(args.delivery.http()?, clock.clone())?,
             mailer: args.notices.config()?.map(|c| c.mailer()).transpose()?,
             outbox_sources: args.outbox_sources.specs()?,
             credentials: credential_headers(&args.sensitive_header)?,
