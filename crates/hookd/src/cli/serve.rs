@@ -34,7 +34,7 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 
 use super::database::{Database, runtime};
 use super::delivery::DeliveryOptions;
-use super::master_key::{MasterKeyOptions, Resealed, reseal};
+use super::master_key::{MasterKeyOptions, Resealed, digest_keys, reseal};
 use super::metrics::{Metrics, MetricsOptions};
 use super::notices::NoticeOptions;
 use super::outbox::{SourceOptions, start_relays};
@@ -71,6 +71,11 @@ pub struct Args {
     /// ask for its own, up to 7 days).
     #[arg(long, env = "HOOKD_ROTATION_OVERLAP", default_value = "24h")]
     rotation_overlap: String,
+    /// Answer an endpoint's secret (`GET …/secret`) only once after it is made (created or
+    /// rotated); later reads are refused with 409, and rotating is the way to a new one.
+    /// Off by default: Svix lets a secret be read at any time.
+    #[arg(long, env = "HOOKD_SECRETS_SHOWN_ONCE")]
+    secrets_shown_once: bool,
     /// The URL customers reach hookd at, the base of portal links [default: http://LISTEN
     /// address].
     #[arg(long, env = "HOOKD_PUBLIC_URL")]
@@ -393,8 +398,9 @@ fn credential_headers(names: &[String]) -> anyhow::Result<CredentialHeaders> {
     Ok(CredentialHeaders::new(names))
 }
 
-/// Opens (and migrates) the database, and seals every endpoint key under the current master
-/// key, with every credential header an endpoint still keeps in clear.
+/// Opens (and migrates) the database, seals every endpoint key under the current master key,
+/// with every credential header an endpoint still keeps in clear, and digests the keys of
+/// endpoints without digests.
 async fn open_store(
     database: &Database,
     keyring: &Keyring,
@@ -409,6 +415,13 @@ async fn open_store(
             sealed_legacy = resealed.sealed_legacy,
             sealed_headers = resealed.sealed_headers,
             "endpoint keys sealed under the current master key"
+        );
+    }
+    let digested = digest_keys(store.as_ref(), keyring).await?;
+    if digested > 0 {
+        tracing::info!(
+            endpoints = digested,
+            "key digests recorded for endpoints without them"
         );
     }
     Ok(store)
@@ -455,6 +468,7 @@ fn api_config(args: &Args, settings: &Settings, address: Option<SocketAddr>) -> 
         access_log: args.access_log,
         credential_headers: settings.credentials.clone(),
         max_endpoints_per_app: args.max_endpoints_per_app,
+        secrets_shown_once: args.secrets_shown_once,
     }
 }
 
