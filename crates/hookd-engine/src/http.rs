@@ -1,8 +1,8 @@
 //! The outbound HTTP layer: sends one webhook attempt and reports what happened.
 //!
-//! One [`WebhookSender`] holds the process's `reqwest` clients, one per endpoint origin, so
-//! connections to an endpoint are pooled across attempts; a client older than the connection
-//! lifetime is replaced, so a receiver's DNS change is followed. It follows the delivery rules: redirects are never
+//! One [`WebhookSender`] holds the process's `reqwest` clients (a few, endpoint origins spread
+//! over them), so connections to an endpoint are pooled across attempts; a client older than
+//! the connection lifetime is replaced, so a receiver's DNS change is followed. It follows the delivery rules: redirects are never
 //! followed (a 3xx is a failed attempt), reqwest's own retries are off (the schedule is
 //! hookd's), environment proxies are ignored, the connect and whole-attempt timeouts are
 //! enforced, TLS certificates are verified, and only a small prefix of the response is kept.
@@ -31,7 +31,7 @@ use reqwest::{Certificate, Client, Proxy, redirect, retry};
 use url::{Host, Url};
 
 use capture::{Captured, Limits, capture};
-use lifetime::ClientsByOrigin;
+use lifetime::AgedClients;
 use resolve::GuardedResolver;
 pub use resolve::HostLookup;
 use ssrf::{AddressPolicy, Refused};
@@ -201,7 +201,7 @@ pub struct WebhookSender {
 
 #[derive(Debug)]
 struct Inner {
-    clients: ClientsByOrigin,
+    clients: AgedClients,
     policy: AddressPolicy,
     limits: Limits,
     /// With an egress proxy: checks host names before the proxy gets them.
@@ -221,7 +221,7 @@ impl WebhookSender {
         // Built once here so a bad configuration fails at start, not at the first attempt.
         build_client(&config)?;
         let for_clients = config.clone();
-        let clients = ClientsByOrigin::new(
+        let clients = AgedClients::new(
             move || build_client(&for_clients),
             config.connection_lifetime,
             clock,
