@@ -99,6 +99,7 @@ pub(crate) fn authenticated_routes() -> Router<ApiState> {
         .merge(routes::endpoint::routes())
         .merge(routes::destination::routes())
         .merge(routes::endpoint_stats::routes())
+        .merge(routes::endpoint_health::routes())
         .merge(routes::event_type::routes())
         .merge(routes::message::routes())
         .merge(routes::attempt::routes())

@@ -30,8 +30,8 @@ pub(crate) use gauges::age;
 pub use gauges::{GaugeStore, Gauges};
 pub(crate) use messages::tally;
 pub use messages::{
-    AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore,
-    NewMessage, Route,
+    AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, HealthBucket, HealthWindow,
+    MessageFilter, MessageStore, NewMessage, OldestPending, Route,
 };
 pub use notices::NoticeStore;
 pub use outbox::{OutboxStore, RelayRules, Relayed, RowFate, Wakeups};
