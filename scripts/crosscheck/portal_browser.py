@@ -240,6 +240,7 @@ try:
     check(by_label("URL").get_attribute("aria-invalid") == "true", "the URL field is marked invalid")
     check(url_error.get_attribute("id") in by_label("URL").get_attribute("aria-describedby"),
           "the error describes the field for screen readers")
+    shot("endpoint-form")
 
     # Add an endpoint with two event types.
     by_label("URL").clear()

@@ -146,8 +146,8 @@ async function renderEndpointForm(appId, endpointId) {
   const rate = input({ type: 'number', name: 'throttleRate', min: 1, step: 1, inputmode: 'numeric' }, ep && ep.rateLimit);
   const ceiling = input({ type: 'number', name: 'maxConcurrency', min: 1, max: 1000, step: 1, inputmode: 'numeric' }, ep && ep.maxConcurrency);
   const ordering = h('select', { name: 'ordering' },
-    h('option', { value: 'perKey' }, 'Per ordering key: messages sharing a key one at a time'),
-    h('option', { value: 'strict' }, 'Strict: every message one at a time, in publish order'));
+    h('option', { value: 'perKey' }, 'Per ordering key'),
+    h('option', { value: 'strict' }, 'Strict'));
   ordering.value = (ep && ep.ordering) || 'perKey';
   const shownHeaders = headers.headers || {};
   const headerText = h('textarea', { name: 'headers', rows: 3, spellcheck: 'false' });
@@ -164,7 +164,7 @@ async function renderEndpointForm(appId, endpointId) {
       checkedField(fields, 'channels', 'Channels', channels, 'Optional, separated by commas: only messages of these channels.'),
       checkedField(fields, 'throttleRate', 'Rate limit', rate, 'Requests per second at most; empty for no limit.'),
       checkedField(fields, 'maxConcurrency', 'Requests in flight', ceiling, '1 to 1000 at once; empty for the server\u2019s limit.'),
-      checkedField(fields, 'ordering', 'Order', ordering)),
+      checkedField(fields, 'ordering', 'Order', ordering, 'One at a time in publish order: messages sharing an ordering key, or (strict) every message.')),
     checkedField(fields, 'headers', 'Custom headers', headerText,
       hidden.length ? `One per line, as Name: value. Also sent, values hidden: ${hidden.join(', ')}; a line naming one replaces it, "Name:" alone removes it.`
         : 'One per line, as Name: value; sent with every request.'),
