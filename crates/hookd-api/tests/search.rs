@@ -29,6 +29,18 @@ async fn fail(api: &TestApi, msg: &str, ep: &Value) {
     api.failed_attempt(msg, ep, head, "down").await;
 }
 
+/// Asserts that another application's token gets `path` as a missing endpoint.
+async fn hidden_from_another_app(api: &TestApi, path: &str) {
+    let other = api.app("Other", None).await;
+    let stranger = api.app_token(&other).await;
+    let (status, _) = api.call_as(Some(&stranger), Method::GET, path, None).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "another application's endpoint"
+    );
+}
+
 fn ids(list: &Value) -> Vec<&str> {
     list["data"]
         .as_array()
@@ -112,14 +124,7 @@ async fn endpoint_stats_count_the_last_day_and_give_a_success_rate() {
         .await;
     assert_invalid_field(status, &body, "since");
 
-    let other = api.app("Other", None).await;
-    let stranger = api.app_token(&other).await;
-    let (status, _) = api.call_as(Some(&stranger), Method::GET, &path, None).await;
-    assert_eq!(
-        status,
-        StatusCode::NOT_FOUND,
-        "another application's endpoint"
-    );
+    hidden_from_another_app(&api, &path).await;
 }
 
 #[tokio::test]
@@ -156,14 +161,7 @@ async fn endpoint_health_buckets_the_day_and_the_week_and_names_the_oldest_waiti
             assert_eq!(shown["pending"], 1, "{window}");
         }
 
-        let other = api.app("Other", None).await;
-        let stranger = api.app_token(&other).await;
-        let (status, _) = api.call_as(Some(&stranger), Method::GET, &path, None).await;
-        assert_eq!(
-            status,
-            StatusCode::NOT_FOUND,
-            "another application's endpoint"
-        );
+        hidden_from_another_app(&api, &path).await;
         let own = api.app_token(&app).await;
         let (status, mine) = api.call_as(Some(&own), Method::GET, &path, None).await;
         assert_eq!(

@@ -11,30 +11,41 @@ use hookd_core::{EndpointId, MessageId, Timestamp};
 
 use super::rows::{Columns, Decoded, int, text};
 use super::search::NOT_DELIVERED;
-use super::{Statement, args, sql};
+use super::{Arg, Statement, args, sql};
 use crate::{HealthBucket, HealthWindow, OldestPending};
 
 /// The statuses of a delivery that still waits: queued, or in an attempt now.
 pub const WAITING: [DeliveryStatus; 2] = [DeliveryStatus::Pending, DeliveryStatus::Sending];
 
-/// A window's start and slice length in milliseconds, as the statements bind them.
-fn origin(window: &HealthWindow) -> (i64, i64) {
+/// The arguments both counts start with: `?1` the endpoint, `?2` the window's start and `?3`
+/// its slice length (milliseconds), `?4..?5` the id range.
+fn bucketed<'a>(
+    endpoint: &'a EndpointId,
+    window: &HealthWindow,
+    (from, below): &'a (String, String),
+) -> Vec<Arg<'a>> {
     let bucket = i64::try_from(window.bucket.as_millis()).unwrap_or(i64::MAX);
-    (window.since.as_millis(), bucket.max(1))
+    let since = window.since.as_millis();
+    args![
+        endpoint.as_str(),
+        since,
+        bucket.max(1),
+        from.as_str(),
+        below.as_str()
+    ]
 }
 
 /// Attempts to an endpoint in an attempt-id range: `slice, status, count` rows.
 pub fn attempts<'a>(
     endpoint: &'a EndpointId,
     window: &HealthWindow,
-    (from, below): &'a (String, String),
+    range: &'a (String, String),
 ) -> Statement<'a> {
-    let (since, bucket) = origin(window);
     let sql = sql!(
         "SELECT (created_at - ?2) / ?3, status, COUNT(*) FROM attempts
          WHERE endpoint_id = ?1 AND id >= ?4 AND id < ?5 GROUP BY 1, 2"
     );
-    Statement::new(sql, args![endpoint.as_str(), since, bucket, from, below])
+    Statement::new(sql, bucketed(endpoint, window, range))
 }
 
 /// Deliveries to an endpoint still waiting, of messages in a message-id range:
@@ -42,9 +53,8 @@ pub fn attempts<'a>(
 pub fn waiting<'a>(
     endpoint: &'a EndpointId,
     window: &HealthWindow,
-    (from, below): &'a (String, String),
+    range: &'a (String, String),
 ) -> Statement<'a> {
-    let (since, bucket) = origin(window);
     let sql = sql!(
         "SELECT (m.created_at - ?2) / ?3, COUNT(*) FROM deliveries d
          JOIN messages m ON m.id = d.message_id
@@ -52,19 +62,9 @@ pub fn waiting<'a>(
         NOT_DELIVERED,
         " AND d.message_id >= ?4 AND d.message_id < ?5 GROUP BY 1"
     );
-    let [queued, sending] = WAITING.map(DeliveryStatus::code);
-    Statement::new(
-        sql,
-        args![
-            endpoint.as_str(),
-            since,
-            bucket,
-            from,
-            below,
-            queued,
-            sending
-        ],
-    )
+    let mut args = bucketed(endpoint, window, range);
+    args.extend(WAITING.map(|status| Arg::from(status.code())));
+    Statement::new(sql, args)
 }
 
 /// The oldest message whose delivery to an endpoint is in `status`: `message_id, created_at`.
