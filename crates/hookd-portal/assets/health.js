@@ -116,7 +116,7 @@ function oldestText(health, appId) {
 function healthView(health, appId) {
   const stat = (label, value, kind) => h('div', { class: kind || null }, h('dt', {}, label), h('dd', {}, value));
   const state = health.disabled
-    ? ['Paused', health.disabledReason ? `: ${health.disabledReason}` : '', health.disabledAt ? [' (since ', time(health.disabledAt), ')'] : '']
+    ? ['Disabled', health.disabledReason ? `: ${health.disabledReason}` : '', health.disabledAt ? [' (since ', time(health.disabledAt), ')'] : '']
     : 'Enabled';
   return h('section', { class: 'health', 'aria-label': 'Delivery health' },
     h('dl', { class: 'stats' },
@@ -179,11 +179,11 @@ function sumDays(healths) {
 /** The application's summary: its endpoints' last day added up. */
 function appHealthView(endpoints, healths) {
   const day = sumDays(healths);
-  const paused = endpoints.filter((ep) => ep.disabled).length;
+  const disabled = endpoints.filter((ep) => ep.disabled).length;
   const stat = (label, value, kind) => h('div', { class: kind || null }, h('dt', {}, label), h('dd', {}, value));
   return h('section', { class: 'health', 'aria-label': 'Delivery health of this application' },
     h('dl', { class: 'stats' },
-      stat('Endpoints', `${endpoints.length - paused} enabled, ${paused} paused`, paused ? 'wait' : null),
+      stat('Endpoints', `${endpoints.length - disabled} enabled, ${disabled} disabled`, disabled ? 'wait' : null),
       stat('Success rate, 24 hours', day ? percent(day.successRate) : '—', figure(day ? rateKind(day.successRate) : null)),
       stat('Attempts, 24 hours', day ? day.attempts : 0, figure(null)),
       stat('Waiting now', day ? day.pending : 0, figure(null))),
