@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use hookd_engine::testing::{Received, Receiver};
+use hookd_outbox::Event;
 use hookd_store::testing::{fresh_postgres, fresh_sqlite};
 use serde_json::{Value, json};
 use support::{Api, Hookd, python};
@@ -183,20 +184,21 @@ async fn the_envelope_is_built_where_asked_and_verifies_with_standardwebhooks() 
     assert!(refused.to_string().contains("occurredAt"), "{refused}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_outbox_row_of_an_enveloped_application_goes_out_enveloped() {
-    let (url, _dir) = fresh_sqlite();
-    let hookd = Hookd::serve_local(&url, TOKEN, &[]);
+/// hookd on `database` relays an outbox row, written by `insert` once application `acme` has
+/// the envelope on, in the envelope, which `standardwebhooks` verifies.
+async fn outbox_row_goes_out_enveloped(database: &str, insert: impl AsyncFnOnce(Event)) {
+    let hookd = Hookd::serve_local(database, TOKEN, &[]);
     let api = Api::new(&hookd, TOKEN);
     let receiver = Receiver::always(StatusCode::OK).await;
     let secret = Secret::generate().to_string();
     let enveloped = json!({"name": "Acme", "uid": "acme", "envelope": true});
     app_with(&api, enveloped, &receiver.url, &secret).await;
-    let producer = rusqlite::Connection::open(url.strip_prefix("sqlite://").unwrap()).unwrap();
-    producer.busy_timeout(Duration::from_secs(5)).unwrap();
-    hookd_outbox::Event::from_json_text("acme", "order.shipped", r#"{"orderId": 1003}"#)
-        .insert_sqlite(&producer)
-        .unwrap();
+    insert(Event::from_json_text(
+        "acme",
+        "order.shipped",
+        r#"{"orderId": 1003}"#,
+    ))
+    .await;
 
     receiver.wait_for(1).await;
     let request = &receiver.requests()[0];
@@ -207,6 +209,31 @@ async fn an_outbox_row_of_an_enveloped_application_goes_out_enveloped() {
     if let Some(read) = verified_by_python(&secret, &[request]) {
         assert_eq!(read[0], body);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_an_outbox_row_of_an_enveloped_application_goes_out_enveloped() {
+    let (url, _dir) = fresh_sqlite();
+    let file = url.strip_prefix("sqlite://").unwrap().to_owned();
+    outbox_row_goes_out_enveloped(&url, async |event| {
+        let producer = rusqlite::Connection::open(file).unwrap();
+        producer.busy_timeout(Duration::from_secs(5)).unwrap();
+        event.insert_sqlite(&producer).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_an_outbox_row_of_an_enveloped_application_goes_out_enveloped() {
+    let name = "payload_contract::postgres_outbox_enveloped";
+    let Some((url, _guard)) = fresh_postgres(name).await else {
+        return;
+    };
+    outbox_row_goes_out_enveloped(&url, async |event| {
+        let producer = sqlx::PgPool::connect(&url).await.unwrap();
+        event.insert(&producer).await.unwrap();
+    })
+    .await;
 }
 
 /// Version 1 of `order.shipped`.
