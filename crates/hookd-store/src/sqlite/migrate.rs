@@ -72,7 +72,11 @@ const MIGRATIONS: &[(i64, &str)] = &[
     ),
     (
         21,
-        include_str!("../../migrations/sqlite/0021_key_digests.sql"),
+        include_str!("../../migrations/sqlite/0021_payload_envelope.sql"),
+    ),
+    (
+        22,
+        include_str!("../../migrations/sqlite/0022_key_digests.sql"),
     ),
 ];
 
