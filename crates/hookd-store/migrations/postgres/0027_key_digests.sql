@@ -1,4 +1,4 @@
--- hookd schema v26 (PostgreSQL): the digests of endpoints' signing keys.
+-- hookd schema v27 (PostgreSQL): the digests of endpoints' signing keys.
 --
 -- One row per key an endpoint holds (current and rotated-out): an HMAC-SHA256 of the key
 -- under a key derived from the master key `key_id`, never the key. A key supplied for one
