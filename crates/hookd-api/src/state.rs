@@ -56,6 +56,10 @@ pub struct ApiConfig {
     /// Endpoints an application may have; creating one more answers 422. A message goes to
     /// every endpoint that takes it, so this bounds one publish's fan-out.
     pub max_endpoints_per_app: u64,
+    /// An endpoint's secret is answered by `GET …/secret` once after it is made (created or
+    /// rotated); later reads are refused, and rotation is the remedy for a lost one. Off by
+    /// default, as in Svix, where the secret can be read at any time.
+    pub secrets_shown_once: bool,
 }
 
 /// [`ApiConfig::max_endpoints_per_app`] unless configured.
@@ -77,6 +81,7 @@ impl Default for ApiConfig {
             access_log: false,
             credential_headers: CredentialHeaders::default(),
             max_endpoints_per_app: DEFAULT_MAX_ENDPOINTS_PER_APP,
+            secrets_shown_once: false,
         }
     }
 }

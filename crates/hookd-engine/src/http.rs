@@ -1,7 +1,8 @@
 //! The outbound HTTP layer: sends one webhook attempt and reports what happened.
 //!
-//! One [`WebhookSender`] holds one `reqwest::Client` for the whole process, so connections to
-//! an endpoint are pooled across attempts. It follows the delivery rules: redirects are never
+//! One [`WebhookSender`] holds the process's `reqwest` clients (a few, endpoint origins spread
+//! over them), so connections to an endpoint are pooled across attempts; a client older than
+//! the connection lifetime is replaced, so a receiver's DNS change is followed. It follows the delivery rules: redirects are never
 //! followed (a 3xx is a failed attempt), reqwest's own retries are off (the schedule is
 //! hookd's), environment proxies are ignored, the connect and whole-attempt timeouts are
 //! enforced, TLS certificates are verified, and only a small prefix of the response is kept.
@@ -15,6 +16,7 @@
 
 mod capture;
 mod guard;
+mod lifetime;
 mod resolve;
 pub mod ssrf;
 
@@ -23,11 +25,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use hookd_core::{Clock, SystemClock};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Certificate, Client, Proxy, redirect, retry};
 use url::{Host, Url};
 
 use capture::{Captured, Limits, capture};
+use lifetime::AgedClients;
 use resolve::GuardedResolver;
 pub use resolve::HostLookup;
 use ssrf::{AddressPolicy, Refused};
@@ -54,6 +58,15 @@ pub struct HttpConfig {
     /// PEM bundles of root certificates trusted besides the system's: a private CA's, for
     /// endpoints inside a private deployment. Certificates are verified either way.
     pub extra_roots: Vec<Vec<u8>>,
+    /// How long connections to an endpoint origin are pooled before they are closed and the
+    /// name resolved again (see [`HttpConfig::DEFAULT_CONNECTION_LIFETIME`]).
+    pub connection_lifetime: Duration,
+}
+
+impl HttpConfig {
+    /// Two minutes: a receiver's DNS change is followed within that, and reconnecting that
+    /// rarely costs one TLS handshake per endpoint every two minutes.
+    pub const DEFAULT_CONNECTION_LIFETIME: Duration = Duration::from_secs(120);
 }
 
 impl Default for HttpConfig {
@@ -67,6 +80,7 @@ impl Default for HttpConfig {
             max_head_bytes: 8 * 1024,
             lookup: None,
             extra_roots: Vec::new(),
+            connection_lifetime: Self::DEFAULT_CONNECTION_LIFETIME,
         }
     }
 }
@@ -187,7 +201,7 @@ pub struct WebhookSender {
 
 #[derive(Debug)]
 struct Inner {
-    client: Client,
+    clients: AgedClients,
     policy: AddressPolicy,
     limits: Limits,
     /// With an egress proxy: checks host names before the proxy gets them.
@@ -197,9 +211,21 @@ struct Inner {
 }
 
 impl WebhookSender {
-    /// Builds the shared client from `config`.
+    /// Builds the sender from `config`, ageing connections by the system clock.
     pub fn new(config: HttpConfig) -> Result<Self, BuildError> {
-        let client = build_client(&config)?;
+        Self::with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// Builds the sender from `config`, ageing connections by `clock`.
+    pub fn with_clock(config: HttpConfig, clock: Arc<dyn Clock>) -> Result<Self, BuildError> {
+        // Built once here so a bad configuration fails at start, not at the first attempt.
+        build_client(&config)?;
+        let for_clients = config.clone();
+        let clients = AgedClients::new(
+            move || build_client(&for_clients),
+            config.connection_lifetime,
+            clock,
+        );
         let names_before_proxy = config
             .egress_proxy
             .is_some()
@@ -207,7 +233,7 @@ impl WebhookSender {
         let brokers = GuardedResolver::new(config.policy.clone(), config.lookup.clone());
         Ok(Self {
             inner: Arc::new(Inner {
-                client,
+                clients,
                 names_before_proxy,
                 brokers,
                 policy: config.policy,
@@ -236,9 +262,12 @@ impl WebhookSender {
     async fn exchange(&self, request: OutgoingRequest) -> Result<Captured, SendError> {
         let url = self.checked_url(&request.url)?;
         self.check_name_before_proxy(&url).await?;
-        let response = self
+        let client = self
             .inner
-            .client
+            .clients
+            .client_for(&url)
+            .map_err(|error| SendError::Request(error.to_string()))?;
+        let response = client
             .post(url)
             .headers(header_map(&request.headers)?)
             .timeout(request.timeout)

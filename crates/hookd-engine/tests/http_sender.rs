@@ -45,6 +45,14 @@ impl Receiver {
     where
         F: Fn() -> Response + Clone + Send + Sync + 'static,
     {
+        Self::start_at("127.0.0.1:0".parse().unwrap(), answer).await
+    }
+
+    /// A receiver listening on `addr`.
+    async fn start_at<F>(addr: SocketAddr, answer: F) -> Self
+    where
+        F: Fn() -> Response + Clone + Send + Sync + 'static,
+    {
         let hits = Arc::new(Mutex::new(Vec::new()));
         let recorded = Arc::clone(&hits);
         let app = Router::new().fallback(move |request: Request| {
@@ -62,7 +70,7 @@ impl Receiver {
                 answer()
             }
         });
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Self { addr, hits }
@@ -727,4 +735,41 @@ async fn a_name_that_changes_its_answer_between_lookups_is_checked_on_every_answ
         4,
         "one lookup per connection: the answer checked is the answer connected to"
     );
+}
+
+#[tokio::test]
+async fn connections_are_dropped_after_their_lifetime_so_a_moved_name_is_followed() {
+    // Two receivers on one port: the name's old address and its new one.
+    let old = Receiver::start(|| answer(200, &[], "old")).await;
+    let new_addr = SocketAddr::new("127.0.0.2".parse().unwrap(), old.addr.port());
+    let new = Receiver::start_at(new_addr, || answer(200, &[], "new")).await;
+    // The first lookup answers the old address, every later one the new.
+    let dns = ScriptedDns::new(&[("moving.test", &[&["127.0.0.1"], &["127.0.0.2"]])]);
+    let lookup: Arc<dyn hookd_engine::http::HostLookup> = dns.clone();
+    let clock = Arc::new(hookd_core::ManualClock::new(
+        hookd_core::Timestamp::from_millis(1_800_000_000_000),
+    ));
+    let lifetime = Duration::from_secs(120);
+    let sender = WebhookSender::with_clock(
+        HttpConfig {
+            policy: AddressPolicy::default().allow("127.0.0.0/8".parse().unwrap()),
+            lookup: Some(lookup),
+            connection_lifetime: lifetime,
+            ..HttpConfig::default()
+        },
+        clock.clone(),
+    )
+    .unwrap();
+    let url = format!("http://moving.test:{}/hook", old.addr.port());
+
+    let first = sender.send(post(&url)).await;
+    assert_eq!(first.response_body, "old", "{first:?}");
+
+    // The name has moved; the pooled connection to the old address is past its lifetime.
+    clock.advance(lifetime + Duration::from_secs(1));
+    let second = sender.send(post(&url)).await;
+
+    assert_eq!(second.response_body, "new", "{second:?}");
+    assert_eq!(old.hits().len(), 1);
+    assert_eq!(new.hits().len(), 1);
 }

@@ -5,7 +5,8 @@
 //! worker applies each event later, in one conditional upsert that keeps only the newest
 //! version of each consignment, so a late retry of an old status never overwrites a newer one.
 //! A crash after the answer loses nothing: the inbox row is the queue, and the worker picks up
-//! whatever is still pending when it starts.
+//! whatever is still pending when it starts. Raw payloads are kept 7 days after processing,
+//! so a webhook processed by a bug since fixed can be processed again.
 //!
 //! ```sh
 //! WEBHOOK_SECRETS="whsec_…" cargo run -p hookd-receiver --example receiver
@@ -137,7 +138,8 @@ async fn process(consignments: &SqliteVersions, pending: &Pending) {
 }
 
 /// The worker: processes pending webhooks oldest first, sleeps until woken (or a second, to
-/// pick up rows whose lease ran out), and purges ids past the retention window hourly.
+/// pick up rows whose lease ran out), and purges ids past the retention window (and payloads
+/// past their 7 days) hourly.
 pub async fn work(inbox: SqliteInbox, consignments: SqliteVersions, wake: Arc<Notify>) {
     let mut purge = tokio::time::interval(Duration::from_secs(3600));
     loop {
@@ -172,7 +174,12 @@ pub async fn start(
 ) -> Result<(Router, impl Future<Output = ()> + Send + use<>), Box<dyn std::error::Error>> {
     let verifier = WebhookVerifier::standard_from_strs(secrets.split_whitespace())?;
     let db = SqliteDb::open(database)?;
-    let inbox = db.inbox("webhook_inbox", InboxOptions::default()).await?;
+    // Raw payloads stay 7 days after processing, to process one again: `inbox.reprocess(id)`.
+    let options = InboxOptions {
+        keep_payloads: Duration::from_secs(7 * 86_400),
+        ..InboxOptions::default()
+    };
+    let inbox = db.inbox("webhook_inbox", options).await?;
     let consignments = db.versions("consignments").await?;
     let wake = Arc::new(Notify::new());
     let worker = work(inbox.clone(), consignments, wake.clone());

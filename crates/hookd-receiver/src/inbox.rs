@@ -6,6 +6,11 @@
 //! Ids are kept for a retention window after they are processed (default 30 days, longer than
 //! hookd's ~3-day retry schedule and Stripe's 30-day manual resend) and purged after it; a
 //! pending row is never purged.
+//!
+//! The raw payload is dropped when a webhook is processed, unless the inbox keeps payloads
+//! ([`InboxOptions::keep_payloads`]): then it stays for that long after processing, so a
+//! webhook processed wrongly (a bug since fixed) can be processed again from the bytes that
+//! arrived ([`Inbox::reprocess`]) rather than asking the sender to resend.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -49,6 +54,10 @@ pub struct InboxOptions {
     pub retention: Duration,
     /// How long a claim lasts; a worker that dies mid-work gives its rows back after it.
     pub lease: Duration,
+    /// How long a processed webhook's raw payload is kept for [`Inbox::reprocess`]; zero (the
+    /// default) drops it when processed. Payloads go at the latest with their ids, after
+    /// `retention`.
+    pub keep_payloads: Duration,
     /// The time source.
     pub clock: Clock,
 }
@@ -58,6 +67,7 @@ impl Default for InboxOptions {
         Self {
             retention: DEFAULT_RETENTION,
             lease: DEFAULT_LEASE,
+            keep_payloads: Duration::ZERO,
             clock: Arc::new(SystemTime::now),
         }
     }
@@ -68,6 +78,7 @@ impl std::fmt::Debug for InboxOptions {
         f.debug_struct("InboxOptions")
             .field("retention", &self.retention)
             .field("lease", &self.lease)
+            .field("keep_payloads", &self.keep_payloads)
             .finish_non_exhaustive()
     }
 }
@@ -82,8 +93,17 @@ impl InboxOptions {
 
     /// The processing time (unix ms) before which ids are purged.
     pub fn purge_before_ms(&self) -> i64 {
+        self.ms_ago(self.retention)
+    }
+
+    /// The processing time (unix ms) before which kept payloads are dropped.
+    pub fn drop_payloads_before_ms(&self) -> i64 {
+        self.ms_ago(self.keep_payloads)
+    }
+
+    fn ms_ago(&self, duration: Duration) -> i64 {
         self.now_ms()
-            .saturating_sub(i64::try_from(self.retention.as_millis()).unwrap_or(i64::MAX))
+            .saturating_sub(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX))
     }
 
     /// When a claim made now ends (unix ms).
@@ -112,8 +132,8 @@ pub trait Inbox: Send + Sync {
     /// [`mark_processed`]: Inbox::mark_processed
     fn claim(&self, limit: u32) -> impl Future<Output = Result<Vec<Pending>, StoreError>> + Send;
 
-    /// Marks a webhook processed: it leaves the queue and its payload is dropped; its id stays
-    /// until purged, still catching duplicates.
+    /// Marks a webhook processed: it leaves the queue and its payload is dropped, or kept for
+    /// [`InboxOptions::keep_payloads`]; its id stays until purged, still catching duplicates.
     fn mark_processed(
         &self,
         webhook_id: &str,
@@ -123,6 +143,12 @@ pub trait Inbox: Send + Sync {
     /// workers are.
     fn backlog(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
-    /// Deletes ids processed longer ago than the retention window; returns how many.
+    /// Puts a processed webhook whose payload is still kept back in the queue, to be claimed
+    /// and processed again: `true` if it was, `false` if the id is unknown, still pending, or
+    /// its payload is gone.
+    fn reprocess(&self, webhook_id: &str) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Drops the payloads kept longer than [`InboxOptions::keep_payloads`], and deletes ids
+    /// processed longer ago than the retention window; returns how many ids it deleted.
     fn purge(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }

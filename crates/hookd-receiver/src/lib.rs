@@ -39,7 +39,8 @@
 //!   secrets at once) and the verified [`Webhook`]. Framework-free.
 //! - `axum` (feature `axum`, default): the [`Webhook`] extractor, [`VerifyLayer`], and
 //!   [`WebhookRejection`] (401 with a JSON reason).
-//! - `inbox`: the [`Inbox`] trait, [`Seen`], [`Pending`], [`InboxOptions`] (30-day retention).
+//! - `inbox`: the [`Inbox`] trait, [`Seen`], [`Pending`], [`InboxOptions`] (30-day retention;
+//!   raw payloads kept for reprocessing when asked).
 //! - `ordering`: the [`VersionStore`] trait and [`Applied`]: newer versions only.
 //! - `sql`: the statements both backends share, and table-name checking.
 //! - `sqlite` (feature `sqlite`): [`SqliteDb`], [`SqliteInbox`], [`SqliteVersions`] (rusqlite).

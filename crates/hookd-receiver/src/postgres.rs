@@ -36,8 +36,10 @@ impl PgDb {
             pool: self.0.clone(),
             record: sql::record(&table),
             claim: sql::claim(&table, "FOR UPDATE SKIP LOCKED"),
-            mark_processed: sql::mark_processed(&table),
+            mark_processed: sql::mark_processed(&table, !options.keep_payloads.is_zero()),
+            reprocess: sql::reprocess(&table),
             backlog: sql::backlog(&table),
+            drop_payloads: sql::drop_payloads(&table),
             purge: sql::purge(&table),
             options,
         })
@@ -64,7 +66,9 @@ pub struct PgInbox {
     record: String,
     claim: String,
     mark_processed: String,
+    reprocess: String,
     backlog: String,
+    drop_payloads: String,
     purge: String,
     options: InboxOptions,
 }
@@ -121,7 +125,20 @@ impl Inbox for PgInbox {
         Ok(count.unsigned_abs())
     }
 
+    async fn reprocess(&self, webhook_id: &str) -> Result<bool, StoreError> {
+        let changed = sqlx::query(sqlx::AssertSqlSafe(self.reprocess.as_str()))
+            .bind(webhook_id)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(changed == 1)
+    }
+
     async fn purge(&self) -> Result<u64, StoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(self.drop_payloads.as_str()))
+            .bind(self.options.drop_payloads_before_ms())
+            .execute(&self.pool)
+            .await?;
         Ok(sqlx::query(sqlx::AssertSqlSafe(self.purge.as_str()))
             .bind(self.options.purge_before_ms())
             .execute(&self.pool)

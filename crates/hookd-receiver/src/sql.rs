@@ -72,10 +72,28 @@ pub(crate) fn claim(table: &Table, lock: &str) -> String {
     )
 }
 
-/// `$1` id, `$2` now.
-pub(crate) fn mark_processed(table: &Table) -> String {
+/// `$1` id, `$2` now; the payload stays only if `keep_payload`.
+pub(crate) fn mark_processed(table: &Table, keep_payload: bool) -> String {
+    let payload = if keep_payload { "" } else { ", payload = NULL" };
     format!(
-        "UPDATE {} SET processed_at = $2, payload = NULL WHERE webhook_id = $1",
+        "UPDATE {} SET processed_at = $2{payload} WHERE webhook_id = $1",
+        table.0
+    )
+}
+
+/// `$1` id: one row changed if a processed row with its payload went back to the queue.
+pub(crate) fn reprocess(table: &Table) -> String {
+    format!(
+        "UPDATE {} SET processed_at = NULL, claimed_until = 0 \
+         WHERE webhook_id = $1 AND processed_at IS NOT NULL AND payload IS NOT NULL",
+        table.0
+    )
+}
+
+/// `$1` cutoff: payloads of rows processed before it.
+pub(crate) fn drop_payloads(table: &Table) -> String {
+    format!(
+        "UPDATE {} SET payload = NULL WHERE processed_at < $1 AND payload IS NOT NULL",
         table.0
     )
 }

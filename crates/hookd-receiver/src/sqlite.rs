@@ -53,7 +53,7 @@ impl SqliteDb {
             .await?;
         Ok(SqliteInbox {
             db: self.clone(),
-            statements: InboxStatements::new(&table),
+            statements: InboxStatements::new(&table, &options),
             options,
         })
     }
@@ -83,17 +83,22 @@ struct InboxStatements {
     record: Arc<str>,
     claim: Arc<str>,
     mark_processed: Arc<str>,
+    reprocess: Arc<str>,
     backlog: Arc<str>,
+    drop_payloads: Arc<str>,
     purge: Arc<str>,
 }
 
 impl InboxStatements {
-    fn new(table: &Table) -> Self {
+    fn new(table: &Table, options: &InboxOptions) -> Self {
+        let keep_payload = !options.keep_payloads.is_zero();
         Self {
             record: numbered(sql::record(table)),
             claim: numbered(sql::claim(table, "")),
-            mark_processed: numbered(sql::mark_processed(table)),
+            mark_processed: numbered(sql::mark_processed(table, keep_payload)),
+            reprocess: numbered(sql::reprocess(table)),
             backlog: numbered(sql::backlog(table)),
+            drop_payloads: numbered(sql::drop_payloads(table)),
             purge: numbered(sql::purge(table)),
         }
     }
@@ -168,14 +173,31 @@ impl Inbox for SqliteInbox {
         Ok(count.unsigned_abs())
     }
 
+    async fn reprocess(&self, webhook_id: &str) -> Result<bool, StoreError> {
+        let (sql, id) = (self.statements.reprocess.clone(), webhook_id.to_owned());
+        let changed = self
+            .db
+            .run(move |c| c.prepare_cached(&sql)?.execute(params![id]))
+            .await?;
+        Ok(changed == 1)
+    }
+
     async fn purge(&self) -> Result<u64, StoreError> {
-        let (sql, cutoff) = (
+        let (drop_payloads, purge) = (
+            self.statements.drop_payloads.clone(),
             self.statements.purge.clone(),
+        );
+        let (payloads_before, ids_before) = (
+            self.options.drop_payloads_before_ms(),
             self.options.purge_before_ms(),
         );
         let deleted = self
             .db
-            .run(move |c| c.prepare_cached(&sql)?.execute(params![cutoff]))
+            .run(move |c| {
+                c.prepare_cached(&drop_payloads)?
+                    .execute(params![payloads_before])?;
+                c.prepare_cached(&purge)?.execute(params![ids_before])
+            })
             .await?;
         Ok(deleted as u64)
     }

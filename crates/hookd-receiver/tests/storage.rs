@@ -145,6 +145,60 @@ async fn purge_keeps_the_window_and_pending_rows(inbox: impl Inbox, now: Arc<Ato
     );
 }
 
+async fn payloads_are_dropped_when_processed_by_default(inbox: impl Inbox) {
+    inbox.record("msg_p", b"{\"n\":1}").await.unwrap();
+    inbox.claim(10).await.unwrap();
+    inbox.mark_processed("msg_p").await.unwrap();
+    assert!(
+        !inbox.reprocess("msg_p").await.unwrap(),
+        "without keep_payloads nothing is left to process again"
+    );
+    assert!(inbox.claim(10).await.unwrap().is_empty());
+}
+
+/// With payloads kept for 7 days: a processed webhook goes back to the queue with the bytes
+/// that arrived, again and again, until its payload is dropped by a purge after 7 days; its
+/// id stays for the 30-day window.
+async fn kept_payloads_are_processed_again_until_dropped(inbox: impl Inbox, now: Arc<AtomicI64>) {
+    inbox.record("msg_k", b"{\"raw\": true}").await.unwrap();
+    inbox.record("msg_pending", b"{}").await.unwrap();
+    assert!(
+        !inbox.reprocess("msg_pending").await.unwrap(),
+        "a pending webhook is already queued"
+    );
+    assert!(!inbox.reprocess("msg_unknown").await.unwrap());
+    let claimed = inbox.claim(1).await.unwrap();
+    assert_eq!(claimed[0].webhook_id, "msg_k");
+    inbox.mark_processed("msg_k").await.unwrap();
+    assert_eq!(inbox.backlog().await.unwrap(), 1);
+
+    now.fetch_add(6 * DAY_MS, Ordering::SeqCst);
+    assert_eq!(inbox.purge().await.unwrap(), 0);
+    assert!(inbox.reprocess("msg_k").await.unwrap());
+    assert_eq!(inbox.backlog().await.unwrap(), 2, "back in the queue");
+    let again = inbox.claim(10).await.unwrap();
+    let ids: Vec<_> = again.iter().map(|p| p.webhook_id.as_str()).collect();
+    assert_eq!(ids, ["msg_k", "msg_pending"], "in order of arrival");
+    assert_eq!(
+        again[0].payload, b"{\"raw\": true}",
+        "the bytes as they arrived"
+    );
+    inbox.mark_processed("msg_k").await.unwrap();
+
+    // 7 days after the second processing, the payload goes; the id stays.
+    now.fetch_add(7 * DAY_MS + 1, Ordering::SeqCst);
+    assert_eq!(inbox.purge().await.unwrap(), 0, "ids stay for 30 days");
+    assert!(
+        !inbox.reprocess("msg_k").await.unwrap(),
+        "the payload was dropped"
+    );
+    assert_eq!(
+        inbox.record("msg_k", b"{}").await.unwrap(),
+        Seen::Duplicate,
+        "the id still catches retries"
+    );
+}
+
 /// Every inbox scenario, each on a fresh table `open` makes, with its own clock.
 async fn inbox_scenarios<I: Inbox + Clone + 'static>(open: impl AsyncFn(&str, InboxOptions) -> I) {
     let start = SystemTime::now()
@@ -157,7 +211,14 @@ async fn inbox_scenarios<I: Inbox + Clone + 'static>(open: impl AsyncFn(&str, In
     let (now, options) = manual_clock(start);
     claims_are_leased_and_come_back_if_not_processed(open("inbox_c", options).await, now).await;
     let (now, options) = manual_clock(start);
-    purge_keeps_the_window_and_pending_rows(open("inbox_d", options).await, now).await;
+    purge_keeps_the_window_and_pending_rows(open("inbox_d", options.clone()).await, now).await;
+    payloads_are_dropped_when_processed_by_default(open("inbox_e", options).await).await;
+    let (now, options) = manual_clock(start);
+    let keeping = InboxOptions {
+        keep_payloads: Duration::from_secs(7 * 86_400),
+        ..options
+    };
+    kept_payloads_are_processed_again_until_dropped(open("inbox_f", keeping).await, now).await;
 }
 
 #[tokio::test]

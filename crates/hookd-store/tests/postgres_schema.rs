@@ -54,6 +54,7 @@ async fn processes_connecting_at_once_migrate_once() {
             "attempts",
             "background_tasks",
             "deliveries",
+            "endpoint_key_digests",
             "endpoints",
             "event_types",
             "function_definitions",

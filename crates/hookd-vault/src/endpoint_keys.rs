@@ -12,7 +12,15 @@ use hookd_core::{EndpointId, Timestamp};
 use serde::{Deserialize, Serialize};
 use webhook_signature::{Ed25519PublicKey, Ed25519SecretKey, Secret, Signer, SigningKey};
 
-use crate::{Keyring, VaultError};
+use crate::{KeyDigest, Keyring, VaultError};
+
+/// A signing key's text as stored: `whsec_…` or `whsk_…`.
+pub fn key_text(key: &SigningKey) -> String {
+    match key {
+        SigningKey::Hmac(secret) => secret.to_string(),
+        SigningKey::Ed25519(pair) => pair.to_string(),
+    }
+}
 
 /// A signature scheme of the `webhook-signature` header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -143,11 +151,18 @@ impl EndpointKeys {
     }
 
     fn push(&mut self, key: &SigningKey, expires_at: Option<i64>) {
-        let key = match key {
-            SigningKey::Hmac(secret) => secret.to_string(),
-            SigningKey::Ed25519(pair) => pair.to_string(),
-        };
-        self.entries.push(KeyEntry { key, expires_at });
+        self.entries.push(KeyEntry {
+            key: key_text(key),
+            expires_at,
+        });
+    }
+
+    /// The digest of every key, current and rotated-out, under `keyring`'s current key.
+    pub fn digests(&self, keyring: &Keyring) -> Vec<KeyDigest> {
+        self.entries
+            .iter()
+            .map(|entry| keyring.digest(&entry.key))
+            .collect()
     }
 
     fn current(&self) -> impl Iterator<Item = SigningKey> + '_ {

@@ -12,6 +12,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::VaultError;
@@ -74,6 +75,24 @@ impl MasterKey {
     fn cipher(&self) -> XChaCha20Poly1305 {
         XChaCha20Poly1305::new(&self.key.into())
     }
+}
+
+/// A keyed digest of a signing key: HMAC-SHA256, under a key derived from a master key, of the
+/// key's text. The store keeps digests to find a key (one already used by another endpoint,
+/// one already shown) without keeping the key; without the master key a digest says nothing
+/// of it, not even which keys are weak guesses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyDigest {
+    /// The id of the master key it was made under.
+    pub key_id: String,
+    /// The digest, hex.
+    pub hex: String,
+}
+
+fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    let mut mac = <Hmac<Sha256>>::new_from_slice(key).expect("HMAC accepts keys of any length");
+    mac.update(message);
+    mac.finalize().into_bytes().into()
 }
 
 /// Never prints the key.
@@ -181,6 +200,18 @@ impl Keyring {
         )
     }
 
+    /// The digest of the signing key whose text is `key` under the current master key.
+    pub fn digest(&self, key: &str) -> KeyDigest {
+        let master = &self.keys[0];
+        // A key of its own, so a digest can never be confused with anything else the master
+        // key makes.
+        let digest_key = hmac_sha256(&master.key, b"hookd signing key digest v1");
+        KeyDigest {
+            key_id: master.id.clone(),
+            hex: hex::encode(hmac_sha256(&digest_key, key.as_bytes())),
+        }
+    }
+
     /// Opens what [`Keyring::seal`] sealed for the same `context`.
     pub fn unseal(&self, context: &str, sealed: &str) -> Result<Vec<u8>, VaultError> {
         let id = sealed_key_id(sealed)?;
@@ -227,6 +258,27 @@ pub fn sealed_key_id(sealed: &str) -> Result<&str, VaultError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn digests_depend_on_the_key_and_the_master_key_only() {
+        let ring = Keyring::ephemeral();
+        let digest = ring.digest("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+        assert_eq!(
+            digest,
+            ring.digest("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        );
+        assert_eq!(digest.key_id, ring.current_id());
+        assert_eq!(digest.hex.len(), 64);
+        assert_ne!(
+            digest,
+            ring.digest("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSx")
+        );
+        let other = Keyring::ephemeral();
+        assert_ne!(
+            digest.hex,
+            other.digest("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").hex
+        );
+    }
 
     #[test]
     fn sealed_values_open_with_their_context_only() {

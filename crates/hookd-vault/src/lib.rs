@@ -9,7 +9,8 @@
 //! # Layout
 //! - `keyring`: [`MasterKey`] and [`Keyring`]: XChaCha20-Poly1305 sealing with a random
 //!   nonce and the sealing key's id on every ciphertext (so master keys can be rotated), the
-//!   key-file format.
+//!   key-file format; [`KeyDigest`], the keyed digest that finds a signing key in the store
+//!   without the store holding it.
 //! - `endpoint_keys`: [`EndpointKeys`], an endpoint's keys in the clear (in memory only): the
 //!   schemes it signs with (`v1` HMAC, `v1a` ed25519), rotation with an overlap window, the
 //!   [`webhook_signature::Signer`] for a given instant, the credential headers sealed with
@@ -26,7 +27,7 @@ mod keyring;
 mod opened;
 
 pub use credentials::{CREDENTIAL_WORDS, CredentialHeaders};
-pub use endpoint_keys::{EndpointKeys, KeyEntry, Scheme};
+pub use endpoint_keys::{EndpointKeys, KeyEntry, Scheme, key_text};
 pub use error::VaultError;
-pub use keyring::{Keyring, MasterKey, SEALED_PREFIX};
+pub use keyring::{KeyDigest, Keyring, MasterKey, SEALED_PREFIX};
 pub use opened::OpenedKeys;

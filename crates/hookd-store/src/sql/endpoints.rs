@@ -274,7 +274,7 @@ fn list_sealed_keys(after: Option<&EndpointId>, limit: usize) -> Statement<'_> {
 }
 
 /// A row of [`list_sealed_keys`].
-fn sealed_row(row: &dyn Columns) -> Decoded<SealedRow> {
+pub(super) fn sealed_row(row: &dyn Columns) -> Decoded<SealedRow> {
     Ok(SealedRow {
         id: EndpointId::from_stored(text(row, 0)?),
         keys: SealedKeys::from_stored(text(row, 1)?),

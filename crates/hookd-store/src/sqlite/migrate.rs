@@ -74,6 +74,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         21,
         include_str!("../../migrations/sqlite/0021_payload_envelope.sql"),
     ),
+    (
+        22,
+        include_str!("../../migrations/sqlite/0022_key_digests.sql"),
+    ),
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {

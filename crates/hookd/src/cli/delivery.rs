@@ -76,6 +76,10 @@ pub struct DeliveryOptions {
     /// Send every delivery through this HTTP proxy (for a fixed egress IP).
     #[arg(long, env = "HOOKD_EGRESS_PROXY", hide_env_values = true, value_hint = clap::ValueHint::Url)]
     egress_proxy: Option<String>,
+    /// How long connections to an endpoint are pooled before they are closed and its name
+    /// resolved again, so a receiver's DNS change is followed within it.
+    #[arg(long, env = "HOOKD_CONNECTION_LIFETIME", default_value = "2m")]
+    connection_lifetime: String,
     /// Also send svix-id, svix-timestamp and svix-signature, for receivers on Svix's libraries.
     #[arg(long, env = "HOOKD_SVIX_HEADERS")]
     svix_headers: bool,
@@ -136,10 +140,18 @@ impl DeliveryOptions {
                 Ok(pem)
             })
             .collect::<anyhow::Result<_>>()?;
+        let connection_lifetime = parse_duration(&self.connection_lifetime)
+            .map_err(|e| anyhow::anyhow!("--connection-lifetime: {e}"))?;
+        anyhow::ensure!(
+            !connection_lifetime.is_zero(),
+            "--connection-lifetime: must be longer than 0"
+        );
         Ok(HttpConfig {
             policy,
             egress_proxy: self.egress_proxy.clone(),
             extra_roots,
+            connection_lifetime,
+            lookup: super::hosts::from_env(),
             ..HttpConfig::default()
         })
     }

@@ -1,6 +1,7 @@
 //! The master key: where `serve` (and the commands that touch endpoint keys) get it, production
 //! mode's refusal to run without one, re-sealing endpoint keys (and the credential headers
-//! sealed with them) under the current key, and `hookd master-key generate|rotate`.
+//! sealed with them) under the current key, digesting the keys of endpoints that have no
+//! digests under it, and `hookd master-key generate|rotate`.
 //!
 //! Endpoint signing keys are stored sealed under the master key (see `hookd-vault`); the master
 //! key itself never goes into the database. Outside production mode a missing key file is
@@ -201,6 +202,39 @@ async fn reseal_row(
         done.rekeyed += 1;
     }
     Ok(())
+}
+
+/// Records the key digests of every endpoint that has none under the keyring's current key:
+/// endpoints from before digests were kept, and those digested under an older master key
+/// (whose shown marks carry over). Run after [`reseal`], so every key opens with the current
+/// master key. Returns how many endpoints it digested.
+pub async fn digest_keys(store: &dyn Store, keyring: &Keyring) -> anyhow::Result<usize> {
+    let key_id = keyring.current_id();
+    let mut done = 0;
+    let mut after: Option<EndpointId> = None;
+    loop {
+        let rows = store
+            .endpoints_without_digests(key_id, after.as_ref(), BATCH)
+            .await?;
+        for row in &rows {
+            let keys = EndpointKeys::open(keyring, &row.id, &row.keys).map_err(|e| {
+                anyhow::anyhow!("the keys of endpoint {} cannot be opened: {e}", row.id)
+            })?;
+            let digests: Vec<String> = keys
+                .digests(keyring)
+                .into_iter()
+                .map(|digest| digest.hex)
+                .collect();
+            store
+                .set_key_digests(&row.id, key_id, &digests, true)
+                .await?;
+            done += 1;
+        }
+        match rows.last() {
+            Some(row) if rows.len() == BATCH => after = Some(row.id.clone()),
+            _ => return Ok(done),
+        }
+    }
 }
 
 fn open_or_migrate(

@@ -4,6 +4,7 @@ mod clock;
 mod config;
 mod database;
 mod delivery;
+mod hosts;
 mod keygen;
 mod listen;
 mod master_key;

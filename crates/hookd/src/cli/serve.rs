@@ -34,7 +34,7 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 
 use super::database::{Database, runtime};
 use super::delivery::DeliveryOptions;
-use super::master_key::{MasterKeyOptions, Resealed, reseal};
+use super::master_key::{MasterKeyOptions, Resealed, digest_keys, reseal};
 use super::metrics::{Metrics, MetricsOptions};
 use super::notices::NoticeOptions;
 use super::outbox::{SourceOptions, start_relays};
@@ -71,6 +71,11 @@ pub struct Args {
     /// ask for its own, up to 7 days).
     #[arg(long, env = "HOOKD_ROTATION_OVERLAP", default_value = "24h")]
     rotation_overlap: String,
+    /// Answer an endpoint's secret (`GET …/secret`) only once after it is made (created or
+    /// rotated); later reads are refused with 409, and rotating is the way to a new one.
+    /// Off by default: Svix lets a secret be read at any time.
+    #[arg(long, env = "HOOKD_SECRETS_SHOWN_ONCE")]
+    secrets_shown_once: bool,
     /// The URL customers reach hookd at, the base of portal links [default: http://LISTEN
     /// address].
     #[arg(long, env = "HOOKD_PUBLIC_URL")]
@@ -251,12 +256,12 @@ fn colours(terminal: bool, no_color: Option<&OsStr>) -> bool {
 
 /// Starts every part this process runs, then runs until SIGINT or SIGTERM.
 async fn serve(args: Args) -> anyhow::Result<()> {
-    let mut settings = Settings::from_args(&args)?;
+    let clock: Arc<dyn Clock> = super::clock::from_env();
+    let mut settings = Settings::from_args(&args, &clock)?;
     let store = open_store(&args.database, &settings.keyring, &settings.credentials).await?;
     // Bound before the API is configured: the portal links it hands out name this address.
     let listener = bind_api(&args).await?;
     let address = listener.as_ref().map(TcpListener::local_addr).transpose()?;
-    let clock: Arc<dyn Clock> = super::clock::from_env();
     ensure_operations_app(store.as_ref(), clock.as_ref()).await?;
     let config = api_config(&args, &settings, address);
     if args.role.api() && config.configured_admin_token_hashes.is_empty() {
@@ -361,7 +366,7 @@ struct Settings {
 }
 
 impl Settings {
-    fn from_args(args: &Args) -> anyhow::Result<Self> {
+    fn from_args(args: &Args, clock: &Arc<dyn Clock>) -> anyhow::Result<Self> {
         let (keyring, _) = args.keys.load(&args.database)?;
         let keyring = Arc::new(keyring);
         let engine = EngineConfig {
@@ -380,7 +385,7 @@ impl Settings {
             engine,
             rotation_overlap,
             retention: args.retention.config()?,
-            sender: WebhookSender::new(args.delivery.http()?)?,
+            sender: WebhookSender::with_clock(args.delivery.http()?, clock.clone())?,
             mailer: args.notices.config()?.map(|c| c.mailer()).transpose()?,
             outbox_sources: args.outbox_sources.specs()?,
             credentials: credential_headers(&args.sensitive_header)?,
@@ -398,8 +403,9 @@ fn credential_headers(names: &[String]) -> anyhow::Result<CredentialHeaders> {
     Ok(CredentialHeaders::new(names))
 }
 
-/// Opens (and migrates) the database, and seals every endpoint key under the current master
-/// key, with every credential header an endpoint still keeps in clear.
+/// Opens (and migrates) the database, seals every endpoint key under the current master key,
+/// with every credential header an endpoint still keeps in clear, and digests the keys of
+/// endpoints without digests.
 async fn open_store(
     database: &Database,
     keyring: &Keyring,
@@ -414,6 +420,13 @@ async fn open_store(
             sealed_legacy = resealed.sealed_legacy,
             sealed_headers = resealed.sealed_headers,
             "endpoint keys sealed under the current master key"
+        );
+    }
+    let digested = digest_keys(store.as_ref(), keyring).await?;
+    if digested > 0 {
+        tracing::info!(
+            endpoints = digested,
+            "key digests recorded for endpoints without them"
         );
     }
     Ok(store)
@@ -461,6 +474,7 @@ fn api_config(args: &Args, settings: &Settings, address: Option<SocketAddr>) -> 
         access_log: args.access_log,
         credential_headers: settings.credentials.clone(),
         max_endpoints_per_app: args.max_endpoints_per_app,
+        secrets_shown_once: args.secrets_shown_once,
     }
 }
 

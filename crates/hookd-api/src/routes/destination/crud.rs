@@ -49,7 +49,11 @@ pub(super) async fn create(
 ) -> Result<Response, ApiError> {
     let app = state.app(&principal, &app_id).await?;
     let parsed = input.parse(&state)?;
+    let supplied = parsed.key.is_some();
     let ep = input.into_new(parsed, &app, &state)?;
+    if supplied {
+        endpoint::refuse_supplied_secret(&state, &ep, "config.key").await?;
+    }
     insert(&state, &ep, "type").await?;
     Ok((StatusCode::CREATED, Json(shown(&state, ep)?)).into_response())
 }
@@ -86,8 +90,12 @@ pub(super) async fn upsert(
         None if EndpointId::looks_like(&destination_id) => Err(ApiError::NotFound("destination")),
         None => {
             validate::name("uid", &destination_id)?;
+            let supplied = parsed.key.is_some();
             let mut ep = input.into_new(parsed, &app, &state)?;
             ep.uid = Some(destination_id);
+            if supplied {
+                endpoint::refuse_supplied_secret(&state, &ep, "config.key").await?;
+            }
             insert(&state, &ep, "type").await?;
             Ok((StatusCode::CREATED, Json(shown(&state, ep)?)).into_response())
         }
@@ -127,7 +135,7 @@ pub(super) async fn secret(
     Path((app_id, destination_id)): Path<(String, String)>,
 ) -> Result<Json<SecretOut>, ApiError> {
     let ep = find(&state, &principal, &app_id, &destination_id).await?;
-    endpoint::shown_secret(&state, &caller, &ep).map(Json)
+    endpoint::shown_secret(&state, &caller, &ep).await.map(Json)
 }
 
 /// The destination's secret rotated, as the endpoint route rotates one (Svix answers

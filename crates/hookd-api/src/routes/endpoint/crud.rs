@@ -15,12 +15,12 @@ use hookd_core::{AppId, EndpointId};
 use hookd_store::{EndpointUpdate, KeySwap};
 use hookd_vault::EndpointKeys;
 
-use super::find_http;
 use super::headers::place;
 use super::models::{
     EndpointIn, EndpointOut, EndpointPatch, SealedChange, schemes_field, set_disabled,
 };
 use super::secret::{KEY_TRIES, changed, keys_kept_changing, open_keys, stored_keys};
+use super::{digests, find_http};
 use crate::extract::{JsonBody, QueryParams};
 use crate::list::{ListOut, page_request};
 use crate::operations::{Operator, toggled, told, wake_for};
@@ -34,6 +34,7 @@ pub(crate) async fn insert(state: &ApiState, ep: &Endpoint, field: &str) -> Resu
         .store()
         .create_endpoint_with_events(ep, &events)
         .await?;
+    digests::record(state, &ep.id, &open_keys(state, ep)?).await;
     wake_for(state, &events);
     Ok(())
 }
@@ -88,7 +89,9 @@ pub(crate) async fn save(
         state.store().update_endpoint_with(&update).await?;
         open_keys(state, &ep)?
     } else {
-        save_with_keys(state, &update, &sealed).await?
+        let keys = save_with_keys(state, &update, &sealed).await?;
+        digests::record(state, &ep.id, &keys).await;
+        keys
     };
     wake_for(state, &events);
     Ok((ep, keys))
@@ -144,7 +147,11 @@ pub(super) async fn create(
 ) -> Result<Response, ApiError> {
     let app = state.app(&principal, &app_id).await?;
     input.validate(&state)?;
+    let supplied = input.supplies_secret();
     let ep = input.into_new(&app, &state)?;
+    if supplied {
+        digests::refuse_supplied_secret(&state, &ep, "secret").await?;
+    }
     insert(&state, &ep, "url").await?;
     Ok((StatusCode::CREATED, Json(shown(&state, ep)?)).into_response())
 }
@@ -192,8 +199,12 @@ pub(super) async fn upsert(
         None if EndpointId::looks_like(&endpoint_id) => Err(ApiError::NotFound("endpoint")),
         None => {
             validate::name("uid", &endpoint_id)?;
+            let supplied = input.supplies_secret();
             let mut ep = input.into_new(&app, &state)?;
             ep.uid = Some(endpoint_id);
+            if supplied {
+                digests::refuse_supplied_secret(&state, &ep, "secret").await?;
+            }
             insert(&state, &ep, "url").await?;
             Ok((StatusCode::CREATED, Json(shown(&state, ep)?)).into_response())
         }

@@ -9,6 +9,8 @@
 //! - `crud`: list, create, read, replace (PUT), patch and delete an endpoint.
 //! - `secret`: the endpoint's signing keys: read the current one, rotate, change under a
 //!   compare-and-swap.
+//! - `digests`: the digests of signing keys: a supplied key another endpoint holds is
+//!   refused; a secret is shown once when the server asks for it.
 //! - `headers`: the custom headers sent with every delivery.
 //! - `models`: the request and response bodies, their checks, and how a body becomes or
 //!   changes an [`Endpoint`].
@@ -16,6 +18,7 @@
 //!   the reserved operations application.
 
 mod crud;
+mod digests;
 mod headers;
 mod models;
 mod operational;
@@ -27,6 +30,7 @@ use hookd_core::destination::Destination;
 use hookd_core::model::Endpoint;
 
 pub(crate) use crud::{delete, insert, save};
+pub(crate) use digests::refuse_supplied_secret;
 pub(crate) use headers::place;
 pub use models::EndpointOut;
 pub(crate) use models::{HeadersOut, RotateIn, SealedChange, SecretOut, set_disabled};

@@ -163,6 +163,11 @@ impl EndpointIn {
         Ok(())
     }
 
+    /// Whether the caller gave the `v1` secret (rather than have hookd make one).
+    pub(super) fn supplies_secret(&self) -> bool {
+        self.secret.is_some()
+    }
+
     /// The ordering asked for (`perKey` when not given).
     fn ordering(&self) -> Result<Ordering, ApiError> {
         self.ordering
@@ -317,6 +322,11 @@ pub(crate) struct RotateIn {
 const MAX_GRACE: u64 = 7 * 24 * 3600;
 
 impl RotateIn {
+    /// Whether the caller gave the new key (rather than have hookd make one).
+    pub(super) fn supplies_key(&self) -> bool {
+        self.key.is_some()
+    }
+
     /// The new keys and the overlap, checked against the schemes the endpoint signs with.
     pub(super) fn plan(
         &self,

@@ -11,8 +11,8 @@ use hookd_core::EndpointId;
 use hookd_core::model::{Endpoint, SealedKeys};
 use hookd_vault::EndpointKeys;
 
-use super::find_http;
 use super::models::{RotateIn, SecretOut};
+use super::{digests, find_http};
 use crate::auth::Caller;
 use crate::extract::JsonBody;
 use crate::{ApiError, ApiState, Principal};
@@ -89,16 +89,18 @@ pub(super) async fn secret(
     Path((app_id, endpoint_id)): Path<(String, String)>,
 ) -> Result<Json<SecretOut>, ApiError> {
     let ep = find_http(&state, &principal, &app_id, &endpoint_id).await?;
-    shown_secret(&state, &caller, &ep).map(Json)
+    shown_secret(&state, &caller, &ep).await.map(Json)
 }
 
-/// `ep`'s current secret (or public key), the read noted in the audit log.
-pub(crate) fn shown_secret(
+/// `ep`'s current secret (or public key), the read noted in the audit log; with
+/// `--secrets-shown-once`, a secret already shown is refused.
+pub(crate) async fn shown_secret(
     state: &ApiState,
     caller: &Caller,
     ep: &Endpoint,
 ) -> Result<SecretOut, ApiError> {
     let keys = open_keys(state, ep)?;
+    digests::show_once(state, ep, &keys).await?;
     tracing::info!(target: "hookd::audit", action = "secret.read", token_id = %caller.token_id, app_id = %ep.app_id, endpoint_id = %ep.id);
     Ok(SecretOut::from(&keys))
 }
@@ -125,6 +127,11 @@ pub(crate) async fn rotate(
 ) -> Result<SecretOut, ApiError> {
     let schemes = open_keys(state, ep)?.schemes();
     let (new_keys, overlap) = input.plan(&schemes, state.config().rotation_overlap)?;
+    if input.supplies_key() {
+        for key in &new_keys {
+            digests::refuse_held_elsewhere(state, &ep.id, key, "key").await?;
+        }
+    }
     let now = state.clock().now();
     let keys = change_keys(state, ep, |keys| {
         for key in &new_keys {
@@ -133,6 +140,7 @@ pub(crate) async fn rotate(
         Ok(())
     })
     .await?;
+    digests::record(state, &ep.id, &keys).await;
     tracing::info!(target: "hookd::audit", action = "secret.rotate", token_id = %caller.token_id, app_id = %ep.app_id, endpoint_id = %ep.id, overlap_secs = overlap.as_secs());
     Ok(SecretOut::from(&keys))
 }
