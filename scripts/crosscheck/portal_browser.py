@@ -10,9 +10,10 @@ receiver that now answers 200, and OTHER_APP_ID a Kafka destination `orders-stre
 delivered message and an HTTP endpoint OTHER_ENDPOINT_ID with a week of history. Then, signed
 in with APP_ID's portal link (APP_PORTAL_TOKEN), it adds an endpoint to CUSTOMER_RECEIVER_URL,
 edits, pauses, resumes and test-sends to it, checking each step through the API with the admin
-token, and finds OTHER_ENDPOINT_ID out of reach; it adds a RabbitMQ destination (naming the broker
-at 127.0.0.1:5672; nothing is published to it), edits and pauses it, again checked through the API. With APP_ID's read-only
-portal link (READ_ONLY_PORTAL_TOKEN) the same pages offer no change. With
+token, and finds OTHER_ENDPOINT_ID out of reach. It adds a RabbitMQ destination (naming the
+broker at 127.0.0.1:5672; nothing is published to it), edits and pauses it, again checked
+through the API. With APP_ID's read-only portal link (READ_ONLY_PORTAL_TOKEN) the same pages
+offer no change; back with the full link, it deletes the destination. With
 HOOKD_PORTAL_SCREENSHOTS=<dir>, saves the pages as PNGs.
 """
 import json
@@ -401,6 +402,20 @@ try:
         heading(title)
         wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, drawn)))
         offers_no_change(address)
+
+    # Back with the full link, the customer deletes the destination after confirming.
+    driver.find_element(By.ID, "sign-out").click()
+    heading("Sign in")
+    driver.get(f"{BASE}/portal/login#token={PORTAL_TOKEN}")
+    heading("Acme Shop")
+    driver.get(f"{BASE}/portal/#/app/{APP_ID}/destination/{queue['id']}")
+    heading("Destination orders-queue")
+    button("Delete destination").click()
+    button("Delete for good").click()
+    heading("Acme Shop")
+    shown_notice("Destination orders-queue deleted.")
+    remaining = [d["uid"] for d in api(f"/app/{APP_ID}/destination?extended=true")["data"]]
+    check("orders-queue" not in remaining, f"the API no longer holds it: {remaining}")
 
     # The other customer's endpoint page: a week of history at a glance.
     driver.find_element(By.ID, "sign-out").click()

@@ -167,7 +167,7 @@ function valued(attrs, value) {
  */
 function pauseAction(noun, paused, change) {
   const pausing = !paused;
-  const Noun = noun[0].toUpperCase() + noun.slice(1);
+  const Noun = capitalized(noun);
   return action(pausing ? 'Pause' : 'Resume',
     pausing ? `Stop sending to this ${noun}. Messages published meanwhile are not queued for it.`
       : `Send to this ${noun} again. Recover its failed messages if it missed any.`,
@@ -179,6 +179,10 @@ function pauseAction(noun, paused, change) {
       announce(done);
       await route();
     }, pausing ? 'secondary' : null);
+}
+
+function capitalized(text) {
+  return text[0].toUpperCase() + text.slice(1);
 }
 
 /** Delete `noun` `name` at `path`, behind a confirmation that says what goes; then `back`. */
@@ -205,8 +209,8 @@ function deleteAction(noun, name, path, back) {
     really.disabled = true;
     try {
       await call('DELETE', path);
-      flash('success', `${noun[0].toUpperCase()}${noun.slice(1)} ${name} deleted.`);
-      announce(`${noun} deleted.`);
+      flash('success', `${capitalized(noun)} ${name} deleted.`);
+      announce(`${capitalized(noun)} deleted.`);
       location.hash = back;
     } catch (error) {
       if (error.status !== 401) replace(status, notice('error', error.message));

@@ -6,10 +6,10 @@
 //! endpoint with two event types, edit it, pause and resume it, send a test event to a receiver
 //! on loopback and see its attempt (each step checked through the API as well), and find that
 //! another customer's endpoint is out of reach. The customer adds a RabbitMQ destination
-//! (naming the broker at 127.0.0.1:5672; nothing is published to it), edits and pauses it, and
-//! a read-only portal link of the same application sees those pages with no change offered.
-//! Last, another customer's endpoint page, with a week of history written through the store,
-//! shows its health charts.
+//! (naming the broker at 127.0.0.1:5672; nothing is published to it), edits and pauses it; a
+//! read-only portal link of the same application sees those pages with no change offered; the
+//! customer deletes the destination after confirming. Last, another customer's endpoint page,
+//! with a week of history written through the store, shows its health charts.
 //!
 //! Without chromium, chromedriver or the Python venv the test says it is skipped;
 //! `HOOKD_TEST_REQUIRE_BROWSER=1` (CI) makes a missing browser a failure. With
