@@ -78,6 +78,13 @@ def by_label(text):
     return driver.find_element(By.ID, label.get_attribute("for"))
 
 
+def retype(label, text):
+    """Replaces what the field labelled `label` holds with `text`."""
+    control = by_label(label)
+    control.clear()
+    control.send_keys(text)
+
+
 def button(text, within=None):
     scope = within or driver
     return scope.find_element(By.XPATH, f".//button[normalize-space(.)='{text}']")
@@ -352,8 +359,7 @@ try:
     check("amqp" in uri_error.text, f"the API's message is beside the URI: {uri_error.text}")
     check(by_label("URI").get_attribute("aria-invalid") == "true", "the URI field is marked invalid")
     shot("destination-form")
-    by_label("URI").clear()
-    by_label("URI").send_keys("amqp://guest@127.0.0.1:5672/%2f")
+    retype("URI", "amqp://guest@127.0.0.1:5672/%2f")
     button("Add destination").click()
     heading("Destination orders-queue")
     shown_notice("Destination added.")
@@ -370,10 +376,8 @@ try:
           and by_label("Password").get_attribute("value") == "", "no password is shown back")
     check("guest:guest" not in driver.page_source and "********" not in driver.page_source,
           "the form holds neither the password nor its mask")
-    by_label("Routing key").clear()
-    by_label("Routing key").send_keys("portal-orders-2")
-    by_label("Batch size").clear()
-    by_label("Batch size").send_keys("10")
+    retype("Routing key", "portal-orders-2")
+    retype("Batch size", "10")
     button("Save changes").click()
     heading("Destination orders-queue")
     shown_notice("Destination saved.")
