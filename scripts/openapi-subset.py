@@ -287,7 +287,7 @@ OPERATION_ADDITIONS = {
     "/api/v1/auth/whoami": {
         "get": {
             "description": "hookd addition: what the calling token may see: every application "
-            "(`admin`) or one (`app`, with its id).",
+            "(`admin`) or one (`app`, with its id); and whether it may only read (`readOnly`).",
             "operationId": "hookd.auth.whoami",
             "responses": {
                 "200": {
@@ -295,8 +295,9 @@ OPERATION_ADDITIONS = {
                         "properties": {
                             "scope": {"enum": ["admin", "app"], "type": "string"},
                             "appId": {"nullable": True, "type": "string"},
+                            "readOnly": {"type": "boolean"},
                         },
-                        "required": ["scope"],
+                        "required": ["scope", "readOnly"],
                         "type": "object",
                     }}},
                     "description": "",

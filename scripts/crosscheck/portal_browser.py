@@ -2,7 +2,7 @@
 
 Usage: portal_browser.py BASE_URL CHROMIUM CHROMEDRIVER ADMIN_TOKEN APP_TOKEN APP_ID OTHER_APP_ID
                          FAILED_MSG_ID PAYLOAD APP_PORTAL_TOKEN OTHER_PORTAL_TOKEN
-                         CUSTOMER_RECEIVER_URL OTHER_ENDPOINT_ID
+                         CUSTOMER_RECEIVER_URL OTHER_ENDPOINT_ID READ_ONLY_PORTAL_TOKEN
 
 Run by crates/hookd/tests/portal_browser.rs against a real `hookd serve` whose application
 APP_ID has one failed message (FAILED_MSG_ID, published as the exact bytes PAYLOAD) to a
@@ -10,8 +10,11 @@ receiver that now answers 200, and OTHER_APP_ID a Kafka destination `orders-stre
 delivered message and an HTTP endpoint OTHER_ENDPOINT_ID with a week of history. Then, signed
 in with APP_ID's portal link (APP_PORTAL_TOKEN), it adds an endpoint to CUSTOMER_RECEIVER_URL,
 edits, pauses, resumes and test-sends to it, checking each step through the API with the admin
-token, and finds OTHER_ENDPOINT_ID out of reach. With HOOKD_PORTAL_SCREENSHOTS=<dir>, saves the
-pages as PNGs.
+token, and finds OTHER_ENDPOINT_ID out of reach. It adds a RabbitMQ destination (naming the
+broker at 127.0.0.1:5672; nothing is published to it), edits and pauses it, again checked
+through the API. With APP_ID's read-only portal link (READ_ONLY_PORTAL_TOKEN) the same pages
+offer no change; back with the full link, it deletes the destination. With
+HOOKD_PORTAL_SCREENSHOTS=<dir>, saves the pages as PNGs.
 """
 import json
 import os
@@ -28,7 +31,12 @@ from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 (BASE, CHROMIUM, DRIVER, ADMIN_TOKEN, APP_TOKEN, APP_ID, OTHER_APP_ID, FAILED, PAYLOAD,
- PORTAL_TOKEN, OTHER_PORTAL_TOKEN, CUSTOMER_RECEIVER, OTHER_ENDPOINT) = sys.argv[1:14]
+ PORTAL_TOKEN, OTHER_PORTAL_TOKEN, CUSTOMER_RECEIVER, OTHER_ENDPOINT, READ_ONLY_TOKEN) = sys.argv[1:15]
+# Every button or link that changes something, as the pages name them.
+CHANGES = ("Add an endpoint", "Add a destination", "Edit endpoint", "Edit destination", "Pause endpoint",
+           "Resume endpoint", "Pause destination", "Resume destination", "Send test event", "Recover",
+           "Reveal secret", "Rotate secret", "Delete endpoint", "Delete destination",
+           "Resend to this endpoint", "Skip (give up)")
 SHOTS = os.environ.get("HOOKD_PORTAL_SCREENSHOTS")
 
 
@@ -70,6 +78,13 @@ def by_label(text):
     return driver.find_element(By.ID, label.get_attribute("for"))
 
 
+def retype(label, text):
+    """Replaces what the field labelled `label` holds with `text`."""
+    control = by_label(label)
+    control.clear()
+    control.send_keys(text)
+
+
 def button(text, within=None):
     scope = within or driver
     return scope.find_element(By.XPATH, f".//button[normalize-space(.)='{text}']")
@@ -95,6 +110,12 @@ def shown_notice(text):
 def check(condition, message):
     if not condition:
         raise AssertionError(f"{message}\n--- page ---\n{body_text()}")
+
+
+def offers_no_change(page):
+    """Checks that the page shows no button or link that changes something."""
+    shown = [e.text.strip() for e in driver.find_elements(By.CSS_SELECTOR, "main button, main a.button")]
+    check(not [label for label in shown if label in CHANGES], f"{page} offers no change: {shown}")
 
 
 try:
@@ -312,6 +333,93 @@ try:
     other = api(f"/app/{OTHER_APP_ID}/endpoint/{OTHER_ENDPOINT}")
     check(other["description"] == "Invoices to the ledger" and other["disabled"] is False,
           f"the other customer's endpoint is untouched: {other}")
+
+    # The customer adds a RabbitMQ destination: the type first, then its configuration.
+    driver.get(f"{BASE}/portal/#/app/{APP_ID}")
+    heading("Acme Shop")
+    driver.find_element(By.LINK_TEXT, "Add a destination").click()
+    heading("Add a destination")
+    catalog = [et["name"] for et in api("/event-type?limit=250")["data"]]
+    offered = [box.get_attribute("value") for box in driver.find_elements(By.CSS_SELECTOR, "fieldset.picker input")]
+    check("endpoint.disabled" in catalog and "order.shipped" in offered
+          and not [name for name in offered if name.startswith(("endpoint.", "message.attempt."))],
+          f"hookd's operational event types are in the catalog, not offered: {offered}")
+    check(Select(by_label("Type")).first_selected_option.text == "RabbitMQ", "RabbitMQ is the first type")
+    check(by_label("Password").get_attribute("type") == "password", "the broker's password is a password field")
+    by_label("Name").send_keys("orders-queue")
+    by_label("URI").send_keys("http://127.0.0.1:5672/")
+    by_label("Password").send_keys("guest")
+    by_label("Routing key").send_keys("portal-orders")
+    box = driver.find_element(By.XPATH, "//input[@type='checkbox'][@value='order.shipped']")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", box)
+    box.click()
+    button("Add destination").click()
+    uri_error = wait.until(EC.visibility_of_element_located(
+        (By.XPATH, "//input[@name='uri']/following-sibling::p[contains(@class, 'field-error')]")))
+    check("amqp" in uri_error.text, f"the API's message is beside the URI: {uri_error.text}")
+    check(by_label("URI").get_attribute("aria-invalid") == "true", "the URI field is marked invalid")
+    shot("destination-form")
+    retype("URI", "amqp://guest@127.0.0.1:5672/%2f")
+    button("Add destination").click()
+    heading("Destination orders-queue")
+    shown_notice("Destination added.")
+    queue = api(f"/app/{APP_ID}/destination/orders-queue")
+    check(queue["type"] == "rabbitMq" and queue["eventTypes"] == ["order.shipped"]
+          and queue["config"] == {"uri": "amqp://guest:********@127.0.0.1:5672/%2f",
+                                  "routingKey": "portal-orders", "mandatory": False},
+          f"the API holds the destination, its password sealed: {queue}")
+
+    # Edit it: the password is not shown back, and kept when not typed again.
+    driver.find_element(By.LINK_TEXT, "Edit destination").click()
+    heading("Edit destination orders-queue")
+    check(by_label("URI").get_attribute("value") == "amqp://guest@127.0.0.1:5672/%2f"
+          and by_label("Password").get_attribute("value") == "", "no password is shown back")
+    check("guest:guest" not in driver.page_source and "********" not in driver.page_source,
+          "the form holds neither the password nor its mask")
+    retype("Routing key", "portal-orders-2")
+    retype("Batch size", "10")
+    button("Save changes").click()
+    heading("Destination orders-queue")
+    shown_notice("Destination saved.")
+    queue = api(f"/app/{APP_ID}/destination/orders-queue")
+    check(queue["config"]["routingKey"] == "portal-orders-2" and queue["batchSize"] == 10
+          and queue["config"]["uri"] == "amqp://guest:********@127.0.0.1:5672/%2f",
+          f"the API holds the edit, the password kept: {queue}")
+
+    # Pause it.
+    button("Pause destination").click()
+    shown_notice("Destination paused.")
+    wait.until(lambda d: d.find_elements(By.XPATH, "//button[normalize-space(.)='Resume destination']"))
+    check(api(f"/app/{APP_ID}/destination/orders-queue")["status"] == "disabled", "the API holds it paused")
+
+    # A read-only portal link sees the same pages without a change to offer.
+    driver.find_element(By.ID, "sign-out").click()
+    heading("Sign in")
+    driver.get(f"{BASE}/portal/login#token={READ_ONLY_TOKEN}")
+    heading("Acme Shop")
+    wait.until(EC.presence_of_element_located((By.LINK_TEXT, "orders-queue")))
+    offers_no_change("the application page")
+    for address, title, drawn in ((f"#/app/{APP_ID}/endpoint/{endpoint_id}", CUSTOMER_RECEIVER, "main h2"),
+                                  (f"#/app/{APP_ID}/destination/{queue['id']}", "Destination orders-queue", "main h2"),
+                                  (f"#/app/{APP_ID}/msg/{FAILED}", f"Message {FAILED}", "section.delivery")):
+        driver.get(f"{BASE}/portal/{address}")
+        heading(title)
+        wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, drawn)))
+        offers_no_change(address)
+
+    # Back with the full link, the customer deletes the destination after confirming.
+    driver.find_element(By.ID, "sign-out").click()
+    heading("Sign in")
+    driver.get(f"{BASE}/portal/login#token={PORTAL_TOKEN}")
+    heading("Acme Shop")
+    driver.get(f"{BASE}/portal/#/app/{APP_ID}/destination/{queue['id']}")
+    heading("Destination orders-queue")
+    button("Delete destination").click()
+    button("Delete for good").click()
+    heading("Acme Shop")
+    shown_notice("Destination orders-queue deleted.")
+    remaining = [d["uid"] for d in api(f"/app/{APP_ID}/destination?extended=true")["data"]]
+    check("orders-queue" not in remaining, f"the API no longer holds it: {remaining}")
 
     # The other customer's endpoint page: a week of history at a glance.
     driver.find_element(By.ID, "sign-out").click()

@@ -282,13 +282,34 @@ async fn whoami_tells_a_token_its_scope() {
     let api = start_default().await;
     let (status, admin) = api.call(Method::GET, "/auth/whoami", None).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(admin, json!({"scope": "admin", "appId": null}));
+    assert_eq!(
+        admin,
+        json!({"scope": "admin", "appId": null, "readOnly": false})
+    );
     let app = api.app("Acme", None).await;
     let token = api.app_token(&app).await;
     let (_, scoped) = api
         .call_as(Some(&token), Method::GET, "/auth/whoami", None)
         .await;
-    assert_eq!(scoped, json!({"scope": "app", "appId": app}));
+    assert_eq!(
+        scoped,
+        json!({"scope": "app", "appId": app, "readOnly": false})
+    );
+    let (_, access) = api
+        .call(
+            Method::POST,
+            &format!("/auth/app-portal-access/{app}"),
+            Some(json!({"readOnly": true})),
+        )
+        .await;
+    let reader = access["token"].as_str().unwrap();
+    let (_, read_only) = api
+        .call_as(Some(reader), Method::GET, "/auth/whoami", None)
+        .await;
+    assert_eq!(
+        read_only,
+        json!({"scope": "app", "appId": app, "readOnly": true})
+    );
     let (status, _) = api
         .call_as(Some("nobody"), Method::GET, "/auth/whoami", None)
         .await;

@@ -15,7 +15,10 @@ const TOKEN_KEY = 'hookd.portal.token';
 const PAGE_SIZE = 50;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-const session = { token: null, scope: null, appId: null };
+const session = { token: null, scope: null, appId: null, readOnly: false };
+
+/** Whether the token may change things: a read-only one is offered no change it would be refused. */
+const mayChange = () => !session.readOnly;
 
 // ---------------------------------------------------------------- DOM helpers
 
@@ -178,6 +181,7 @@ async function signIn(token) {
   const who = await get('/auth/whoami');
   session.scope = who.scope;
   session.appId = who.appId || null;
+  session.readOnly = who.readOnly === true;
   sessionStorage.setItem(TOKEN_KEY, token);
   showNav();
 }
@@ -187,6 +191,7 @@ function signOut(message) {
   session.token = null;
   session.scope = null;
   session.appId = null;
+  session.readOnly = false;
   document.getElementById('nav').hidden = true;
   if (location.pathname !== '/portal/' || location.hash !== '#/login') {
     history.replaceState(null, '', '/portal/#/login');
@@ -257,8 +262,12 @@ async function route() {
       await renderEndpoint(parts[1], parts[3]);
     } else if (parts[0] === 'app' && parts[2] === 'endpoint' && parts[4] === 'edit' && parts.length === 5) {
       await renderEndpointForm(parts[1], parts[3]);
+    } else if (parts[0] === 'app' && parts[2] === 'new-destination' && parts.length === 3) {
+      await renderDestinationForm(parts[1], null);
     } else if (parts[0] === 'app' && parts[2] === 'destination' && parts.length === 4) {
       await renderDestination(parts[1], parts[3]);
+    } else if (parts[0] === 'app' && parts[2] === 'destination' && parts[4] === 'edit' && parts.length === 5) {
+      await renderDestinationForm(parts[1], parts[3]);
     } else if (parts[0] === 'app' && parts[2] === 'msg' && parts.length === 4) {
       await renderMessage(parts[1], parts[3]);
     } else {
@@ -379,10 +388,12 @@ async function renderApp(appId, params) {
       app.uid ? [h('dt', {}, 'UID'), h('dd', { class: 'mono' }, app.uid)] : null),
     h('h2', {}, 'Endpoints'),
     endpoints.data.length ? appHealthView(endpoints.data.slice(0, 50), healths) : null,
-    h('p', {}, h('a', { class: 'button', href: `#/app/${enc(app.id)}/new-endpoint` }, 'Add an endpoint')),
+    mayChange() ? h('p', {}, h('a', { class: 'button', href: `#/app/${enc(app.id)}/new-endpoint` }, 'Add an endpoint')) : null,
     table('Endpoints of this application', ['URL', 'Status', 'Last 24 hours', 'Event types', 'Description'], endpointRows,
       'This application has no endpoints yet.'),
-    destinations.data.length ? [h('h2', {}, 'Destinations'), destinationTable(app, destinations.data)] : null,
+    destinations.data.length || mayChange() ? [h('h2', {}, 'Destinations'),
+      mayChange() ? h('p', {}, h('a', { class: 'button', href: `#/app/${enc(app.id)}/new-destination` }, 'Add a destination')) : null,
+      destinationTable(app, destinations.data)] : null,
     h('h2', { id: 'messages' }, 'Messages'),
     suggestions,
     searchForm(app, params),
@@ -510,18 +521,17 @@ async function renderEndpoint(appId, endpointId) {
   const epBase = `/app/${enc(app.id)}/endpoint/${enc(ep.id)}`;
   page(ep.url, crumbsTo(app, 'Endpoint'),
     takeFlash(),
-    h('p', { class: 'row' }, h('a', { class: 'button', href: `#/app/${enc(app.id)}/endpoint/${enc(ep.id)}/edit` }, 'Edit endpoint')),
+    mayChange() ? h('p', { class: 'row' }, h('a', { class: 'button', href: `#/app/${enc(app.id)}/endpoint/${enc(ep.id)}/edit` }, 'Edit endpoint')) : null,
     h('h2', {}, 'Health'),
     healthView(health, app.id),
     h('h2', {}, 'Settings'),
     endpointFacts(ep),
-    h('h2', {}, 'Actions'),
-    h('div', { class: 'actions' },
-      pauseAction(epBase, ep),
+    mayChange() ? [h('h2', {}, 'Actions'), h('div', { class: 'actions' },
+      pauseAction('endpoint', ep.disabled, (pausing) => call('PATCH', epBase, { disabled: pausing })),
       await testAction(app, epBase, ep),
       recoverAction(epBase),
       secretAction(epBase),
-      deleteAction(app, epBase, ep)),
+      deleteAction('endpoint', ep.url, epBase, `#/app/${enc(app.id)}`))] : null,
     h('h2', {}, 'Recent attempts'),
     attemptTable(attempts.data, app, 'The 20 latest attempts to this endpoint, newest first', true),
     h('h2', {}, 'Failed messages'),
@@ -565,6 +575,8 @@ async function renderDestination(appId, destinationId) {
   const base = `/app/${enc(appId)}/destination/${enc(destinationId)}`;
   const [app, dest] = await Promise.all([get(`/app/${enc(appId)}`), get(base)]);
   const destBase = `/app/${enc(app.id)}/destination/${enc(dest.id)}`;
+  const edit = mayChange() ? [takeFlash(), h('p', { class: 'row' },
+    h('a', { class: 'button', href: `#/app/${enc(app.id)}/destination/${enc(dest.id)}/edit` }, 'Edit destination'))] : takeFlash();
   const facts = h('dl', { class: 'facts' },
     h('dt', {}, 'Status'), h('dd', {}, destinationState(dest)),
     h('dt', {}, 'Destination id'), h('dd', { class: 'mono' }, dest.id),
@@ -577,11 +589,11 @@ async function renderDestination(appId, destinationId) {
     h('dt', {}, 'Batches'), h('dd', {}, dest.batchSize > 1
       ? `up to ${dest.batchSize} messages, waiting at most ${dest.maxWaitSecs} s` : 'one message at a time'));
   if (dest.type === 'pollingEndpoint') {
-    page(`Destination ${dest.uid || dest.id}`, crumbsTo(app, 'Destination'), facts,
+    page(`Destination ${dest.uid || dest.id}`, crumbsTo(app, 'Destination'), edit, facts,
       h('h2', {}, 'Polling'),
       h('p', {}, 'Nothing is sent to a polling destination: its consumer reads the messages from ',
         h('code', {}, `GET /api/v1/app/${app.id}/poller/${dest.id}`), '.'),
-      h('div', { class: 'actions' }, secretAction(destBase)));
+      mayChange() ? h('div', { class: 'actions' }, secretAction(destBase), destinationChanges(app, dest)) : null);
     return;
   }
   // A destination's delivery log is an endpoint's: the same routes take its id.
@@ -591,11 +603,11 @@ async function renderDestination(appId, destinationId) {
     get(`/app/${enc(app.id)}/attempt/endpoint/${enc(dest.id)}?limit=20`),
     get(`${epBase}/msg?status=2&limit=20&with_content=false`),
   ]);
-  page(`Destination ${dest.uid || dest.id}`, crumbsTo(app, 'Destination'), facts,
+  page(`Destination ${dest.uid || dest.id}`, crumbsTo(app, 'Destination'), edit, facts,
     h('h2', {}, 'Health'),
     healthView(health, app.id),
-    h('h2', {}, 'Actions'),
-    h('div', { class: 'actions' }, recoverAction(epBase), secretAction(destBase)),
+    mayChange() ? [h('h2', {}, 'Actions'),
+      h('div', { class: 'actions' }, recoverAction(epBase), secretAction(destBase), destinationChanges(app, dest))] : null,
     h('h2', {}, 'Recent attempts'),
     attemptTable(attempts.data, app, 'The 20 latest attempts to this destination, newest first', true),
     h('h2', {}, 'Failed messages'),
@@ -804,7 +816,7 @@ async function renderDeliveries(container, app, msg, loaded, message) {
     const mine = attempts.filter((a) => a.endpointId === dest.id);
     const status = h('div', {});
     if (message && message.endpointId === dest.id) replace(status, notice(message.kind, message.text));
-    const resend = h('button', {
+    const resend = mayChange() && h('button', {
       type: 'button',
       onclick: async () => {
         resend.disabled = true;
@@ -819,7 +831,7 @@ async function renderDeliveries(container, app, msg, loaded, message) {
         }
       },
     }, 'Resend to this endpoint');
-    const skip = dest.statusText === 'pending' ? h('button', {
+    const skip = mayChange() && dest.statusText === 'pending' ? h('button', {
       type: 'button',
       class: 'secondary',
       onclick: async () => {

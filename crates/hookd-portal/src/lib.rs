@@ -14,7 +14,11 @@
 //! - `assets/index.html`, `assets/portal.css`, `assets/portal.js`: the portal itself: sign-in,
 //!   routing, the applications, messages, attempts and destinations.
 //! - `assets/health.js`: delivery health at a glance, SVG charts drawn in the page.
+//! - `assets/forms.js`: what the pages that change things share: fields with the API's
+//!   messages beside them, the event-type picker, pause and resume, delete after a confirmation.
 //! - `assets/endpoint-edit.js`: the pages and actions a customer looks after its endpoints with.
+//! - `assets/destination-edit.js`: the same for its destinations (queues, topics, buckets,
+//!   pollers).
 
 use axum::Router;
 use axum::http::header::{
@@ -30,6 +34,17 @@ const SCRIPT: &str = include_str!("../assets/portal.js");
 const STYLE: &str = include_str!("../assets/portal.css");
 const HEALTH: &str = include_str!("../assets/health.js");
 const ENDPOINT_EDIT: &str = include_str!("../assets/endpoint-edit.js");
+const FORMS: &str = include_str!("../assets/forms.js");
+const DESTINATION_EDIT: &str = include_str!("../assets/destination-edit.js");
+
+/// The scripts under `/portal/assets/`, by file name.
+const SCRIPTS: [(&str, &str); 5] = [
+    ("portal.js", SCRIPT),
+    ("health.js", HEALTH),
+    ("forms.js", FORMS),
+    ("endpoint-edit.js", ENDPOINT_EDIT),
+    ("destination-edit.js", DESTINATION_EDIT),
+];
 
 /// Scripts and styles only from the portal itself, API calls only to this origin. Framing is
 /// allowed: an app-portal link is meant to be embedded in the producer's own dashboard, and
@@ -40,22 +55,17 @@ const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 /// The portal's routes, to be merged at the root of hookd's router (they all live under
 /// `/portal`).
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new()
+    let mut router = Router::new()
         .route("/portal", get(|| async { Redirect::permanent("/portal/") }))
         .route("/portal/", get(|| async { page() }))
-        .route("/portal/login", get(|| async { page() }))
-        .route(
-            "/portal/assets/portal.js",
-            get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
-        )
-        .route(
-            "/portal/assets/health.js",
-            get(|| async { asset("text/javascript; charset=utf-8", HEALTH) }),
-        )
-        .route(
-            "/portal/assets/endpoint-edit.js",
-            get(|| async { asset("text/javascript; charset=utf-8", ENDPOINT_EDIT) }),
-        )
+        .route("/portal/login", get(|| async { page() }));
+    for (name, script) in SCRIPTS {
+        router = router.route(
+            &format!("/portal/assets/{name}"),
+            get(move || async move { asset("text/javascript; charset=utf-8", script) }),
+        );
+    }
+    router
         .route(
             "/portal/assets/portal.css",
             get(|| async { asset("text/css; charset=utf-8", STYLE) }),
@@ -109,11 +119,13 @@ mod tests {
         for (path, kind) in [
             ("/portal/", "text/html"),
             ("/portal/login", "text/html"),
-            ("/portal/assets/portal.js", "text/javascript"),
-            ("/portal/assets/health.js", "text/javascript"),
-            ("/portal/assets/endpoint-edit.js", "text/javascript"),
             ("/portal/assets/portal.css", "text/css"),
-        ] {
+        ]
+        .into_iter()
+        .map(|(path, kind)| (path.to_owned(), kind))
+        .chain(SCRIPTS.map(|(name, _)| (format!("/portal/assets/{name}"), "text/javascript")))
+        {
+            let path = path.as_str();
             let response = get(path).await;
             assert_eq!(response.status(), StatusCode::OK, "{path}");
             let header = |name| response.headers()[name].to_str().unwrap().to_owned();
@@ -133,7 +145,7 @@ mod tests {
 
     #[test]
     fn the_page_loads_nothing_from_elsewhere() {
-        for asset in [INDEX, SCRIPT, STYLE, HEALTH, ENDPOINT_EDIT] {
+        for asset in [INDEX, STYLE].into_iter().chain(SCRIPTS.map(|(_, s)| s)) {
             // The SVG namespace is a name, never fetched.
             let asset = asset.replace("'http://www.w3.org/2000/svg'", "");
             assert!(!asset.contains("http://") && !asset.contains("https://"));
@@ -142,5 +154,27 @@ mod tests {
             !INDEX.contains("<script>"),
             "no inline script: the policy forbids it"
         );
+        for (name, _) in SCRIPTS {
+            let tag = format!(r#"<script src="/portal/assets/{name}" defer>"#);
+            assert!(INDEX.contains(&tag), "the page loads {name}");
+        }
+    }
+
+    /// The pickers leave hookd's operational event types out for every application but the
+    /// reserved one: forms.js must list exactly the ones hookd publishes.
+    #[test]
+    fn the_portal_knows_every_operational_event_type() {
+        let start = FORMS.find("const OPERATIONAL_EVENT_TYPES = [").unwrap();
+        let list = &FORMS[start..start + FORMS[start..].find("];").unwrap()];
+        let named: Vec<&str> = list.split('\'').skip(1).step_by(2).collect();
+        let served: Vec<&str> = hookd_core::operations::EVENT_TYPES
+            .iter()
+            .map(|(name, _)| *name)
+            .collect();
+        assert_eq!(named, served);
+        assert!(FORMS.contains(&format!(
+            "const OPERATIONS_APP_UID = '{}';",
+            hookd_core::operations::APP_UID
+        )));
     }
 }

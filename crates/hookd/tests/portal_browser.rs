@@ -5,8 +5,11 @@
 //! and see only that application. Then, as a customer signed in with a portal link: add an
 //! endpoint with two event types, edit it, pause and resume it, send a test event to a receiver
 //! on loopback and see its attempt (each step checked through the API as well), and find that
-//! another customer's endpoint is out of reach. Last, another customer's endpoint page, with a
-//! week of history written through the store, shows its health charts.
+//! another customer's endpoint is out of reach. The customer adds a RabbitMQ destination
+//! (naming the broker at 127.0.0.1:5672; nothing is published to it), edits and pauses it; a
+//! read-only portal link of the same application sees those pages with no change offered; the
+//! customer deletes the destination after confirming. Last, another customer's endpoint page,
+//! with a week of history written through the store, shows its health charts.
 //!
 //! Without chromium, chromedriver or the Python venv the test says it is skipped;
 //! `HOOKD_TEST_REQUIRE_BROWSER=1` (CI) makes a missing browser a failure. With
@@ -160,9 +163,12 @@ async fn past_delivery(
 }
 
 /// A portal token for `app`, as the provider's backend asks for one.
-async fn portal_token(api: &Api, app: &str) -> String {
+async fn portal_token(api: &Api, app: &str, read_only: bool) -> String {
     let (status, access) = api
-        .post(&format!("/auth/app-portal-access/{app}"), json!({}))
+        .post(
+            &format!("/auth/app-portal-access/{app}"),
+            json!({"readOnly": read_only}),
+        )
         .await
         .unwrap();
     assert_eq!(status, 200, "{access}");
@@ -295,8 +301,9 @@ async fn a_failed_message_is_found_and_resent_from_the_portal() {
 
     // The customer's own receiver, for the endpoint it adds in the portal.
     let customer_receiver = Receiver::start(|_| async { StatusCode::OK }).await;
-    let acme_link = portal_token(&api, &app_id).await;
-    let globex_link = portal_token(&api, &globex).await;
+    let acme_link = portal_token(&api, &app_id, false).await;
+    let globex_link = portal_token(&api, &globex, false).await;
+    let acme_read_only_link = portal_token(&api, &app_id, true).await;
 
     let other_id = other["id"].as_str().unwrap().to_owned();
     let base_url = hookd.base_url.clone();
@@ -319,6 +326,7 @@ async fn a_failed_message_is_found_and_resent_from_the_portal() {
                 &globex_link,
                 &customer_url,
                 &hooks_id,
+                &acme_read_only_link,
             ],
         )
     })

@@ -1,12 +1,14 @@
-//! `GET /api/v1/auth/whoami` (hookd addition): what the calling token may see. A client that
-//! holds only a token, such as the portal opened from an app-portal link, learns from it
-//! whether it is an admin or which one application it is limited to.
+//! `GET /api/v1/auth/whoami` (hookd addition): what the calling token may see and do. A client
+//! that holds only a token, such as the portal opened from an app-portal link, learns from it
+//! whether it is an admin or which one application it is limited to, and whether it may only
+//! read (so the portal offers no change it would be refused).
 
 use axum::routing::get;
 use axum::{Extension, Json, Router};
 use serde::Serialize;
 
-use crate::{ApiState, Principal};
+use crate::ApiState;
+use crate::auth::{Caller, Principal};
 
 pub fn routes() -> Router<ApiState> {
     Router::new().route("/auth/whoami", get(whoami))
@@ -19,17 +21,18 @@ struct WhoamiOut {
     scope: &'static str,
     /// The application an `app` token is limited to.
     app_id: Option<String>,
+    /// The token may only read: no changes, no secrets.
+    read_only: bool,
 }
 
-async fn whoami(Extension(principal): Extension<Principal>) -> Json<WhoamiOut> {
-    Json(match principal {
-        Principal::Admin => WhoamiOut {
-            scope: "admin",
-            app_id: None,
-        },
-        Principal::App(app) => WhoamiOut {
-            scope: "app",
-            app_id: Some(app.to_string()),
-        },
+async fn whoami(Extension(caller): Extension<Caller>) -> Json<WhoamiOut> {
+    let (scope, app_id) = match &caller.principal {
+        Principal::Admin => ("admin", None),
+        Principal::App(app) => ("app", Some(app.to_string())),
+    };
+    Json(WhoamiOut {
+        scope,
+        app_id,
+        read_only: caller.read_only,
     })
 }
