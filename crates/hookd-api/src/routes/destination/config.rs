@@ -438,7 +438,7 @@ fn broker_url(field: &str, value: &str, schemes: &[&str]) -> Result<(), ApiError
     if !schemes.contains(&url.scheme()) {
         return Err(ApiError::body_field(
             field,
-            format!("must be a {} URL", schemes.join(" or ")),
+            format!("must be a URL of scheme {}", schemes.join(" or ")),
         ));
     }
     if url.host_str().is_none_or(str::is_empty) {
