@@ -12,7 +12,7 @@ mod support;
 use axum::http::StatusCode;
 use hookd_engine::testing::Receiver;
 use serde_json::{Value, json};
-use support::{Api, Hookd};
+use support::{Api, Hookd, python, run_python_script};
 use webhook_signature::{Secret, Signer, SigningKey, Verifier, VerifyingKey};
 
 const TOKEN: &str = "ingest-e2e-admin-token";
@@ -289,4 +289,45 @@ async fn kill_9_between_accept_and_forward_loses_nothing_on_postgres() {
         return;
     };
     kill_9_between_accept_and_forward(&url).await;
+}
+
+/// The official Svix Python SDK's `ingest.source`, `ingest.endpoint` and
+/// `ingest.authentication` calls, every one, then a request the reference `standardwebhooks`
+/// library signed (`scripts/crosscheck/svix_ingest_check.py`); the request is forwarded.
+async fn svix_sdk_drives_ingest(database: String) {
+    let receiver = Receiver::always(StatusCode::OK).await;
+    let url = receiver.url.clone();
+    let ran = tokio::task::spawn_blocking(move || {
+        let python = python()?;
+        let hookd = Hookd::serve_local(&database, TOKEN, &[]);
+        let args = [hookd.base_url.as_str(), TOKEN, url.as_str()];
+        Some((
+            run_python_script(&python, "svix_ingest_check.py", &args),
+            hookd,
+        ))
+    })
+    .await
+    .expect("the SDK run panicked");
+    let Some((output, _hookd)) = ran else { return };
+    assert!(output.contains("svix ingest check passed"), "{output}");
+    receiver.wait_for(1).await;
+    assert!(
+        receiver.requests()[0]
+            .body
+            .starts_with(br#"{"type": "invoice.paid""#)
+    );
+}
+
+#[tokio::test]
+async fn svix_sdk_drives_ingest_on_sqlite() {
+    let (url, _dir) = hookd_store::testing::fresh_sqlite();
+    svix_sdk_drives_ingest(url).await;
+}
+
+#[tokio::test]
+async fn svix_sdk_drives_ingest_on_postgres() {
+    let Some((url, _db)) = hookd_store::testing::fresh_postgres("ingest_svix_sdk").await else {
+        return;
+    };
+    svix_sdk_drives_ingest(url).await;
 }
