@@ -12,6 +12,7 @@ mod support;
 use axum::http::StatusCode;
 use hookd_engine::testing::Receiver;
 use serde_json::{Value, json};
+use support::process::Announced;
 use support::{Api, Hookd, python, run_python_script};
 use webhook_signature::{Secret, Signer, SigningKey, Verifier, VerifyingKey};
 
@@ -330,4 +331,35 @@ async fn svix_sdk_drives_ingest_on_postgres() {
         return;
     };
     svix_sdk_drives_ingest(url).await;
+}
+
+/// `hookd listen` as a source's forwarding target: it receives the provider's event, verifies
+/// the forwarding signature with the endpoint's secret and shows the body as sent.
+#[tokio::test]
+async fn hookd_listen_receives_what_a_source_forwards() {
+    let secret = Secret::generate().to_string();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hookd"));
+    command.args(["listen", "--port", "0", "--secret", &secret]);
+    let listener = Announced::start(command);
+    let (database, _dir) = hookd_store::testing::fresh_sqlite();
+    let hookd = Hookd::serve_local(&database, TOKEN, &[]);
+    let ingest = Ingest::new(&hookd);
+    let body = json!({"name": "shop", "type": "svix", "config": {"secret": PROVIDER_SECRET}});
+    let (_, source) = ingest
+        .call(reqwest::Method::POST, "/source", Some(body))
+        .await;
+    let endpoint = json!({"url": listener.url, "secret": secret});
+    let path = format!("/source/{}/endpoint", source["id"].as_str().unwrap());
+    let (status, ep) = ingest
+        .call(reqwest::Method::POST, &path, Some(endpoint))
+        .await;
+    assert_eq!(status, 201, "{ep}");
+
+    let event = br#"{"type":"order.created","data":{"order":1003}}"#;
+    let url = source["ingestUrl"].as_str().unwrap();
+    let (status, answer) = send(url, "evt_listen", event, PROVIDER_SECRET).await;
+    assert_eq!(status, 202, "{answer}");
+    let output = listener.wait_for_output("answered: ", 1).await;
+    assert!(output.contains("verified: yes\n"), "{output}");
+    assert!(output.contains("\"order\": 1003"), "{output}");
 }
