@@ -363,3 +363,61 @@ async fn hookd_listen_receives_what_a_source_forwards() {
     assert!(output.contains("verified: yes\n"), "{output}");
     assert!(output.contains("\"order\": 1003"), "{output}");
 }
+
+/// The portal's ingest pages in headless chromium (`scripts/crosscheck/portal_ingest_browser.py`):
+/// the source's portal link opens its page with what it accepted and refused, an accepted
+/// request leads to its message, and an admin finds the source under Sources. Skipped, saying
+/// so, without chromium, chromedriver or the Python venv.
+#[tokio::test]
+async fn the_portal_shows_a_source_from_its_dashboard_link() {
+    let chromium = std::env::var("HOOKD_TEST_CHROMIUM").unwrap_or("/usr/bin/chromium".into());
+    let driver = std::env::var("HOOKD_TEST_CHROMEDRIVER").unwrap_or("/usr/bin/chromedriver".into());
+    let Some(python) = python() else { return };
+    if !std::path::Path::new(&chromium).exists() || !std::path::Path::new(&driver).exists() {
+        eprintln!("SKIPPED: {chromium} or {driver} is missing");
+        return;
+    }
+    let receiver = Receiver::always(StatusCode::OK).await;
+    let (database, _dir) = hookd_store::testing::fresh_sqlite();
+    let hookd = Hookd::serve_local(&database, TOKEN, &[]);
+    let ingest = Ingest::new(&hookd);
+    let (source, url, _) = ingest.source_to(&receiver.url).await;
+    let body = br#"{"type":"charge.refunded","data":{}}"#;
+    assert_eq!(send(&url, "evt_portal", body, PROVIDER_SECRET).await.0, 202);
+    assert_eq!(
+        post(&url, "evt_bad", now_secs(), "v1,AAAA", body.to_vec())
+            .await
+            .0,
+        401
+    );
+    let path = format!("/source/{source}/dashboard");
+    let (status, link) = ingest
+        .call(reqwest::Method::POST, &path, Some(json!({})))
+        .await;
+    assert_eq!(status, 200, "{link}");
+    let (_, rejections) = ingest
+        .call(
+            reqwest::Method::GET,
+            &format!("/source/{source}/rejection"),
+            None,
+        )
+        .await;
+    let reason = rejections["data"][0]["reason"].as_str().unwrap().to_owned();
+    let dashboard = link["url"].as_str().unwrap().to_owned();
+    let output = tokio::task::spawn_blocking(move || {
+        let args = [
+            hookd.base_url.as_str(),
+            &chromium,
+            &driver,
+            TOKEN,
+            &dashboard,
+            "billing",
+            "charge.refunded",
+            &reason,
+        ];
+        run_python_script(&python, "portal_ingest_browser.py", &args)
+    })
+    .await
+    .unwrap();
+    assert!(output.contains("portal ingest check passed"), "{output}");
+}
