@@ -95,6 +95,17 @@ impl<D: Database> IngestStore for D {
         crate::error::touched(changed, "ingest source")
     }
 
+    async fn replace_source_sealed(
+        &self,
+        id: &SourceId,
+        old: &str,
+        new: &str,
+    ) -> Result<bool, StoreError> {
+        let sql = sql!("UPDATE ingest_sources SET sealed = ?3 WHERE id = ?1 AND sealed = ?2");
+        let statement = Statement::new(sql, args![id.as_str(), old, new]);
+        Ok(self.write(statement, None).await? == 1)
+    }
+
     async fn record_ingest_request(&self, request: &IngestRequest) -> Result<(), StoreError> {
         let sql = sql!(
             "INSERT INTO ingest_requests (",

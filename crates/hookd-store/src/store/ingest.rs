@@ -108,6 +108,15 @@ pub trait IngestStore: Send + Sync {
     /// Rewrites a source's fields (all but its id, application and creation time).
     async fn update_source(&self, source: &IngestSource) -> Result<(), StoreError>;
 
+    /// Replaces a source's sealed configuration with `new` if it is still `old` (re-sealing
+    /// under another master key); `false` if it changed meanwhile.
+    async fn replace_source_sealed(
+        &self,
+        id: &SourceId,
+        old: &str,
+        new: &str,
+    ) -> Result<bool, StoreError>;
+
     /// Keeps the headers of an accepted request (its message is written).
     async fn record_ingest_request(&self, request: &IngestRequest) -> Result<(), StoreError>;
 

@@ -408,7 +408,8 @@ async fn open_store(
             rekeyed = resealed.rekeyed,
             sealed_legacy = resealed.sealed_legacy,
             sealed_headers = resealed.sealed_headers,
-            "endpoint keys sealed under the current master key"
+            sources = resealed.sources,
+            "endpoint keys and ingest sources sealed under the current master key"
         );
     }
     Ok(store)
