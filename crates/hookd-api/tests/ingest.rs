@@ -2,7 +2,8 @@
 //! clock: the size limit (413) and the rate limit (429, `Retry-After`, room again a second
 //! later) come before anything is checked or kept; an unknown token is 404; a Slack
 //! `url_verification` is answered with its challenge and keeps nothing; bad source bodies are
-//! 422 naming the field; PUT creates a source at a uid.
+//! 422 naming the field; PUT creates a source at a uid; an ordering pointer gives each message
+//! its ordering key.
 
 mod common;
 
@@ -173,4 +174,43 @@ async fn bad_source_bodies_name_the_field_and_put_creates_at_a_uid() {
         StatusCode::NOT_FOUND,
         "an id names an existing source only"
     );
+}
+
+#[tokio::test]
+async fn an_ordering_pointer_names_each_message_s_ordering_key() {
+    let (api, _clock) = started().await;
+    let body = json!({
+        "name": "stripe-like", "type": "generic-webhook",
+        "orderingKeyPointer": "/data/object/customer",
+    });
+    let made = source(&api, body).await;
+    assert_eq!(made["orderingKeyPointer"], "/data/object/customer");
+    let url = &receive_url(&api, &made);
+    let events = [
+        (
+            r#"{"type":"a","data":{"object":{"customer":"cus_1"}}}"#,
+            json!("cus_1"),
+        ),
+        (
+            r#"{"type":"a","data":{"object":{"customer":42}}}"#,
+            json!("42"),
+        ),
+        (r#"{"type":"a","data":{}}"#, Value::Null),
+    ];
+    for (n, (body, expected)) in events.into_iter().enumerate() {
+        let headers = [("idempotency-key", format!("order-{n}"))];
+        let (status, _, answer) = deliver(url, body.as_bytes().to_vec(), &headers).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+        let id = serde_json::from_str::<Value>(&answer).unwrap()["id"].clone();
+        let app = format!("hookd-ingest-{}", made["id"].as_str().unwrap());
+        let path = format!("/app/{app}/msg/{}", id.as_str().unwrap());
+        let (_, message) = api.call(Method::GET, &path, None).await;
+        assert_eq!(
+            message.get("orderingKey").cloned().unwrap_or(Value::Null),
+            expected
+        );
+    }
+    let bad = json!({"name": "x", "type": "generic-webhook", "orderingKeyPointer": "data"});
+    let (status, answer) = ingest(&api, Method::POST, "/source", Some(bad)).await;
+    assert_invalid_field(status, &answer, "orderingKeyPointer");
 }

@@ -36,6 +36,7 @@ async fn source(store: &dyn Store, uid: Option<&str>, created: i64) -> (IngestSo
         previous_until: None,
         max_body_bytes: Some(1024),
         rate_limit: Some(5),
+        ordering_pointer: Some("/data/object/customer".into()),
         created_at: at(created),
         updated_at: at(created),
     };
@@ -119,6 +120,7 @@ fn source_like(id: &SourceId, owned: &Application) -> IngestSource {
         previous_until: None,
         max_body_bytes: None,
         rate_limit: None,
+        ordering_pointer: None,
         created_at: owned.created_at,
         updated_at: owned.created_at,
     }

@@ -52,6 +52,9 @@ pub struct IngestSource {
     pub max_body_bytes: Option<u64>,
     /// Requests per second accepted, when not the server's.
     pub rate_limit: Option<u32>,
+    /// A JSON pointer (`/data/object/customer`) into a request's body: the value there is its
+    /// message's ordering key, so requests about one thing are forwarded one at a time.
+    pub ordering_pointer: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
