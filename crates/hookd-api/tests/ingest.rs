@@ -10,7 +10,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{ADMIN_TOKEN, TestApi, assert_invalid_field, start_with_clock};
+use common::{TestApi, assert_invalid_field, start_with_clock};
 use hookd_api::ApiConfig;
 use hookd_core::{ManualClock, Timestamp};
 use reqwest::{Method, StatusCode};
@@ -30,15 +30,8 @@ async fn ingest(
     path: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let mut request = reqwest::Client::new()
-        .request(method, format!("{}/ingest/api/v1{path}", root(api)))
-        .bearer_auth(ADMIN_TOKEN);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
+    api.call_at_root(method, &format!("/ingest/api/v1{path}"), body)
+        .await
 }
 
 /// POSTs `body` with `headers` to `url`: the status, the `Retry-After` and the body's text.
