@@ -148,6 +148,8 @@ impl SourceIn {
             name: self.name.clone(),
             metadata: Metadata::new(),
             throttle_rate: None,
+            // Forwarded as the provider sent it: never wrapped in an envelope.
+            envelope: false,
             created_at: now,
             updated_at: now,
         };
