@@ -6,11 +6,12 @@
 #    and moto_server, the AWS-shaped server the SQS/SNS/S3 destination tests start on a free
 #    port (HOOKD_TEST_MOTO points at it; with HOOKD_TEST_REQUIRE_MOTO=1 a moto_server that
 #    cannot start stops the run here).
-# 2. The Node example receiver's packages (examples/receivers/node) and the official Svix
-#    JavaScript SDK whose models the field check reads (scripts/crosscheck/svix-js), each from
-#    its committed package-lock.json, when npm is here and they are missing or older than the
-#    lockfile; the Node tests say they are skipped without Node (HOOKD_TEST_REQUIRE_NODE=1
-#    makes that a failure).
+# 2. The Node example receiver's packages (examples/receivers/node), the official Svix
+#    JavaScript SDK whose models the field check reads (scripts/crosscheck/svix-js) and the
+#    providers' signing libraries the ingest tests sign with (scripts/crosscheck/providers-js),
+#    each from its committed package-lock.json, when npm is here and they are missing or older
+#    than the lockfile; the Node tests say they are skipped without Node
+#    (HOOKD_TEST_REQUIRE_NODE=1 makes that a failure).
 # 3. cargo test over the whole workspace.
 #
 # PostgreSQL tests run when HOOKD_TEST_POSTGRES_URL is set (a server URL whose user may create
@@ -56,7 +57,7 @@ if [ "${HOOKD_TEST_REQUIRE_MOTO:-}" = 1 ] && ! moto_starts; then
     exit 1
 fi
 
-for node_dir in examples/receivers/node scripts/crosscheck/svix-js; do
+for node_dir in examples/receivers/node scripts/crosscheck/svix-js scripts/crosscheck/providers-js; do
     if command -v npm >/dev/null && \
         [ "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]; then
         npm ci --prefix "$node_dir" --no-audit --no-fund --silent

@@ -9,8 +9,8 @@
 //! application only, because the API answers it for no other.
 //!
 //! # Layout
-//! - this file: [`router`], which serves the page and its two assets with headers that keep
-//!   them from being sniffed, cached stale or leaking the address.
+//! - this file: [`router`], which serves the page and its assets with headers that keep them
+//!   from being sniffed, cached stale or leaking the address.
 //! - `assets/index.html`, `assets/portal.css`, `assets/portal.js`: the portal itself: sign-in,
 //!   routing, the applications, messages, attempts and destinations.
 //! - `assets/health.js`: delivery health at a glance, SVG charts drawn in the page.
@@ -19,6 +19,8 @@
 //! - `assets/endpoint-edit.js`: the pages and actions a customer looks after its endpoints with.
 //! - `assets/destination-edit.js`: the same for its destinations (queues, topics, buckets,
 //!   pollers).
+//! - `assets/ingest.js`: the ingest gateway's pages (sources, what each accepted, refused and
+//!   forwarded), on portal.js's helpers and router.
 
 use axum::Router;
 use axum::http::header::{
@@ -31,6 +33,7 @@ use axum::routing::get;
 
 const INDEX: &str = include_str!("../assets/index.html");
 const SCRIPT: &str = include_str!("../assets/portal.js");
+const INGEST_SCRIPT: &str = include_str!("../assets/ingest.js");
 const STYLE: &str = include_str!("../assets/portal.css");
 const HEALTH: &str = include_str!("../assets/health.js");
 const ENDPOINT_EDIT: &str = include_str!("../assets/endpoint-edit.js");
@@ -38,12 +41,13 @@ const FORMS: &str = include_str!("../assets/forms.js");
 const DESTINATION_EDIT: &str = include_str!("../assets/destination-edit.js");
 
 /// The scripts under `/portal/assets/`, by file name.
-const SCRIPTS: [(&str, &str); 5] = [
+const SCRIPTS: [(&str, &str); 6] = [
     ("portal.js", SCRIPT),
     ("health.js", HEALTH),
     ("forms.js", FORMS),
     ("endpoint-edit.js", ENDPOINT_EDIT),
     ("destination-edit.js", DESTINATION_EDIT),
+    ("ingest.js", INGEST_SCRIPT),
 ];
 
 /// Scripts and styles only from the portal itself, API calls only to this origin. Framing is

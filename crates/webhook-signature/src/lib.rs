@@ -1,6 +1,7 @@
 //! Standard Webhooks signatures for senders and receivers: `v1` (HMAC-SHA256) and `v1a`
-//! (ed25519) signing and verification, the secrets and keys they use, and verification of the
-//! Stripe and GitHub schemes. No server, no database, no async runtime.
+//! (ed25519) signing and verification, the secrets and keys they use, and signing and
+//! verification of the Stripe, GitHub, Shopify and Slack schemes. No server, no database, no
+//! async runtime.
 //!
 //! ```
 //! use webhook_signature::{Secret, Signer, SigningKey, Verifier};
@@ -21,7 +22,7 @@
 //! - `verify`: [`Verifier`], headers then time window then any matching entry.
 //! - [`header`]: the three header names, [`WebhookHeaders`], splitting the signature entries.
 //! - [`clock`]: the system clock, strict timestamp parsing, [`TimeWindow`].
-//! - [`stripe`], [`github`]: the other two schemes receivers meet.
+//! - [`stripe`], [`github`], [`shopify`], [`slack`]: the other schemes receivers meet.
 //! - `mac`: HMAC-SHA256 and constant-time comparison, shared by all schemes.
 //! - `error`: [`KeyError`], [`SignError`], [`VerifyError`].
 
@@ -33,7 +34,9 @@ pub mod github;
 pub mod header;
 mod mac;
 mod secret;
+pub mod shopify;
 mod sign;
+pub mod slack;
 pub mod stripe;
 mod verify;
 

@@ -3,7 +3,7 @@
 
 use webhook_signature::{
     Ed25519PublicKey, Ed25519SecretKey, KeyError, Secret, SignError, Signer, SigningKey,
-    TimeWindow, Verifier, VerifyError, VerifyingKey, github, header, stripe,
+    TimeWindow, Verifier, VerifyError, VerifyingKey, github, header, shopify, slack, stripe,
 };
 
 const SECRET_1: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -393,5 +393,83 @@ fn github_vector() {
             header: "x-hub-signature-256",
             ..
         })
+    ));
+}
+
+#[test]
+fn shopify_vector() {
+    // Computed with Python's `hmac` (base64 of HMAC-SHA256 over the body, key "hush").
+    let (secret, body) = ("hush", br#"{"id":820982911946154508,"email":"jon@doe.ca"}"#);
+    let header = "fp5HwmAHEVGQQwJU1KRpk57Ts2YHF6/TLOCczCtB5bs=";
+    assert_eq!(shopify::sign(secret, body), header);
+    assert_eq!(shopify::verify(secret, header, body), Ok(()));
+    assert_eq!(
+        shopify::verify(secret, header.trim_end_matches('='), body),
+        Ok(())
+    );
+    let no = Err(VerifyError::NoMatchingSignature);
+    assert_eq!(shopify::verify(secret, header, b"{}"), no);
+    assert_eq!(shopify::verify("hush!", header, body), no);
+    assert_eq!(shopify::verify(secret, "AAAA", body), no);
+    assert!(matches!(
+        shopify::verify(secret, "not base64!", body),
+        Err(VerifyError::MalformedHeader {
+            header: "x-shopify-hmac-sha256",
+            ..
+        })
+    ));
+}
+
+/// Slack's documented example ("Verifying requests from Slack").
+const SLACK_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const SLACK_TS: u64 = 1531420618;
+const SLACK_BODY: &[u8] = b"token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
+const SLACK_SIG: &str = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503";
+
+#[test]
+fn slack_vector() {
+    let window = TimeWindow::default().now(SLACK_TS);
+    let verify = |secret: &str, sig: &str, ts: &str, body: &[u8]| {
+        slack::verify(secret, sig, ts, body, &window)
+    };
+    let ts = SLACK_TS.to_string();
+    assert_eq!(slack::sign(SLACK_SECRET, SLACK_TS, SLACK_BODY), SLACK_SIG);
+    assert_eq!(verify(SLACK_SECRET, SLACK_SIG, &ts, SLACK_BODY), Ok(()));
+    let no = Err(VerifyError::NoMatchingSignature);
+    assert_eq!(verify(SLACK_SECRET, SLACK_SIG, &ts, b"token=x"), no);
+    assert_eq!(verify("another", SLACK_SIG, &ts, SLACK_BODY), no);
+    assert_eq!(
+        verify(SLACK_SECRET, SLACK_SIG, "1531420619", SLACK_BODY),
+        no
+    );
+    assert!(matches!(
+        verify(SLACK_SECRET, &SLACK_SIG[3..], &ts, SLACK_BODY),
+        Err(VerifyError::MalformedHeader {
+            header: "x-slack-signature",
+            ..
+        })
+    ));
+    assert_eq!(
+        verify(SLACK_SECRET, SLACK_SIG, "hello", SLACK_BODY),
+        Err(VerifyError::InvalidTimestamp)
+    );
+}
+
+#[test]
+fn slack_checks_both_sides_of_the_window() {
+    let window = TimeWindow::default().now(SLACK_TS);
+    let at = |ts: u64| {
+        let sig = slack::sign(SLACK_SECRET, ts, SLACK_BODY);
+        slack::verify(SLACK_SECRET, &sig, &ts.to_string(), SLACK_BODY, &window)
+    };
+    assert_eq!(at(SLACK_TS - 300), Ok(()));
+    assert_eq!(at(SLACK_TS + 300), Ok(()));
+    assert!(matches!(
+        at(SLACK_TS - 301),
+        Err(VerifyError::TimestampTooOld { .. })
+    ));
+    assert!(matches!(
+        at(SLACK_TS + 301),
+        Err(VerifyError::TimestampTooNew { .. })
     ));
 }

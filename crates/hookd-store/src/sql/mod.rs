@@ -26,6 +26,7 @@ pub mod auth;
 pub mod endpoints;
 pub mod event_types;
 pub mod health;
+pub mod ingest;
 pub mod key_digests;
 pub mod keyset;
 pub mod list;

@@ -78,6 +78,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         22,
         include_str!("../../migrations/sqlite/0022_key_digests.sql"),
     ),
+    (
+        23,
+        include_str!("../../migrations/sqlite/0023_ingest_sources.sql"),
+    ),
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {

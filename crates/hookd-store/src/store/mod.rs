@@ -3,7 +3,8 @@
 //! [`MessageStore`], [`AuthStore`], [`OutboxStore`], [`RetentionStore`], and [`DeliveryQueue`]
 //! for the engine, [`GaugeStore`] for `/metrics`, [`NoticeStore`] for e-mail notices,
 //! [`TaskStore`] for background tasks, [`PollerStore`] for polling destinations,
-//! [`KeyDigestStore`] for the digests of endpoints' signing keys) that [`Store`] gathers.
+//! [`KeyDigestStore`] for the digests of endpoints' signing keys, [`IngestStore`] for the ingest
+//! gateway's sources) that [`Store`] gathers.
 //!
 //! Lookups that the API exposes by "id or uid" take the caller's text and match either, so the
 //! id-or-uid rule lives in one place. Lists are keyset-paginated on ids (which sort by creation
@@ -14,6 +15,7 @@ mod auth;
 mod endpoints;
 mod event_types;
 mod gauges;
+pub mod ingest;
 mod key_digests;
 mod messages;
 mod notices;
@@ -30,6 +32,7 @@ pub use endpoints::{EndpointStore, EndpointUpdate, KeySwap, SealedRow};
 pub use event_types::EventTypeStore;
 pub(crate) use gauges::age;
 pub use gauges::{GaugeStore, Gauges};
+pub use ingest::{IngestRejection, IngestRequest, IngestSource, IngestStore};
 pub use key_digests::KeyDigestStore;
 pub(crate) use messages::tally;
 pub use messages::{
@@ -95,6 +98,7 @@ pub trait Store:
     + TaskStore
     + PollerStore
     + KeyDigestStore
+    + IngestStore
     + Send
     + Sync
     + 'static
@@ -115,6 +119,7 @@ impl<T> Store for T where
         + TaskStore
         + PollerStore
         + KeyDigestStore
+        + IngestStore
         + Send
         + Sync
         + 'static

@@ -419,7 +419,8 @@ async fn open_store(
             rekeyed = resealed.rekeyed,
             sealed_legacy = resealed.sealed_legacy,
             sealed_headers = resealed.sealed_headers,
-            "endpoint keys sealed under the current master key"
+            sources = resealed.sources,
+            "endpoint keys and ingest sources sealed under the current master key"
         );
     }
     let digested = digest_keys(store.as_ref(), keyring).await?;

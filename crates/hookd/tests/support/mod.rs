@@ -182,6 +182,15 @@ impl Api {
         }
     }
 
+    /// The same client calling paths from the server's root: the ingest API
+    /// (`/ingest/api/v1/…`) is served beside `/api/v1`.
+    pub fn at_root(&self) -> Self {
+        Self {
+            base: self.base.trim_end_matches("/api/v1").to_owned(),
+            ..self.clone()
+        }
+    }
+
     /// The same client calling with `token`.
     pub fn with_token(&self, token: &str) -> Self {
         Self {

@@ -17,12 +17,12 @@
 //! - `operational`: Svix's `/operational-webhook/endpoint` routes, which are these routes for
 //!   the reserved operations application.
 
-mod crud;
+pub(crate) mod crud;
 mod digests;
-mod headers;
-mod models;
+pub(crate) mod headers;
+pub(crate) mod models;
 mod operational;
-mod secret;
+pub(crate) mod secret;
 
 use axum::Router;
 use axum::routing::{get, post};
