@@ -9,7 +9,8 @@
 //! - [`routes`]: one module per resource (application, endpoint, endpoint_stats, event_type,
 //!   openapi_import (the catalog from an OpenAPI document), message, attempt, redelivery,
 //!   background_task (replays, expunging, statistics), auth (tokens, portal access), health)
-//!   and `whoami` (what the calling token may see).
+//!   and `whoami` (what the calling token may see); `ingest`, the ingest gateway: Svix Ingest's
+//!   source API under `/ingest/api/v1` and the public route providers send to.
 //! - [`auth`]: bearer tokens → [`Principal`] (admin or one application), read-only scope,
 //!   expiry, the per-token rate limit and the `hookd::audit` line of every request.
 //! - [`permissions`]: the permission table, every authenticated route and the kinds of token
@@ -65,17 +66,24 @@ pub use state::{ApiConfig, ApiState};
 /// Room for the envelope around the largest accepted payload.
 const ENVELOPE_ALLOWANCE: usize = 64 * 1024;
 
-/// Where the API is served; the paths of [`permissions::TABLE`] are under it.
+/// Where the API is served; the paths of [`permissions::TABLE`] are under it, but the ingest
+/// API's, which are under [`routes::ingest::INGEST_PREFIX`].
 pub const API_PREFIX: &str = "/api/v1";
 
 /// The whole API under [`API_PREFIX`].
 pub fn router(state: ApiState) -> Router {
-    let authenticated = authenticated_routes()
-        .layer(from_fn_with_state(state.clone(), idempotency::replay))
-        .layer(from_fn_with_state(state.clone(), auth::authenticate));
+    let authenticate = |routes: Router<ApiState>| {
+        routes
+            .layer(from_fn_with_state(state.clone(), idempotency::replay))
+            .layer(from_fn_with_state(state.clone(), auth::authenticate))
+    };
+    let authenticated = authenticate(authenticated_routes());
+    let ingest = authenticate(routes::ingest::routes());
     let body_limit = state.config().max_payload_bytes + ENVELOPE_ALLOWANCE;
     Router::new()
         .nest(API_PREFIX, routes::health::routes().merge(authenticated))
+        .merge(ingest)
+        .merge(routes::ingest::receive_routes())
         .fallback(|| async { ApiError::NotFound("route") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(DefaultBodyLimit::max(body_limit))

@@ -102,7 +102,8 @@ impl TokenKind {
 pub struct Rule {
     /// `GET`, `POST`, `PUT`, `PATCH` or `DELETE` (`HEAD` is looked up as `GET`).
     pub method: &'static str,
-    /// The path template as routed, under `/api/v1`: `/app/{app_id}/msg`.
+    /// The path template as routed, under `/api/v1`: `/app/{app_id}/msg` (the ingest API's in
+    /// full: `/ingest/api/v1/source`).
     pub path: &'static str,
     pub who: Who,
     pub effect: Effect,
@@ -149,6 +150,11 @@ const TOKENS: &str =
 const REPLAY: &str = "hookd: sends its own application's messages again to its own endpoint, \
                       as Svix's recover does";
 const STATS: &str = "hookd: counts across every application";
+const INGEST: &str = "Svix Ingest: organization only; a source holds the provider's secrets";
+const INGEST_ENDPOINTS: &str = "hookd: the endpoints of the source's application, as the \
+                                endpoint routes; a customer's token reaches its own source's";
+const INGEST_RECORDS: &str = "hookd: what the source accepted or refused, for the portal of \
+                              its application";
 
 /// Every authenticated route and who may use it, grouped by resource as the routes are.
 #[rustfmt::skip]
@@ -274,8 +280,39 @@ pub const TABLE: &[Rule] = &[
         "Svix: a token logs itself out, and only itself"),
     rule("GET", "/auth/whoami", Customer, Reads,
         "hookd: tells a token its own scope (the portal asks it)"),
+    // The ingest gateway (paths under /ingest/api/v1): sources are the provider's; their
+    // forwarding targets and records are also the customer's of the source's portal link.
+    rule("GET", "/ingest/api/v1/source", Provider, Reads, INGEST),
+    rule("POST", "/ingest/api/v1/source", Provider, Changes, INGEST),
+    rule("GET", "/ingest/api/v1/source/{source_id}", Provider, Reads, INGEST),
+    rule("PUT", "/ingest/api/v1/source/{source_id}", Provider, Changes, INGEST),
+    rule("DELETE", "/ingest/api/v1/source/{source_id}", Provider, Changes, INGEST),
+    rule("POST", "/ingest/api/v1/source/{source_id}/token/rotate", Provider, Changes, INGEST),
+    rule("POST", "/ingest/api/v1/source/{source_id}/dashboard", Provider, Changes,
+        "Svix: organization only; issues a portal token for the source's application"),
+    rule("GET", "/ingest/api/v1/source/{source_id}/request", Customer, Reads, INGEST_RECORDS),
+    rule("GET", "/ingest/api/v1/source/{source_id}/rejection", Customer, Reads,
+        INGEST_RECORDS),
+    rule("GET", "/ingest/api/v1/source/{source_id}/endpoint", Customer, Reads, INGEST_ENDPOINTS),
+    rule("POST", "/ingest/api/v1/source/{source_id}/endpoint", Customer, Changes,
+        INGEST_ENDPOINTS),
+    rule("GET", "/ingest/api/v1/source/{source_id}/endpoint/{endpoint_id}", Customer, Reads,
+        INGEST_ENDPOINTS),
+    rule("PUT", "/ingest/api/v1/source/{source_id}/endpoint/{endpoint_id}", Customer, Changes,
+        INGEST_ENDPOINTS),
+    rule("DELETE", "/ingest/api/v1/source/{source_id}/endpoint/{endpoint_id}", Customer,
+        Changes, INGEST_ENDPOINTS),
+    rule("GET", "/ingest/api/v1/source/{source_id}/endpoint/{endpoint_id}/secret", Customer,
+        ShowsSecret, INGEST_ENDPOINTS),
+    rule("POST", "/ingest/api/v1/source/{source_id}/endpoint/{endpoint_id}/secret/rotate",
+        Customer, Changes, INGEST_ENDPOINTS),
+    rule("GET", "/ingest/api/v1/source/{source_id}/endpoint/{endpoint_id}/headers", Customer,
+        Reads, INGEST_ENDPOINTS),
+    rule("PUT", "/ingest/api/v1/source/{source_id}/endpoint/{endpoint_id}/headers", Customer,
+        Changes, INGEST_ENDPOINTS),
+    rule("PATCH", "/ingest/api/v1/source/{source_id}/endpoint/{endpoint_id}/headers", Customer,
+        Changes, INGEST_ENDPOINTS),
 ];
-
 /// The row of a request, by its method and matched path template (under `/api/v1`).
 pub fn lookup(method: &Method, path: &str) -> Option<&'static Rule> {
     let method = if *method == Method::HEAD {
@@ -381,7 +418,7 @@ mod tests {
     /// a request with a method no route has reaches no handler, and the router answers it
     /// 405 with the methods the path is routed for (`Allow`).
     async fn routed() -> BTreeSet<(String, String)> {
-        let routes = crate::authenticated_routes();
+        let routes = crate::authenticated_routes().merge(crate::routes::ingest::routes());
         let paths = templates(&routes);
         assert!(paths.len() > 40, "axum's Debug listed only {paths:?}");
         let (state, _dir) = state().await;
@@ -436,7 +473,7 @@ mod tests {
         let open = templates(&crate::routes::health::routes());
         let mut documented = BTreeSet::new();
         for (path, operations) in document["paths"].as_object().unwrap() {
-            let path = path.strip_prefix(crate::API_PREFIX).unwrap();
+            let path = path.strip_prefix(crate::API_PREFIX).unwrap_or(path);
             for method in operations.as_object().unwrap().keys() {
                 if !open.contains(path) {
                     documented.insert((method.to_uppercase(), path.to_owned()));

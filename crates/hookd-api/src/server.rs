@@ -24,6 +24,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::ConnectInfo;
 use axum::http::HeaderValue;
 use axum::http::header::CONNECTION;
 use axum::response::Response;
@@ -66,15 +67,18 @@ pub async fn serve<L>(
 {
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let io = tokio::select! {
-            (io, _) = listener.accept() => io,
+        let (io, peer) = tokio::select! {
+            accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
         let closing = io.closing();
         let connection = http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(timeouts.header)
-            .serve_connection(TokioIo::new(io), service(app.clone(), closing.clone()));
+            .serve_connection(
+                TokioIo::new(io),
+                service(app.clone(), closing.clone(), peer),
+            );
         tokio::spawn(async move {
             let mut connection = std::pin::pin!(connection);
             let asked = tokio::select! {
@@ -112,18 +116,20 @@ async fn first_request_missed(closing: &Closing, deadline: Duration) {
     }
 }
 
-/// `app` for one connection: each request is noted as it comes in (see
-/// [`Closing::note_request`]), and an answer sent once the limit asked the connection to close
+/// `app` for one connection from `peer`: each request is noted as it comes in (see
+/// [`Closing::note_request`]) and carries the peer's address (axum's `ConnectInfo`), and an answer sent once the limit asked the connection to close
 /// after its answer says `connection: close`, so hyper closes the connection once it is sent
 /// and the client knows not to send another request on it.
 fn service(
     app: Router,
     closing: Closing,
+    peer: std::net::SocketAddr,
 ) -> TowerToHyperService<
     impl Service<Incoming, Response = Response, Error = Infallible, Future: Send> + Clone,
 > {
-    TowerToHyperService::new(tower::service_fn(move |request: Incoming| {
+    TowerToHyperService::new(tower::service_fn(move |mut request: Incoming| {
         closing.note_request();
+        request.extensions_mut().insert(ConnectInfo(peer));
         let closing = closing.clone();
         let answer = app.clone().oneshot(request);
         async move {

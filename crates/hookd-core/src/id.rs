@@ -170,6 +170,16 @@ typed_id!(
     TaskId,
     "qtask"
 );
+typed_id!(
+    /// An ingest source: a URL that receives one provider's webhooks and forwards them.
+    SourceId,
+    "src"
+);
+typed_id!(
+    /// A request an ingest source refused, as its bounded record keeps it.
+    RejectionId,
+    "rej"
+);
 
 #[cfg(test)]
 mod tests {

@@ -33,6 +33,6 @@ pub mod time;
 pub mod validate;
 
 pub use duration::{DurationParseError, parse_duration};
-pub use id::{AppId, AttemptId, EndpointId, MessageId, TaskId};
+pub use id::{AppId, AttemptId, EndpointId, MessageId, RejectionId, SourceId, TaskId};
 pub use load::{Concurrency, EndpointLoad};
 pub use time::{Clock, ManualClock, StrictlyLater, SystemClock, Timestamp};

@@ -9,7 +9,7 @@
 //! - [`store`]: the contracts, and nothing else: the [`Store`] trait, which gathers one trait
 //!   per resource ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`],
 //!   [`MessageStore`], [`AuthStore`], [`OutboxStore`], [`GaugeStore`], [`RetentionStore`],
-//!   [`TaskStore`], [`PollerStore`], and [`DeliveryQueue`], the deliveries as the delivery engine's work queue)
+//!   [`TaskStore`], [`PollerStore`], [`IngestStore`] (the ingest gateway's sources), and [`DeliveryQueue`], the deliveries as the delivery engine's work queue)
 //!   with their query and result types.
 //! - [`prelude`]: every store trait, for calling their methods on a concrete store.
 //! - [`error`]: [`StoreError`], the one error every storage call returns.
@@ -72,7 +72,8 @@ pub use store::*;
 pub mod prelude {
     pub use crate::store::{
         ApplicationStore, AuthStore, DeliveryQueue, EndpointStore, EventTypeStore, GaugeStore,
-        MessageStore, NoticeStore, OutboxStore, PollerStore, RetentionStore, Store, TaskStore,
+        IngestStore, MessageStore, NoticeStore, OutboxStore, PollerStore, RetentionStore, Store,
+        TaskStore,
     };
 }
 

@@ -8,6 +8,7 @@ use axum::{Extension, Json, Router};
 use hookd_core::AppId;
 use hookd_core::model::{Application, Metadata};
 use hookd_store::StoreError;
+use hookd_store::store::ingest::{INTERNAL_APP_PREFIX, is_internal_app_uid};
 use serde::{Deserialize, Serialize};
 
 use crate::extract::{JsonBody, QueryParams, metadata, metadata_patch, patch_field};
@@ -73,6 +74,7 @@ impl ApplicationIn {
     pub(crate) fn validate(&self) -> Result<(), ApiError> {
         validate::text("name", &self.name, 256)?;
         validate::uid("uid", self.uid.as_deref())?;
+        free_uid("uid", self.uid.as_deref())?;
         validate::throttle_rate("throttleRate", self.throttle_rate)
     }
 
@@ -148,6 +150,7 @@ async fn upsert(
     input.validate()?;
     match state.store().get_app(&app_id).await? {
         Some(mut app) => {
+            changeable(&app)?;
             input.apply_to(&mut app);
             app.updated_at = state.clock().now();
             state.store().update_app(&app).await?;
@@ -190,6 +193,7 @@ pub(crate) fn new_at_path(
         return Err(ApiError::NotFound("application"));
     }
     validate::name("uid", app_id)?;
+    free_uid("uid", Some(app_id))?;
     let mut app = input.into_new(state);
     app.uid = Some(app_id.to_owned());
     Ok(app)
@@ -202,12 +206,14 @@ async fn patch(
     JsonBody(input): JsonBody<ApplicationPatch>,
 ) -> Result<Json<ApplicationOut>, ApiError> {
     let mut app = state.app(&principal, &app_id).await?;
+    changeable(&app)?;
     if let Some(name) = input.name {
         validate::text("name", &name, 256)?;
         app.name = name;
     }
     if let Some(uid) = input.uid {
         validate::uid("uid", uid.as_deref())?;
+        free_uid("uid", uid.as_deref())?;
         app.uid = uid;
     }
     if let Some(metadata) = input.metadata {
@@ -228,7 +234,32 @@ async fn remove(
     Path(app_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let app = state.app(&principal, &app_id).await?;
+    changeable(&app)?;
     state.store().delete_app(&app.id).await?;
     state.forget_apps();
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// An ingest source's application (uid `hookd-ingest-…`) is named, changed and deleted through
+/// its source only; its endpoints and messages are reachable here as any application's.
+fn changeable(app: &Application) -> Result<(), ApiError> {
+    match is_internal_app_uid(app.uid.as_deref()) {
+        true => Err(ApiError::Conflict(format!(
+            "application {} belongs to an ingest source; change or delete it through \
+             /ingest/api/v1/source",
+            app.id
+        ))),
+        false => Ok(()),
+    }
+}
+
+/// Refuses a uid of the ingest sources' own applications for any other.
+fn free_uid(field: &str, uid: Option<&str>) -> Result<(), ApiError> {
+    match is_internal_app_uid(uid) {
+        true => Err(ApiError::body_field(
+            field,
+            format!("uids starting with {INTERNAL_APP_PREFIX} are ingest sources' own"),
+        )),
+        false => Ok(()),
+    }
 }

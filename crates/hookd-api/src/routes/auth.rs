@@ -199,7 +199,7 @@ struct PortalAccessIn {
 
 /// Svix's `AppPortalAccessOut`.
 #[derive(Serialize)]
-struct PortalAccessOut {
+pub(crate) struct PortalAccessOut {
     url: String,
     token: String,
 }
@@ -215,13 +215,7 @@ const FULL_ACCESS: &[&str] = &[
 
 impl PortalAccessIn {
     fn validate(&self) -> Result<std::time::Duration, ApiError> {
-        let expiry = self.expiry.unwrap_or(*PORTAL_EXPIRY.end());
-        if !PORTAL_EXPIRY.contains(&expiry) {
-            return Err(ApiError::body_field(
-                "expiry",
-                "must be between 3600 (1 hour) and 604800 (7 days)",
-            ));
-        }
+        let expiry = portal_expiry(self.expiry)?;
         if let Some(capabilities) = &self.capabilities {
             let known = |c: &String| FULL_ACCESS.contains(&c.as_str());
             let full = FULL_ACCESS
@@ -241,8 +235,20 @@ impl PortalAccessIn {
                 "hookd has no feature-flag scoping for tokens",
             ));
         }
-        Ok(std::time::Duration::from_secs(expiry))
+        Ok(expiry)
     }
+}
+
+/// How long a portal token lives: `expiry` seconds (1 hour..=7 days), 7 days when not given.
+pub(crate) fn portal_expiry(expiry: Option<u64>) -> Result<std::time::Duration, ApiError> {
+    let expiry = expiry.unwrap_or(*PORTAL_EXPIRY.end());
+    if !PORTAL_EXPIRY.contains(&expiry) {
+        return Err(ApiError::body_field(
+            "expiry",
+            "must be between 3600 (1 hour) and 604800 (7 days)",
+        ));
+    }
+    Ok(std::time::Duration::from_secs(expiry))
 }
 
 /// A token for one application's portal, and the link that signs the customer in with it:
@@ -256,22 +262,34 @@ async fn app_portal_access(
 ) -> Result<Json<PortalAccessOut>, ApiError> {
     let expiry = input.validate()?;
     let app = app_or_create(&state, &principal, &app_id, input.application).await?;
+    let access = portal_access(&state, &caller, app.id, expiry, input.read_only).await?;
+    Ok(Json(access))
+}
+
+/// Issues a portal token for `app` living `expiry`, and the link that signs in with it.
+pub(crate) async fn portal_access(
+    state: &ApiState,
+    caller: &Caller,
+    app: AppId,
+    expiry: std::time::Duration,
+    read_only: bool,
+) -> Result<PortalAccessOut, ApiError> {
     let now = state.clock().now();
     let new = NewToken {
-        app_id: Some(app.id),
+        app_id: Some(app),
         name: "app portal access".into(),
         expires_at: Some(now.plus(expiry)),
         rate_limit: None,
-        read_only: input.read_only,
+        read_only,
         endpoint_id: None,
     };
     let (token, record) = issue_token(state.store(), now, new).await?;
-    audit_issue(&caller, &record, "token.portal_access");
+    audit_issue(caller, &record, "token.portal_access");
     let base = state.config().public_url.trim_end_matches('/');
-    Ok(Json(PortalAccessOut {
+    Ok(PortalAccessOut {
         url: format!("{base}/portal/login#token={token}"),
         token,
-    }))
+    })
 }
 
 /// The application `id_or_uid` names, created from `application` when there is none.

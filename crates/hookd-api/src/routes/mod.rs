@@ -11,6 +11,7 @@ pub mod endpoint;
 pub mod endpoint_stats;
 pub mod event_type;
 pub mod health;
+pub mod ingest;
 pub mod message;
 pub mod openapi_import;
 pub mod redelivery;

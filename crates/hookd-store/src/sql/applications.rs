@@ -100,8 +100,14 @@ pub fn get(id_or_uid: &str) -> Statement<'_> {
     Statement::new(sql!("SELECT ", APP_COLUMNS, ID_OR_UID), args![id_or_uid])
 }
 
+/// Every application but those ingest sources own (uid `hookd-ingest-…`, see
+/// [`crate::store::ingest::INTERNAL_APP_PREFIX`]): they are reached through their source.
 pub fn list(dialect: Dialect) -> ListQuery<'static> {
-    let select = sql!("SELECT ", APP_COLUMNS, " FROM applications WHERE TRUE");
+    let select = sql!(
+        "SELECT ",
+        APP_COLUMNS,
+        " FROM applications WHERE (uid IS NULL OR uid NOT LIKE 'hookd-ingest-%')"
+    );
     ListQuery::new(dialect, select, args![])
 }
 

@@ -24,6 +24,7 @@ pub mod applications;
 pub mod auth;
 pub mod endpoints;
 pub mod event_types;
+pub mod ingest;
 pub mod keyset;
 pub mod list;
 pub mod messages;

@@ -249,7 +249,8 @@ pub fn expunge(dialect: Dialect, ids: &[String]) -> Statement<'static> {
 }
 
 /// The next applications after `cursor` (those of `apps`, if given), each with its id, uid
-/// and how many deliveries its messages created in `[since, until)` have.
+/// and how many deliveries its messages created in `[since, until)` have; never an ingest
+/// source's own application (reached through its source).
 pub fn app_destinations<'a>(
     dialect: Dialect,
     (since, until): (Timestamp, Timestamp),
@@ -260,7 +261,8 @@ pub fn app_destinations<'a>(
     const SELECT: &str = "SELECT a.id, a.uid,
             (SELECT count(*) FROM messages m JOIN deliveries d ON d.message_id = m.id
              WHERE m.app_id = a.id AND m.id >= ?4 AND m.id < ?5)
-         FROM applications a WHERE a.id > ?1 AND ";
+         FROM applications a WHERE a.id > ?1
+             AND (a.uid IS NULL OR a.uid NOT LIKE 'hookd-ingest-%') AND ";
     const ORDER: &str = " ORDER BY a.id LIMIT ?3";
     let sql = match dialect {
         Dialect::Sqlite => sql!(

@@ -70,6 +70,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         20,
         include_str!("../../migrations/sqlite/0020_destinations.sql"),
     ),
+    (
+        21,
+        include_str!("../../migrations/sqlite/0021_ingest_sources.sql"),
+    ),
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {

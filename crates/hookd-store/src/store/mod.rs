@@ -2,7 +2,8 @@
 //! trait per resource ([`ApplicationStore`], [`EndpointStore`], [`EventTypeStore`],
 //! [`MessageStore`], [`AuthStore`], [`OutboxStore`], [`RetentionStore`], and [`DeliveryQueue`]
 //! for the engine, [`GaugeStore`] for `/metrics`, [`NoticeStore`] for e-mail notices,
-//! [`TaskStore`] for background tasks, [`PollerStore`] for polling destinations) that [`Store`] gathers.
+//! [`TaskStore`] for background tasks, [`PollerStore`] for polling destinations, [`IngestStore`]
+//! for the ingest gateway's sources) that [`Store`] gathers.
 //!
 //! Lookups that the API exposes by "id or uid" take the caller's text and match either, so the
 //! id-or-uid rule lives in one place. Lists are keyset-paginated on ids (which sort by creation
@@ -13,6 +14,7 @@ mod auth;
 mod endpoints;
 mod event_types;
 mod gauges;
+pub mod ingest;
 mod messages;
 mod notices;
 mod outbox;
@@ -28,6 +30,7 @@ pub use endpoints::{EndpointStore, EndpointUpdate, KeySwap, SealedRow};
 pub use event_types::EventTypeStore;
 pub(crate) use gauges::age;
 pub use gauges::{GaugeStore, Gauges};
+pub use ingest::{IngestRejection, IngestRequest, IngestSource, IngestStore};
 pub(crate) use messages::tally;
 pub use messages::{
     AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore,
@@ -91,6 +94,7 @@ pub trait Store:
     + NoticeStore
     + TaskStore
     + PollerStore
+    + IngestStore
     + Send
     + Sync
     + 'static
@@ -110,6 +114,7 @@ impl<T> Store for T where
         + NoticeStore
         + TaskStore
         + PollerStore
+        + IngestStore
         + Send
         + Sync
         + 'static

@@ -76,6 +76,7 @@ impl MetricsOptions {
             .install_recorder()?;
         hookd_engine::telemetry::describe();
         hookd_api::observe::describe();
+        hookd_api::routes::ingest::describe();
         describe_gauges();
         Ok(Metrics {
             handle,

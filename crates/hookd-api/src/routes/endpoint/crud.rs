@@ -121,7 +121,7 @@ async fn save_with_keys(
     Err(keys_kept_changing())
 }
 
-pub(super) async fn list(
+pub(crate) async fn list(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
     Path(app_id): Path<String>,
@@ -136,7 +136,7 @@ pub(super) async fn list(
     Ok(Json(list))
 }
 
-pub(super) async fn create(
+pub(crate) async fn create(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
     Path(app_id): Path<String>,
@@ -155,7 +155,7 @@ fn shown(state: &ApiState, ep: Endpoint) -> Result<EndpointOut, ApiError> {
     Ok(EndpointOut::with_keys(ep, &keys))
 }
 
-pub(super) async fn fetch(
+pub(crate) async fn fetch(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
@@ -165,7 +165,7 @@ pub(super) async fn fetch(
 }
 
 /// PUT replaces the endpoint, or creates it (with the path as its uid) when missing.
-pub(super) async fn upsert(
+pub(crate) async fn upsert(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
@@ -259,7 +259,7 @@ pub(super) async fn patch(
     Ok(Json(EndpointOut::with_keys(ep, &keys)))
 }
 
-pub(super) async fn remove(
+pub(crate) async fn remove(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
     Path((app_id, endpoint_id)): Path<(String, String)>,

@@ -40,7 +40,7 @@ fn all_headers(state: &ApiState, ep: &Endpoint) -> Result<BTreeMap<String, Strin
     Ok(all)
 }
 
-pub(super) async fn headers(
+pub(crate) async fn headers(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
     Extension(caller): Extension<Caller>,
@@ -63,7 +63,7 @@ pub(super) async fn headers(
     Ok(Json(HeadersOut { headers, sensitive }))
 }
 
-pub(super) async fn replace_headers(
+pub(crate) async fn replace_headers(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
@@ -75,7 +75,7 @@ pub(super) async fn replace_headers(
 }
 
 /// PATCH merges: a string sets a header, `null` removes it.
-pub(super) async fn patch_headers(
+pub(crate) async fn patch_headers(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
     Path((app_id, endpoint_id)): Path<(String, String)>,

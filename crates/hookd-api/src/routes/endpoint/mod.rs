@@ -15,11 +15,11 @@
 //! - `operational`: Svix's `/operational-webhook/endpoint` routes, which are these routes for
 //!   the reserved operations application.
 
-mod crud;
-mod headers;
-mod models;
+pub(crate) mod crud;
+pub(crate) mod headers;
+pub(crate) mod models;
 mod operational;
-mod secret;
+pub(crate) mod secret;
 
 use axum::Router;
 use axum::routing::{get, post};

@@ -19,7 +19,7 @@ pub(super) const DESCRIPTION_MAX: usize = 4096;
 /// Body of create (POST) and replace (PUT).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct EndpointIn {
+pub(crate) struct EndpointIn {
     url: String,
     #[serde(default)]
     description: String,
@@ -402,12 +402,12 @@ pub(crate) struct HeadersOut {
 }
 
 #[derive(Deserialize)]
-pub(super) struct HeadersIn {
+pub(crate) struct HeadersIn {
     pub(super) headers: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct HeadersPatch {
+pub(crate) struct HeadersPatch {
     pub(super) headers: BTreeMap<String, Option<String>>,
 }
 

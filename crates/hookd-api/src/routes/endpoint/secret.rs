@@ -68,7 +68,7 @@ pub(super) fn changed(
 }
 
 /// The endpoint's keys as stored now, after another writer changed them.
-pub(super) async fn stored_keys(state: &ApiState, ep: &Endpoint) -> Result<SealedKeys, ApiError> {
+pub(crate) async fn stored_keys(state: &ApiState, ep: &Endpoint) -> Result<SealedKeys, ApiError> {
     Ok(state
         .store()
         .get_endpoint(&ep.app_id, ep.id.as_str())
@@ -82,7 +82,7 @@ pub(super) fn keys_kept_changing() -> ApiError {
     ApiError::Conflict("the endpoint's keys kept changing under this request; retry".into())
 }
 
-pub(super) async fn secret(
+pub(crate) async fn secret(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
     Extension(caller): Extension<Caller>,
@@ -105,7 +105,7 @@ pub(crate) fn shown_secret(
 
 /// Makes new keys current; the old ones keep signing beside them for the overlap. Answers with
 /// the new secret (as the Svix SDKs read it), or the new public key for a `v1a`-only endpoint.
-pub(super) async fn rotate_secret(
+pub(crate) async fn rotate_secret(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
     Extension(caller): Extension<Caller>,
