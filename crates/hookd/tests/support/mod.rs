@@ -176,6 +176,15 @@ impl Api {
         }
     }
 
+    /// The same client on the ingest API (`/ingest/api/v1`).
+    pub fn ingest(&self) -> Self {
+        let root = self.base.trim_end_matches("/api/v1");
+        Self {
+            base: format!("{root}/ingest/api/v1"),
+            ..self.clone()
+        }
+    }
+
     /// The same client calling with `token`.
     pub fn with_token(&self, token: &str) -> Self {
         Self {
