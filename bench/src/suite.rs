@@ -156,7 +156,14 @@ impl Args {
                 "ingest",
                 &[],
                 &[
-                    &["--messages", "2000", "--warmup", "200", "--latency-seconds", "3"][..],
+                    &[
+                        "--messages",
+                        "2000",
+                        "--warmup",
+                        "200",
+                        "--latency-seconds",
+                        "3",
+                    ][..],
                     &ceiling_quick,
                 ]
                 .concat(),
