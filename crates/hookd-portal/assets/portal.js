@@ -198,6 +198,7 @@ function showNav() {
   document.getElementById('nav').hidden = false;
   const home = document.getElementById('nav-home');
   home.textContent = session.scope === 'admin' ? 'Applications' : 'Application';
+  document.getElementById('nav-sources').hidden = session.scope !== 'admin';
 }
 
 /** The token from an app-portal link (`/portal/login#token=…`), erased from the address bar. */
@@ -243,7 +244,7 @@ async function route() {
     if (parts[0] === 'login') {
       location.hash = '#/';
     } else if (parts.length === 0) {
-      if (session.scope === 'app') location.replace(`#/app/${enc(session.appId)}`);
+      if (session.scope === 'app') location.replace(await ingestHome(session.appId));
       else await renderApps(params);
     } else if (parts[0] === 'event-types' && parts.length === 1) {
       await renderEventTypes(params);
@@ -257,7 +258,7 @@ async function route() {
       await renderDestination(parts[1], parts[3]);
     } else if (parts[0] === 'app' && parts[2] === 'msg' && parts.length === 4) {
       await renderMessage(parts[1], parts[3]);
-    } else {
+    } else if (!(await renderIngest(parts, params))) {
       page('Not found', crumbsTo(null), h('p', {}, 'The portal has no page at this address.'));
     }
   } catch (error) {

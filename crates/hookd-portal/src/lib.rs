@@ -9,9 +9,11 @@
 //! application only, because the API answers it for no other.
 //!
 //! # Layout
-//! - this file: [`router`], which serves the page and its two assets with headers that keep
-//!   them from being sniffed, cached stale or leaking the address.
+//! - this file: [`router`], which serves the page and its assets with headers that keep them
+//!   from being sniffed, cached stale or leaking the address.
 //! - `assets/index.html`, `assets/portal.css`, `assets/portal.js`: the portal itself.
+//! - `assets/ingest.js`: the ingest gateway's pages (sources, what each accepted, refused and
+//!   forwarded), on portal.js's helpers and router.
 
 use axum::Router;
 use axum::http::header::{
@@ -24,6 +26,7 @@ use axum::routing::get;
 
 const INDEX: &str = include_str!("../assets/index.html");
 const SCRIPT: &str = include_str!("../assets/portal.js");
+const INGEST_SCRIPT: &str = include_str!("../assets/ingest.js");
 const STYLE: &str = include_str!("../assets/portal.css");
 
 /// Scripts and styles only from the portal itself, API calls only to this origin. Framing is
@@ -42,6 +45,10 @@ pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route(
             "/portal/assets/portal.js",
             get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
+        )
+        .route(
+            "/portal/assets/ingest.js",
+            get(|| async { asset("text/javascript; charset=utf-8", INGEST_SCRIPT) }),
         )
         .route(
             "/portal/assets/portal.css",
@@ -97,6 +104,7 @@ mod tests {
             ("/portal/", "text/html"),
             ("/portal/login", "text/html"),
             ("/portal/assets/portal.js", "text/javascript"),
+            ("/portal/assets/ingest.js", "text/javascript"),
             ("/portal/assets/portal.css", "text/css"),
         ] {
             let response = get(path).await;
@@ -118,7 +126,7 @@ mod tests {
 
     #[test]
     fn the_page_loads_nothing_from_elsewhere() {
-        for asset in [INDEX, SCRIPT, STYLE] {
+        for asset in [INDEX, SCRIPT, INGEST_SCRIPT, STYLE] {
             assert!(!asset.contains("http://") && !asset.contains("https://"));
         }
         assert!(

@@ -24,6 +24,9 @@ use webhook_signature::Secret;
 
 const TOKEN: &str = "ingest-providers-admin-token";
 
+/// The ingest API's sources, from the server's root.
+const INGEST: &str = "/ingest/api/v1/source";
+
 /// The npm project with the providers' signing libraries.
 fn providers_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/crosscheck/providers-js")
@@ -71,6 +74,7 @@ struct Gateway {
     _dir: tempfile::TempDir,
     _hookd: Hookd,
     api: Api,
+    /// The same client from the server's root, for the ingest API.
     ingest: Api,
     target: Announced,
     /// The secret the target verifies with, and every source's endpoint signs with.
@@ -106,7 +110,7 @@ impl Gateway {
         let database = format!("sqlite://{}", dir.path().join("hookd.db").display());
         let hookd = Hookd::serve_local(&database, TOKEN, &[]);
         let api = Api::new(&hookd, TOKEN);
-        let ingest = api.ingest();
+        let ingest = api.at_root();
         Some(Self {
             _dir: dir,
             _hookd: hookd,
@@ -121,13 +125,13 @@ impl Gateway {
     /// A source of `kind` checking with `secret`, forwarding to the target.
     async fn source(&self, kind: &str, secret: &str) -> Source {
         let body = json!({ "name": kind, "type": kind, "config": { "secret": secret } });
-        let (status, source) = self.ingest.post("/source", body).await.unwrap();
+        let (status, source) = self.ingest.post(INGEST, body).await.unwrap();
         assert_eq!(status, 201, "{source}");
         let id = source["id"].as_str().unwrap().to_owned();
         let endpoint = json!({ "url": self.target.url, "secret": self.target_secret });
         let (status, answer) = self
             .ingest
-            .post(&format!("/source/{id}/endpoint"), endpoint)
+            .post(&format!("{INGEST}/{id}/endpoint"), endpoint)
             .await
             .unwrap();
         assert_eq!(status, 201, "{answer}");
@@ -203,7 +207,7 @@ impl Gateway {
     async fn message(&self, source: &Source, msg: &str) -> Value {
         let requests = self
             .ingest
-            .get_all(&format!("/source/{}/request", source.id))
+            .get_all(&format!("{INGEST}/{}/request", source.id))
             .await;
         let request = requests
             .iter()
@@ -218,7 +222,7 @@ impl Gateway {
     /// How many messages `source` accepted.
     async fn accepted_count(&self, source: &Source) -> usize {
         self.ingest
-            .get_all(&format!("/source/{}/request", source.id))
+            .get_all(&format!("{INGEST}/{}/request", source.id))
             .await
             .len()
     }
@@ -350,7 +354,7 @@ async fn tampered_stale_wrongly_keyed_and_unsigned_requests_are_refused_and_neve
         assert_eq!(gateway.accepted_count(&source).await, 0, "{kind}");
         let rejections = gateway
             .ingest
-            .get_all(&format!("/source/{}/rejection", source.id))
+            .get_all(&format!("{INGEST}/{}/rejection", source.id))
             .await;
         assert_eq!(rejections.len(), spoiled.len(), "{kind}: {rejections:?}");
 

@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 use support::{Api, Hookd, closed_port, eventually};
 
 const ADMIN: &str = "permissions-test-admin-token";
+/// Where the ingest API's paths start.
+const INGEST: &str = "/ingest/api/v1";
 
 /// A token's way into hookd's API.
 #[derive(Clone)]
@@ -30,9 +32,13 @@ impl Client {
         Self(self.0.with_token(token))
     }
 
-    /// The status and JSON answer (`null` without a body) of `method path` with `body`.
+    /// The status and JSON answer (`null` without a body) of `method path` with `body`; the
+    /// ingest API's paths are full, the others under `/api/v1`.
     async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        self.0.call(method, path, body, &[]).await
+        match path.starts_with(INGEST) {
+            true => self.0.at_root().call(method, path, body, &[]).await,
+            false => self.0.call(method, path, body, &[]).await,
+        }
     }
 
     /// POSTs `body` to `path`, asserting `status`; the answer.
@@ -118,6 +124,11 @@ struct Seeds {
     event_type: String,
     operational_endpoint: String,
     token: String,
+    /// An ingest source, its application's uid (what customers' tokens for it name) and a
+    /// forwarding endpoint of it.
+    source: String,
+    source_app: String,
+    source_endpoint: String,
 }
 
 impl Seeds {
@@ -145,6 +156,7 @@ impl Seeds {
             .as_str()
             .unwrap()
             .to_owned();
+        let source = fresh_source(admin).await;
         Self {
             app: "acme".into(),
             endpoint,
@@ -160,6 +172,9 @@ impl Seeds {
             event_type: fresh_event_type(admin).await,
             operational_endpoint: fresh_operational_endpoint(admin).await,
             token: fresh_token_id(admin).await,
+            source: source.clone(),
+            source_app: format!("hookd-ingest-{source}"),
+            source_endpoint: fresh_source_endpoint(admin, &source).await,
         }
     }
 
@@ -168,6 +183,8 @@ impl Seeds {
         match param {
             "app_id" => &self.app,
             "endpoint_id" if operational(rule) => &self.operational_endpoint,
+            "endpoint_id" if ingest(rule) => &self.source_endpoint,
+            "source_id" => &self.source,
             "endpoint_id" => &self.endpoint,
             "destination_id" => &self.destination,
             "sink_id" => &self.polling,
@@ -185,6 +202,24 @@ impl Seeds {
 
 fn operational(rule: &Rule) -> bool {
     rule.path.starts_with("/operational-webhook/")
+}
+
+fn ingest(rule: &Rule) -> bool {
+    rule.path.starts_with(INGEST)
+}
+
+async fn fresh_source(admin: &Client) -> String {
+    let config = json!({"secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"});
+    let body = json!({"name": "Acme's Stripe", "type": "svix", "config": config});
+    let made = admin.made(&format!("{INGEST}/source"), body, 201).await;
+    made["id"].as_str().unwrap().to_owned()
+}
+
+async fn fresh_source_endpoint(admin: &Client, source: &str) -> String {
+    let url = format!("http://{}/forward", closed_port());
+    let path = format!("{INGEST}/source/{source}/endpoint");
+    let made = admin.made(&path, json!({"url": url}), 201).await;
+    made["id"].as_str().unwrap().to_owned()
 }
 
 async fn publish(admin: &Client, app: &str) -> String {
@@ -230,7 +265,7 @@ async fn fresh_token_id(admin: &Client) -> String {
 
 /// A new thing of the kind `param` names, for a request that deletes it: the path's last
 /// parameter is what a DELETE removes. `None` where the shared seed may be used up.
-async fn fresh(admin: &Client, rule: &Rule, param: &str) -> Option<String> {
+async fn fresh(admin: &Client, seeds: &Seeds, rule: &Rule, param: &str) -> Option<String> {
     Some(match param {
         "app_id" => {
             let uid = format!("doomed-{}", unique());
@@ -240,6 +275,8 @@ async fn fresh(admin: &Client, rule: &Rule, param: &str) -> Option<String> {
             uid
         }
         "endpoint_id" if operational(rule) => fresh_operational_endpoint(admin).await,
+        "endpoint_id" if ingest(rule) => fresh_source_endpoint(admin, &seeds.source).await,
+        "source_id" => fresh_source(admin).await,
         "endpoint_id" => {
             let url = format!("http://{}/hook", closed_port());
             let path = "/app/acme/endpoint";
@@ -309,7 +346,7 @@ async fn request_as(
     let allowed = rule.allows(issued.kind());
     let last = params(rule.path).last().copied();
     let own = match last {
-        Some(param) if allowed && destroys(rule) => fresh(admin, rule, param).await,
+        Some(param) if allowed && destroys(rule) => fresh(admin, seeds, rule, param).await,
         _ => None,
     };
     let path = concrete(rule, |param| match &own {
@@ -328,17 +365,22 @@ async fn request_as(
 #[tokio::test]
 async fn every_row_of_the_permission_table_holds_for_every_kind_of_token() {
     let (_hookd, admin, seeds, _dir) = hookd_with_seeds().await;
+    // Customers' tokens for acme, and for the source's application (the ingest routes').
     let mut tokens = Vec::new();
     for issued in Issued::ALL {
-        let token = match issued {
-            Issued::ConfiguredAdmin => ADMIN.to_owned(),
-            _ => issued.issue(&admin, &seeds.app).await,
+        let (token, ingest_token) = match issued {
+            Issued::ConfiguredAdmin => (ADMIN.to_owned(), ADMIN.to_owned()),
+            _ => (
+                issued.issue(&admin, &seeds.app).await,
+                issued.issue(&admin, &seeds.source_app).await,
+            ),
         };
-        tokens.push((issued, token));
+        tokens.push((issued, token, ingest_token));
     }
     let mut wrong = Vec::new();
     for rule in TABLE {
-        for (issued, token) in &tokens {
+        for (issued, token, ingest_token) in &tokens {
+            let token = if ingest(rule) { ingest_token } else { token };
             let (path, status, out) = request_as(&admin, &seeds, rule, *issued, token).await;
             let allowed = rule.allows(issued.kind());
             let right = if allowed {

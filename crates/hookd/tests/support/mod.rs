@@ -176,11 +176,11 @@ impl Api {
         }
     }
 
-    /// The same client on the ingest API (`/ingest/api/v1`).
-    pub fn ingest(&self) -> Self {
-        let root = self.base.trim_end_matches("/api/v1");
+    /// The same client calling paths from the server's root: the ingest API
+    /// (`/ingest/api/v1/…`) is served beside `/api/v1`.
+    pub fn at_root(&self) -> Self {
         Self {
-            base: format!("{root}/ingest/api/v1"),
+            base: self.base.trim_end_matches("/api/v1").to_owned(),
             ..self.clone()
         }
     }

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::{Extension, Json};
 
-use super::source::find;
+use super::source::visible;
 use crate::auth::Caller;
 use crate::extract::{JsonBody, QueryParams};
 use crate::list::ListOut;
@@ -18,17 +18,28 @@ use crate::routes::endpoint::models::{
 use crate::routes::endpoint::{crud, headers, secret};
 use crate::{ApiError, ApiState, Principal};
 
-/// The application path of the source's endpoint routes.
-async fn app_of(state: &ApiState, source_id: &str) -> Result<Path<String>, ApiError> {
-    Ok(Path(find(state, source_id).await?.app_id.to_string()))
+/// The application path of the source's endpoint routes, if `principal` may see the source
+/// (another customer's source answers exactly as a missing one).
+async fn app_of(
+    state: &ApiState,
+    principal: &Principal,
+    source_id: &str,
+) -> Result<Path<String>, ApiError> {
+    Ok(Path(
+        visible(state, principal, source_id)
+            .await?
+            .app_id
+            .to_string(),
+    ))
 }
 
 /// The application path of the source's endpoint `endpoint_id`.
 async fn endpoint_of(
     state: &ApiState,
+    principal: &Principal,
     (source_id, endpoint_id): (String, String),
 ) -> Result<Path<(String, String)>, ApiError> {
-    let Path(app) = app_of(state, &source_id).await?;
+    let Path(app) = app_of(state, principal, &source_id).await?;
     Ok(Path((app, endpoint_id)))
 }
 
@@ -38,7 +49,7 @@ pub(super) async fn list(
     Path(source_id): Path<String>,
     query: QueryParams,
 ) -> Result<Json<ListOut<EndpointOut>>, ApiError> {
-    let app = app_of(&state, &source_id).await?;
+    let app = app_of(&state, &principal.0, &source_id).await?;
     crud::list(State(state), principal, app, query).await
 }
 
@@ -48,7 +59,7 @@ pub(super) async fn create(
     Path(source_id): Path<String>,
     input: JsonBody<EndpointIn>,
 ) -> Result<Response, ApiError> {
-    let app = app_of(&state, &source_id).await?;
+    let app = app_of(&state, &principal.0, &source_id).await?;
     crud::create(State(state), principal, app, input).await
 }
 
@@ -57,7 +68,7 @@ pub(super) async fn fetch(
     principal: Extension<Principal>,
     Path(path): Path<(String, String)>,
 ) -> Result<Json<EndpointOut>, ApiError> {
-    let path = endpoint_of(&state, path).await?;
+    let path = endpoint_of(&state, &principal.0, path).await?;
     crud::fetch(State(state), principal, path).await
 }
 
@@ -67,7 +78,7 @@ pub(super) async fn upsert(
     Path(path): Path<(String, String)>,
     input: JsonBody<EndpointIn>,
 ) -> Result<Response, ApiError> {
-    let path = endpoint_of(&state, path).await?;
+    let path = endpoint_of(&state, &principal.0, path).await?;
     crud::upsert(State(state), principal, path, input).await
 }
 
@@ -76,7 +87,7 @@ pub(super) async fn remove(
     principal: Extension<Principal>,
     Path(path): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let path = endpoint_of(&state, path).await?;
+    let path = endpoint_of(&state, &principal.0, path).await?;
     crud::remove(State(state), principal, path).await
 }
 
@@ -86,7 +97,7 @@ pub(super) async fn get_secret(
     caller: Extension<Caller>,
     Path(path): Path<(String, String)>,
 ) -> Result<Json<SecretOut>, ApiError> {
-    let path = endpoint_of(&state, path).await?;
+    let path = endpoint_of(&state, &principal.0, path).await?;
     secret::secret(State(state), principal, caller, path).await
 }
 
@@ -97,7 +108,7 @@ pub(super) async fn rotate_secret(
     Path(path): Path<(String, String)>,
     input: JsonBody<RotateIn>,
 ) -> Result<Json<SecretOut>, ApiError> {
-    let path = endpoint_of(&state, path).await?;
+    let path = endpoint_of(&state, &principal.0, path).await?;
     secret::rotate_secret(State(state), principal, caller, path, input).await
 }
 
@@ -107,7 +118,7 @@ pub(super) async fn get_headers(
     caller: Extension<Caller>,
     Path(path): Path<(String, String)>,
 ) -> Result<Json<HeadersOut>, ApiError> {
-    let path = endpoint_of(&state, path).await?;
+    let path = endpoint_of(&state, &principal.0, path).await?;
     headers::headers(State(state), principal, caller, path).await
 }
 
@@ -117,7 +128,7 @@ pub(super) async fn replace_headers(
     Path(path): Path<(String, String)>,
     input: JsonBody<HeadersIn>,
 ) -> Result<StatusCode, ApiError> {
-    let path = endpoint_of(&state, path).await?;
+    let path = endpoint_of(&state, &principal.0, path).await?;
     headers::replace_headers(State(state), principal, path, input).await
 }
 
@@ -127,6 +138,6 @@ pub(super) async fn patch_headers(
     Path(path): Path<(String, String)>,
     input: JsonBody<HeadersPatch>,
 ) -> Result<StatusCode, ApiError> {
-    let path = endpoint_of(&state, path).await?;
+    let path = endpoint_of(&state, &principal.0, path).await?;
     headers::patch_headers(State(state), principal, path, input).await
 }

@@ -5,10 +5,10 @@
 use axum::extract::{Path, State};
 use axum::{Extension, Json};
 use hookd_core::model::Metadata;
-use hookd_store::{IngestRejection, IngestRequest, IngestSource};
+use hookd_store::{IngestRejection, IngestRequest};
 use serde::Serialize;
 
-use super::source::find;
+use super::source::visible;
 use crate::extract::QueryParams;
 use crate::list::{ListOut, page_request};
 use crate::{ApiError, ApiState, Principal};
@@ -35,19 +35,6 @@ pub(super) struct RejectionOut {
     header_names: Vec<String>,
     remote_addr: Option<String>,
     timestamp: String,
-}
-
-/// The source, if `principal` may see its application.
-async fn visible(
-    state: &ApiState,
-    principal: &Principal,
-    source_id: &str,
-) -> Result<IngestSource, ApiError> {
-    let source = find(state, source_id).await?;
-    principal
-        .require_app(&source.app_id)
-        .map_err(|_| ApiError::NotFound("ingest source"))?;
-    Ok(source)
 }
 
 pub(super) async fn requests(

@@ -18,7 +18,7 @@ use crate::auth::Caller;
 use crate::extract::{JsonBody, QueryParams};
 use crate::list::{ListOut, page_request};
 use crate::routes::auth::{PortalAccessOut, portal_access, portal_expiry};
-use crate::{ApiError, ApiState, token_hash, validate};
+use crate::{ApiError, ApiState, Principal, token_hash, validate};
 use hookd_ingest::SourceConfig;
 
 /// The source `id_or_uid` names.
@@ -28,6 +28,20 @@ pub(super) async fn find(state: &ApiState, id_or_uid: &str) -> Result<IngestSour
         .get_source(id_or_uid)
         .await?
         .ok_or(ApiError::NotFound("ingest source"))
+}
+
+/// The source `id_or_uid` names, if `principal` may see its application: to a customer's
+/// token, another's source answers exactly as a missing one.
+pub(super) async fn visible(
+    state: &ApiState,
+    principal: &Principal,
+    id_or_uid: &str,
+) -> Result<IngestSource, ApiError> {
+    let source = find(state, id_or_uid).await?;
+    principal
+        .require_app(&source.app_id)
+        .map_err(|_| ApiError::NotFound("ingest source"))?;
+    Ok(source)
 }
 
 pub(super) async fn list(
