@@ -321,7 +321,7 @@ fn method(args: &Args, ceiling_rate: f64) -> String {
          - **throughput**: {} requests in flight, {} requests; accepted/s from the client's \
          answers, forwarded/s from the first request sent to the last receipt.\n\
          - **latency**: requests due open loop at an eighth of the ceiling loop rate \
-         ({} requests/s measured first, so {}/s) for {} s over at most {} connections; latency \
+         ({} requests/s in this run, so {}/s) for {} s over at most {} connections; latency \
          from when a request was due to its verified receipt at the target.\n",
         report::thousands(args.warmup),
         args.concurrency,
@@ -346,5 +346,14 @@ mod tests {
             let length = stripe_event(i).len();
             assert!((250..=450).contains(&length), "{length} bytes");
         }
+    }
+
+    #[test]
+    fn the_page_shows_what_this_writes() {
+        let crate::Command::Ingest(args) = crate::recorded(SECTION) else {
+            panic!("the `{SECTION}` section records another benchmark");
+        };
+        report::page::assert_records(SECTION, &args.command(), &[&header()]);
+        report::page::assert_shows_shape(SECTION, &method(&args, 12_345.0));
     }
 }
