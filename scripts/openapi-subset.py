@@ -124,6 +124,22 @@ RETENTION = {
         "type": "integer",
     },
 }
+ENVELOPE = {
+    "envelope": {
+        "description": "hookd addition: its messages go out in the Standard Webhooks envelope "
+        "`{\"type\", \"timestamp\", \"data\"}`, built by hookd around the published payload "
+        "(on where the application or the event type asks for it). Shown only when on; a PUT "
+        "without it leaves it as it is.",
+        "nullable": True, "type": "boolean",
+    }
+}
+OCCURRED_AT = {
+    "occurredAt": {
+        "description": "hookd addition: when the event happened (RFC 3339), the envelope's "
+        "`timestamp` where the envelope is on; the publish time when not given.",
+        "format": "date-time", "nullable": True, "type": "string",
+    }
+}
 # hookd's additions to Svix's schemas: (properties, names added to `required`). A property
 # Svix's schema has too is replaced whole.
 ADDITIONS = {
@@ -133,11 +149,18 @@ ADDITIONS = {
                 "description": "hookd addition, with the content: an example payload of the "
                 "newest schema (its own example, or one made from it).",
                 "nullable": True, "type": "object",
-            }
+            },
+            **ENVELOPE,
         },
         [],
     ),
-    "MessageIn": (RETENTION, []),
+    "EventTypeIn": (ENVELOPE, []),
+    "EventTypeUpdate": (ENVELOPE, []),
+    "EventTypePatch": (ENVELOPE, []),
+    "ApplicationIn": (ENVELOPE, []),
+    "ApplicationOut": (ENVELOPE, []),
+    "ApplicationPatch": (ENVELOPE, []),
+    "MessageIn": ({**RETENTION, **OCCURRED_AT}, []),
     "EndpointSecretOut": ({"publicKey": PUBLIC_KEY}, []),
     "EndpointSecretRotateIn": (
         {

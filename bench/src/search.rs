@@ -253,6 +253,7 @@ async fn seed(url: &str, messages: u64) -> anyhow::Result<History> {
         name: "Acme".into(),
         metadata: Default::default(),
         throttle_rate: None,
+        envelope: false,
         created_at: start,
         updated_at: start,
     };

@@ -1,16 +1,23 @@
 """Drives hookd's delivery log portal in headless chromium, as a support person would.
 
 Usage: portal_browser.py BASE_URL CHROMIUM CHROMEDRIVER ADMIN_TOKEN APP_TOKEN APP_ID OTHER_APP_ID
-                         FAILED_MSG_ID PAYLOAD
+                         FAILED_MSG_ID PAYLOAD APP_PORTAL_TOKEN OTHER_PORTAL_TOKEN
+                         CUSTOMER_RECEIVER_URL OTHER_ENDPOINT_ID
 
 Run by crates/hookd/tests/portal_browser.rs against a real `hookd serve` whose application
 APP_ID has one failed message (FAILED_MSG_ID, published as the exact bytes PAYLOAD) to a
 receiver that now answers 200, and OTHER_APP_ID a Kafka destination `orders-stream` with one
-delivered message. With HOOKD_PORTAL_SCREENSHOTS=<dir>, saves the pages as PNGs.
+delivered message and an HTTP endpoint OTHER_ENDPOINT_ID with a week of history. Then, signed
+in with APP_ID's portal link (APP_PORTAL_TOKEN), it adds an endpoint to CUSTOMER_RECEIVER_URL,
+edits, pauses, resumes and test-sends to it, checking each step through the API with the admin
+token, and finds OTHER_ENDPOINT_ID out of reach. With HOOKD_PORTAL_SCREENSHOTS=<dir>, saves the
+pages as PNGs.
 """
 import json
 import os
+import re
 import sys
+import urllib.request
 
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
@@ -20,7 +27,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-(BASE, CHROMIUM, DRIVER, ADMIN_TOKEN, APP_TOKEN, APP_ID, OTHER_APP_ID, FAILED, PAYLOAD) = sys.argv[1:10]
+(BASE, CHROMIUM, DRIVER, ADMIN_TOKEN, APP_TOKEN, APP_ID, OTHER_APP_ID, FAILED, PAYLOAD,
+ PORTAL_TOKEN, OTHER_PORTAL_TOKEN, CUSTOMER_RECEIVER, OTHER_ENDPOINT) = sys.argv[1:14]
 SHOTS = os.environ.get("HOOKD_PORTAL_SCREENSHOTS")
 
 
@@ -69,6 +77,19 @@ def button(text, within=None):
 
 def body_text():
     return driver.find_element(By.TAG_NAME, "body").text
+
+
+def api(path):
+    """GET an API path with the admin token: what the pages did, as hookd holds it."""
+    request = urllib.request.Request(f"{BASE}/api/v1{path}",
+                                     headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def shown_notice(text):
+    """Waits for a notice on the page that contains `text`."""
+    wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "main"), text))
 
 
 def check(condition, message):
@@ -130,9 +151,10 @@ try:
 
     # The endpoint page: status, the day's success rate, actions.
     delivery.find_element(By.TAG_NAME, "h3").find_element(By.TAG_NAME, "a").click()
-    wait.until(EC.presence_of_element_located((By.XPATH, "//h2[.='Last 24 hours']")))
+    wait.until(EC.presence_of_element_located((By.XPATH, "//h2[.='Health']")))
     stats = driver.find_element(By.CSS_SELECTOR, "dl.stats").text
-    check("80%" in stats and "4 of 5 succeeded" in stats, f"4 of 5 attempts succeeded: {stats!r}")
+    check(re.search(r"Success rate, 24 hours\s+80%", stats) and re.search(r"Attempts, 24 hours\s+5", stats),
+          f"4 of 5 attempts succeeded: {stats!r}")
     button("Reveal secret").click()
     secret = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "code.secret")))
     check(secret.text.startswith("whsec_"), "the secret is revealed")
@@ -190,6 +212,131 @@ try:
         "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
     check(overflow <= 0, f"no sideways scrolling at phone width ({overflow}px too wide)")
     shot("phone", 390)
+    # A customer signs in with its portal link and looks after its own endpoints.
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    driver.find_element(By.ID, "sign-out").click()
+    heading("Sign in")
+    driver.get(f"{BASE}/portal/login#token={PORTAL_TOKEN}")
+    heading("Acme Shop")
+    wait.until(EC.presence_of_element_located((By.XPATH, "//section[@aria-label='Delivery health of this application']")))
+    driver.find_element(By.LINK_TEXT, "Add an endpoint").click()
+    heading("Add an endpoint")
+    picker = driver.find_element(By.CSS_SELECTOR, "fieldset.picker")
+    check("An order left the warehouse" in picker.text and "A customer placed an order" in picker.text,
+          "the catalog's event types are offered with their descriptions")
+    shipped = picker.find_element(By.XPATH, ".//div[@class='pick'][.//input[@value='order.shipped']]")
+    example = shipped.find_element(By.XPATH, ".//summary[.='Example payload']")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", example)
+    example.click()
+    check(json.loads(shipped.find_element(By.TAG_NAME, "pre").text) == {"orderId": 1001},
+          "an event type's example payload is offered with it")
+
+    # The API's validation message appears beside the field it names.
+    by_label("URL").send_keys("not a url")
+    button("Add endpoint").click()
+    url_error = wait.until(EC.visibility_of_element_located(
+        (By.XPATH, "//input[@name='url']/following-sibling::p[contains(@class, 'field-error')]")))
+    check(url_error.text.strip() != "", "the URL's error is shown beside it")
+    check(by_label("URL").get_attribute("aria-invalid") == "true", "the URL field is marked invalid")
+    check(url_error.get_attribute("id") in by_label("URL").get_attribute("aria-describedby"),
+          "the error describes the field for screen readers")
+    shot("endpoint-form")
+
+    # Add an endpoint with two event types.
+    by_label("URL").clear()
+    by_label("URL").send_keys(CUSTOMER_RECEIVER)
+    by_label("Description").send_keys("Shipping sync")
+    for name in ("order.shipped", "order.created"):
+        box = driver.find_element(By.XPATH, f"//input[@type='checkbox'][@value='{name}']")
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", box)
+        box.click()
+    button("Add endpoint").click()
+    heading(CUSTOMER_RECEIVER)
+    shown_notice("Endpoint added.")
+    endpoint_id = driver.execute_script("return location.hash").split("/endpoint/")[1]
+    ep = api(f"/app/{APP_ID}/endpoint/{endpoint_id}")
+    check(sorted(ep["eventTypes"]) == ["order.created", "order.shipped"] and ep["description"] == "Shipping sync",
+          f"the API holds the new endpoint: {ep}")
+
+    # Edit it: its description, a rate limit, a ceiling on requests in flight, a header.
+    driver.find_element(By.LINK_TEXT, "Edit endpoint").click()
+    heading(f"Edit {CUSTOMER_RECEIVER}")
+    by_label("Description").clear()
+    by_label("Description").send_keys("Shipping sync, edited")
+    by_label("Rate limit").send_keys("50")
+    by_label("Requests in flight").send_keys("3")
+    by_label("Custom headers").send_keys("X-Team: shipping")
+    button("Save changes").click()
+    heading(CUSTOMER_RECEIVER)
+    shown_notice("Endpoint saved.")
+    ep = api(f"/app/{APP_ID}/endpoint/{endpoint_id}")
+    check(ep["description"] == "Shipping sync, edited" and ep["rateLimit"] == 50 and ep["maxConcurrency"] == 3,
+          f"the API holds the edit: {ep}")
+    headers = api(f"/app/{APP_ID}/endpoint/{endpoint_id}/headers")
+    check(headers["headers"].get("X-Team") == "shipping", f"the header is saved: {headers}")
+
+    # Pause it, then resume it.
+    button("Pause endpoint").click()
+    shown_notice("Endpoint paused.")
+    wait.until(lambda d: d.find_elements(By.XPATH, "//button[normalize-space(.)='Resume endpoint']"))
+    check(api(f"/app/{APP_ID}/endpoint/{endpoint_id}")["disabled"] is True, "the API holds it paused")
+    button("Resume endpoint").click()
+    shown_notice("Endpoint resumed.")
+    wait.until(lambda d: d.find_elements(By.XPATH, "//button[normalize-space(.)='Pause endpoint']"))
+    check(api(f"/app/{APP_ID}/endpoint/{endpoint_id}")["disabled"] is False, "the API holds it resumed")
+
+    # A test event of a chosen type reaches the receiver on loopback; the attempt is shown.
+    Select(by_label("Event type")).select_by_visible_text("order.created")
+    button("Send test event").click()
+    shown_notice("delivered: HTTP 200")
+    attempts = api(f"/app/{APP_ID}/attempt/endpoint/{endpoint_id}")["data"]
+    check(len(attempts) == 1 and attempts[0]["status"] == 0 and attempts[0]["responseStatusCode"] == 200,
+          f"the API holds one successful attempt: {attempts}")
+    sent = api(f"/app/{APP_ID}/msg/{attempts[0]['msgId']}")
+    check(sent["eventType"] == "order.created", f"the test event has the chosen type: {sent}")
+    driver.refresh()
+    heading(CUSTOMER_RECEIVER)
+    row = wait.until(EC.presence_of_element_located(
+        (By.XPATH, "//caption[contains(., 'latest attempts')]/ancestor::table//tbody/tr")))
+    check("Succeeded" in row.text and "HTTP 200" in row.text, f"the attempt is listed: {row.text}")
+
+    # Another customer's endpoint is out of reach, by any address.
+    for address, answer in ((f"#/app/{OTHER_APP_ID}/endpoint/{OTHER_ENDPOINT}", "application not found"),
+                            (f"#/app/{APP_ID}/endpoint/{OTHER_ENDPOINT}", "endpoint not found"),
+                            (f"#/app/{APP_ID}/endpoint/{OTHER_ENDPOINT}/edit", "endpoint not found")):
+        driver.get(f"{BASE}/portal/#/")
+        heading("Acme Shop")
+        driver.get(f"{BASE}/portal/{address}")
+        heading("Something went wrong")
+        check(answer in driver.find_element(By.TAG_NAME, "main").text, f"{address}: {answer}")
+    other = api(f"/app/{OTHER_APP_ID}/endpoint/{OTHER_ENDPOINT}")
+    check(other["description"] == "Invoices to the ledger" and other["disabled"] is False,
+          f"the other customer's endpoint is untouched: {other}")
+
+    # The other customer's endpoint page: a week of history at a glance.
+    driver.find_element(By.ID, "sign-out").click()
+    heading("Sign in")
+    driver.get(f"{BASE}/portal/login#token={OTHER_PORTAL_TOKEN}")
+    heading("Globex")
+    driver.get(f"{BASE}/portal/#/app/{OTHER_APP_ID}/endpoint/{OTHER_ENDPOINT}")
+    wait.until(EC.presence_of_element_located((By.XPATH, "//h2[.='Health']")))
+    charts = driver.find_elements(By.CSS_SELECTOR, "svg.chart[role='img']")
+    check(len(charts) == 2, "a chart for the day and one for the week")
+    health = api(f"/app/{OTHER_APP_ID}/endpoint/{OTHER_ENDPOINT}/health")
+    day_title = charts[0].find_element(By.TAG_NAME, "title").get_attribute("textContent")
+    day = health["day"]
+    expected = f"{day['successfulAttempts']} succeeded, {day['attempts'] - day['successfulAttempts']} failed"
+    check(expected in day_title, f"the chart's title says the day's figures: {day_title!r}, {expected!r}")
+    check(health["oldestPending"]["msgId"] in body_text(), "the oldest waiting message is named")
+    shot("endpoint-health")
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    overflow = driver.execute_script(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    check(overflow <= 0, f"no sideways scrolling of the endpoint page at phone width ({overflow}px too wide)")
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    shot("endpoint-phone", 390)
+
     print("portal browser check passed")
 except TimeoutException as error:
     raise AssertionError(f"timed out: {error.msg}\n--- page ---\n{body_text()}") from None

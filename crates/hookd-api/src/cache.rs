@@ -1,5 +1,5 @@
-//! A small time-bounded cache for lookups on the hot path (tokens, applications), so a publish
-//! does not read the database for what it read a moment ago.
+//! A small time-bounded cache for lookups on the hot path (tokens, applications, event types),
+//! so a publish does not read the database for what it read a moment ago.
 //!
 //! Entries expire after a fixed time, which bounds how long another process's change (a
 //! revoked token, a deleted application) can go unseen; changes made through this process

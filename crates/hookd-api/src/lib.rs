@@ -6,7 +6,8 @@
 //! ([`ApiError`]) and turned into HTTP in one place.
 //!
 //! # Layout
-//! - [`routes`]: one module per resource (application, endpoint, endpoint_stats, event_type,
+//! - [`routes`]: one module per resource (application, endpoint, endpoint_stats and
+//!   endpoint_health (its figures over time, for the portal's charts), event_type,
 //!   openapi_import (the catalog from an OpenAPI document), message, attempt, redelivery,
 //!   background_task (replays, expunging, statistics), auth (tokens, portal access), health)
 //!   and `whoami` (what the calling token may see); `ingest`, the ingest gateway: Svix Ingest's
@@ -107,6 +108,7 @@ pub(crate) fn authenticated_routes() -> Router<ApiState> {
         .merge(routes::endpoint::routes())
         .merge(routes::destination::routes())
         .merge(routes::endpoint_stats::routes())
+        .merge(routes::endpoint_health::routes())
         .merge(routes::event_type::routes())
         .merge(routes::message::routes())
         .merge(routes::attempt::routes())

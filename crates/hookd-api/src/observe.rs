@@ -18,6 +18,8 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub const REQUESTS: &str = "hookd_api_requests_total";
 /// Histogram (seconds): how long API requests took, by `route` and `method`.
 pub const REQUEST_DURATION: &str = "hookd_api_request_duration_seconds";
+/// Counter: messages published through the API whose payload is over `--large-payload-bytes`.
+pub const LARGE_PAYLOADS: &str = "hookd_large_payloads_total";
 
 /// Longest request id taken from a caller.
 const MAX_ID_LEN: usize = 128;
@@ -32,6 +34,10 @@ pub fn describe() {
         REQUEST_DURATION,
         metrics::Unit::Seconds,
         "How long API requests took, by route template and method."
+    );
+    metrics::describe_counter!(
+        LARGE_PAYLOADS,
+        "Messages published through the API whose payload is over --large-payload-bytes."
     );
 }
 

@@ -187,9 +187,13 @@ pub const TABLE: &[Rule] = &[
     rule("GET", "/app/{app_id}/endpoint/{endpoint_id}/stats", Customer, Reads, SVIX_CUSTOMER),
     rule("POST", "/app/{app_id}/endpoint/{endpoint_id}/recover", Customer, Changes,
         SVIX_CUSTOMER),
-    rule("POST", "/app/{app_id}/endpoint/{endpoint_id}/send-example", Provider, Changes,
-        "Svix: organization only; it would let a leaked portal link deliver correctly signed \
-         events of its choosing to the customer"),
+    rule("GET", "/app/{app_id}/endpoint/{endpoint_id}/health", Customer, Reads,
+        "hookd: the figures of /stats over time, for the customer's own endpoint (the \
+         portal's health charts)"),
+    rule("POST", "/app/{app_id}/endpoint/{endpoint_id}/send-example", Customer, Changes,
+        "hookd: as Svix's app portal, whose Testing tab sends it; it sends the catalog's \
+         example, never a payload of the caller's, to the customer's own endpoint, and a \
+         token that may send it also reads the endpoint's secret"),
     rule("POST", "/app/{app_id}/endpoint/{endpoint_id}/replay-missing", Customer, Changes,
         REPLAY),
     rule("POST", "/app/{app_id}/endpoint/{endpoint_id}/bulk-replay", Customer, Changes, REPLAY),

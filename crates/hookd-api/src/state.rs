@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookd_core::model::Application;
+use hookd_core::model::{Application, EventType};
 use hookd_core::{Clock, Concurrency, EndpointId, EndpointLoad};
 use hookd_store::Store;
 use hookd_vault::{CredentialHeaders, Keyring};
@@ -24,6 +24,9 @@ pub const APP_CACHE_TTL: Duration = Duration::from_secs(5);
 pub struct ApiConfig {
     /// Largest accepted message payload, in bytes (413 above it).
     pub max_payload_bytes: usize,
+    /// A published payload larger than this is counted and logged as a warning (producers
+    /// should stay small); 0 for never.
+    pub large_payload_bytes: usize,
     /// Refuse messages whose event type is not in the catalog or is archived.
     pub strict_event_types: bool,
     /// Accept `http://` endpoint URLs (otherwise only `https://`).
@@ -62,6 +65,7 @@ impl Default for ApiConfig {
     fn default() -> Self {
         Self {
             max_payload_bytes: 256 * 1024,
+            large_payload_bytes: 0,
             strict_event_types: false,
             allow_http_endpoints: false,
             configured_admin_token_hashes: Vec::new(),
@@ -88,6 +92,9 @@ struct Inner {
     new_work: Arc<Notify>,
     tokens: TtlCache<Caller>,
     apps: TtlCache<Application>,
+    /// Event types by name, and names the catalog lacks (`None`), as [`Self::event_type`]
+    /// found them.
+    event_types: TtlCache<Option<EventType>>,
     limiter: RateLimiter,
     /// This process's engine, when it runs one: endpoints' current concurrency.
     load: Option<Arc<dyn EndpointLoad>>,
@@ -110,6 +117,7 @@ impl ApiState {
             new_work,
             tokens: TtlCache::new(TOKEN_CACHE_TTL),
             apps: TtlCache::new(APP_CACHE_TTL),
+            event_types: TtlCache::new(APP_CACHE_TTL),
             limiter: RateLimiter::default(),
             load: None,
             tasks: None,
@@ -208,5 +216,22 @@ impl ApiState {
     /// Forgets cached applications, after one was changed or deleted.
     pub(crate) fn forget_apps(&self) {
         self.0.apps.clear();
+    }
+
+    /// The catalog's event type `name`, if it has one. Looked up at most once per
+    /// [`APP_CACHE_TTL`], as applications are: every publish asks whether its event type
+    /// wants the envelope (and, in strict mode, for its schema).
+    pub async fn event_type(&self, name: &str) -> Result<Option<EventType>, ApiError> {
+        if let Some(found) = self.0.event_types.get(name) {
+            return Ok(found);
+        }
+        let found = self.store().get_event_type(name).await?;
+        self.0.event_types.put(name.to_owned(), found.clone());
+        Ok(found)
+    }
+
+    /// Forgets cached event types, after the catalog changed.
+    pub(crate) fn forget_event_types(&self) {
+        self.0.event_types.clear();
     }
 }

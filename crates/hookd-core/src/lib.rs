@@ -8,13 +8,16 @@
 //! - [`time`]: [`Timestamp`] (unix milliseconds) and the injectable [`Clock`].
 //! - [`duration`]: [`parse_duration`], durations written as text (`30s`, `5m`, `2h`, `5d`).
 //! - [`model`]: applications, endpoints, event types, messages, deliveries and attempts.
+//! - [`envelope`]: the Standard Webhooks envelope (`type`, `timestamp`, `data`) hookd builds
+//!   around a payload where an application or event type asks for it; the test-send mark.
 //! - [`destination`]: [`destination::Destination`], what an endpoint delivers to (HTTP, a
 //!   polling consumer, a broker or bucket) and its non-secret configuration.
 //! - [`validate`]: the naming rules for uids, event types and channels, and the characters
 //!   free text may not hold.
 //! - [`redact`]: masking the passwords and secret parameters of URLs before they are shown.
 //! - [`schema`]: event types' JSON Schemas: checking a payload against one (within a step
-//!   budget, `schema/budget.rs`), and an example payload made from one.
+//!   budget, `schema/budget.rs`), an example payload made from one, and the add-only rule
+//!   between a schema's versions (`schema/additive.rs`).
 //! - [`openapi`]: OpenAPI documents read for an event-type import (JSON or YAML, `$ref`s
 //!   resolved), at a bounded cost whatever the input.
 //! - [`operations`]: the operational webhooks' event types and the messages that carry them.
@@ -22,6 +25,7 @@
 
 pub mod destination;
 pub mod duration;
+pub mod envelope;
 pub mod id;
 pub mod load;
 pub mod model;

@@ -23,6 +23,8 @@ pub struct Application {
     pub metadata: Metadata,
     /// Deliveries per second across the application's endpoints, if limited.
     pub throttle_rate: Option<u16>,
+    /// Its messages go out in the Standard Webhooks envelope (see [`crate::envelope`]).
+    pub envelope: bool,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -187,12 +189,15 @@ pub struct EventType {
     pub group_name: Option<String>,
     /// Svix's `featureFlags`, kept and shown as given.
     pub feature_flags: Option<Vec<String>>,
+    /// Its messages go out in the Standard Webhooks envelope (see [`crate::envelope`]).
+    pub envelope: bool,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
 
 /// A published event. `payload` holds the exact bytes every receiver gets, produced once when
-/// the message was accepted and never re-serialized.
+/// the message was accepted (the producer's bytes, or them inside the Standard Webhooks
+/// envelope: [`crate::envelope`]) and never re-serialized.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Message {
     pub id: MessageId,

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use jsonschema::{PatternOptions, Validator};
 use serde_json::{Map, Value, json};
 
+pub mod additive;
 pub mod budget;
 
 /// How deep an example follows nested schemas (a recursive schema would never end).

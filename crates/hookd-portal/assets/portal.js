@@ -252,8 +252,12 @@ async function route() {
       await renderEventType(parts[1]);
     } else if (parts[0] === 'app' && parts.length === 2) {
       await renderApp(parts[1], params);
+    } else if (parts[0] === 'app' && parts[2] === 'new-endpoint' && parts.length === 3) {
+      await renderEndpointForm(parts[1], null);
     } else if (parts[0] === 'app' && parts[2] === 'endpoint' && parts.length === 4) {
       await renderEndpoint(parts[1], parts[3]);
+    } else if (parts[0] === 'app' && parts[2] === 'endpoint' && parts[4] === 'edit' && parts.length === 5) {
+      await renderEndpointForm(parts[1], parts[3]);
     } else if (parts[0] === 'app' && parts[2] === 'destination' && parts.length === 4) {
       await renderDestination(parts[1], parts[3]);
     } else if (parts[0] === 'app' && parts[2] === 'msg' && parts.length === 4) {
@@ -361,17 +365,23 @@ async function renderApp(appId, params) {
     get(`/app/${enc(appId)}/destination?limit=250&extended=true`),
     eventTypeSuggestions(),
   ]);
-  const endpointRows = endpoints.data.map((ep) => h('tr', {},
+  // One health call per endpoint, for the first 50 (the default cap of endpoints per application).
+  const healths = await endpointsHealth(app.id, endpoints.data.slice(0, 50));
+  const endpointRows = endpoints.data.map((ep, i) => h('tr', {},
     h('td', {}, h('a', { href: `#/app/${enc(app.id)}/endpoint/${enc(ep.id)}` }, ep.url)),
     h('td', {}, endpointState(ep)),
+    h('td', {}, healthCell(healths[i])),
     h('td', {}, ep.eventTypes && ep.eventTypes.length ? ep.eventTypes.join(', ') : 'All event types'),
     h('td', {}, ep.description || '—')));
   page(app.name, crumbsTo(null),
+    takeFlash(),
     h('dl', { class: 'facts' },
       h('dt', {}, 'Application id'), h('dd', { class: 'mono' }, app.id),
       app.uid ? [h('dt', {}, 'UID'), h('dd', { class: 'mono' }, app.uid)] : null),
     h('h2', {}, 'Endpoints'),
-    table('Endpoints of this application', ['URL', 'Status', 'Event types', 'Description'], endpointRows,
+    endpoints.data.length ? appHealthView(endpoints.data.slice(0, 50), healths) : null,
+    h('p', {}, h('a', { class: 'button', href: `#/app/${enc(app.id)}/new-endpoint` }, 'Add an endpoint')),
+    table('Endpoints of this application', ['URL', 'Status', 'Last 24 hours', 'Event types', 'Description'], endpointRows,
       'This application has no endpoints yet.'),
     destinations.data.length ? [h('h2', {}, 'Destinations'), destinationTable(app, destinations.data)] : null,
     h('h2', { id: 'messages' }, 'Messages'),
@@ -491,45 +501,47 @@ function deliveriesBadge(deliveries) {
 
 async function renderEndpoint(appId, endpointId) {
   const base = `/app/${enc(appId)}/endpoint/${enc(endpointId)}`;
-  const [app, ep, stats, attempts, failed, suggestions] = await Promise.all([
+  const [app, ep, health, attempts, failed] = await Promise.all([
     get(`/app/${enc(appId)}`),
     get(base),
-    get(`${base}/stats`),
+    get(`${base}/health`),
     get(`/app/${enc(appId)}/attempt/endpoint/${enc(endpointId)}?limit=20`),
     get(`${base}/msg?status=2&limit=20&with_content=false`),
-    eventTypeSuggestions(),
   ]);
   const epBase = `/app/${enc(app.id)}/endpoint/${enc(ep.id)}`;
-  const ceiling = h('dd', {}, ceilingText(ep.maxConcurrency));
-  const order = h('dd', {}, orderingText(ep.ordering));
   page(ep.url, crumbsTo(app, 'Endpoint'),
-    h('dl', { class: 'facts' },
-      h('dt', {}, 'Status'), h('dd', {}, endpointState(ep),
-        ep.disabled && ep.disabledAt ? [' since ', time(ep.disabledAt)] : null),
-      h('dt', {}, 'Endpoint id'), h('dd', { class: 'mono' }, ep.id),
-      ep.uid ? [h('dt', {}, 'UID'), h('dd', { class: 'mono' }, ep.uid)] : null,
-      h('dt', {}, 'Description'), h('dd', {}, ep.description || '—'),
-      h('dt', {}, 'Event types'), h('dd', {}, ep.eventTypes && ep.eventTypes.length ? ep.eventTypes.join(', ') : 'All'),
-      h('dt', {}, 'Requests in flight'), ceiling,
-      h('dt', {}, 'Order'), order),
-    h('h2', {}, 'Last 24 hours'),
-    statsView(stats),
+    takeFlash(),
+    h('p', { class: 'row' }, h('a', { class: 'button', href: `#/app/${enc(app.id)}/endpoint/${enc(ep.id)}/edit` }, 'Edit endpoint')),
+    h('h2', {}, 'Health'),
+    healthView(health, app.id),
+    h('h2', {}, 'Settings'),
+    endpointFacts(ep),
     h('h2', {}, 'Actions'),
-    suggestions,
     h('div', { class: 'actions' },
-      toggleAction(epBase, ep),
-      // Test events speak in the provider's name: admin tokens only (docs/permissions.md).
-      session.scope === 'admin' ? testAction(app, epBase) : null,
+      pauseAction(epBase, ep),
+      await testAction(app, epBase, ep),
       recoverAction(epBase),
       secretAction(epBase),
-      filterAction(epBase, ep),
-      concurrencyAction(epBase, ep, ceiling),
-      orderingAction(epBase, ep, order),
-      await headersAction(epBase)),
+      deleteAction(app, epBase, ep)),
     h('h2', {}, 'Recent attempts'),
     attemptTable(attempts.data, app, 'The 20 latest attempts to this endpoint, newest first', true),
     h('h2', {}, 'Failed messages'),
     messageTable(failed.data, app, 'Messages whose delivery to this endpoint failed, newest first'));
+}
+
+function endpointFacts(ep) {
+  const list = (values, none) => (values && values.length ? values.join(', ') : none);
+  return h('dl', { class: 'facts' },
+    h('dt', {}, 'Status'), h('dd', {}, endpointState(ep),
+      ep.disabled && ep.disabledAt ? [' since ', time(ep.disabledAt)] : null),
+    h('dt', {}, 'Endpoint id'), h('dd', { class: 'mono' }, ep.id),
+    ep.uid ? [h('dt', {}, 'UID'), h('dd', { class: 'mono' }, ep.uid)] : null,
+    h('dt', {}, 'Description'), h('dd', {}, ep.description || '—'),
+    h('dt', {}, 'Event types'), h('dd', {}, list(ep.eventTypes, 'All')),
+    h('dt', {}, 'Channels'), h('dd', {}, list(ep.channels, 'All')),
+    h('dt', {}, 'Rate limit'), h('dd', {}, ep.rateLimit ? `${ep.rateLimit} requests per second` : 'None'),
+    h('dt', {}, 'Requests in flight'), h('dd', {}, ep.maxConcurrency ? `At most ${ep.maxConcurrency}` : 'The server\u2019s limit'),
+    h('dt', {}, 'Order'), h('dd', {}, ep.ordering === 'strict' ? 'Strict: one at a time, in publish order' : 'Per ordering key'));
 }
 
 // ---------------------------------------------------------------- destinations
@@ -575,32 +587,20 @@ async function renderDestination(appId, destinationId) {
   }
   // A destination's delivery log is an endpoint's: the same routes take its id.
   const epBase = `/app/${enc(app.id)}/endpoint/${enc(dest.id)}`;
-  const [stats, attempts, failed] = await Promise.all([
-    get(`${epBase}/stats`),
+  const [health, attempts, failed] = await Promise.all([
+    get(`${epBase}/health`),
     get(`/app/${enc(app.id)}/attempt/endpoint/${enc(dest.id)}?limit=20`),
     get(`${epBase}/msg?status=2&limit=20&with_content=false`),
   ]);
   page(`Destination ${dest.uid || dest.id}`, crumbsTo(app, 'Destination'), facts,
-    h('h2', {}, 'Last 24 hours'),
-    statsView(stats),
+    h('h2', {}, 'Health'),
+    healthView(health, app.id),
     h('h2', {}, 'Actions'),
     h('div', { class: 'actions' }, recoverAction(epBase), secretAction(destBase)),
     h('h2', {}, 'Recent attempts'),
     attemptTable(attempts.data, app, 'The 20 latest attempts to this destination, newest first', true),
     h('h2', {}, 'Failed messages'),
     messageTable(failed.data, app, 'Messages whose delivery to this destination failed, newest first'));
-}
-
-function statsView(stats) {
-  const stat = (label, value) => h('div', {}, h('dt', {}, label), h('dd', {}, value));
-  return h('dl', { class: 'stats', 'aria-label': 'Delivery statistics of the last 24 hours' },
-    stat('Success rate', percent(stats.successRate)),
-    stat('Attempts', `${stats.successfulAttempts} of ${stats.attempts} succeeded`),
-    stat('Delivered', stats.success),
-    stat('Pending', stats.pending + stats.sending),
-    stat('Failed', stats.fail),
-    stat('In flight now', stats.concurrencyLimit == null
-      ? '0' : `${stats.inFlight} of ${stats.concurrencyLimit} allowed`));
 }
 
 /** A fieldset with a titled action; `run(status)` does the work and reports into `status`. */
@@ -622,33 +622,6 @@ function action(legend, description, controls, buttonLabel, run, buttonClass) {
     },
   }, h('fieldset', {}, h('legend', {}, legend), description ? h('p', {}, description) : null,
     controls, h('div', { class: 'row' }, button), status));
-}
-
-function toggleAction(epBase, ep) {
-  const next = !ep.disabled;
-  return action(next ? 'Disable' : 'Enable',
-    next ? 'Stop sending to this endpoint. Messages published meanwhile are not queued for it.'
-      : 'Send to this endpoint again. Recover its failed messages below if it missed any.',
-    null, next ? 'Disable endpoint' : 'Enable endpoint',
-    async () => {
-      await call('PATCH', epBase, { disabled: next });
-      announce(next ? 'Endpoint disabled.' : 'Endpoint enabled.');
-      await route();
-    }, next ? 'danger' : null);
-}
-
-function testAction(app, epBase) {
-  const eventType = h('input', {
-    type: 'text', value: 'webhook.test', required: true, spellcheck: 'false', list: 'event-types',
-  });
-  return action('Send a test event', 'Sends an example message to this endpoint alone.',
-    field('Event type', eventType), 'Send test event',
-    async (status) => {
-      const msg = (await call('POST', `${epBase}/send-example`, { eventType: eventType.value.trim() })).data;
-      replace(status, notice('success', 'Test message queued: ',
-        h('a', { href: `#/app/${enc(app.id)}/msg/${enc(msg.id)}` }, msg.id)));
-      announce('Test message queued.');
-    });
 }
 
 function recoverAction(epBase) {
@@ -707,96 +680,6 @@ function secretAction(epBase) {
     }, 'secondary');
   form.querySelector('fieldset').append(shown);
   return form;
-}
-
-function filterAction(epBase, ep) {
-  const types = h('input', {
-    type: 'text', value: (ep.eventTypes || []).join(', '), spellcheck: 'false', list: 'event-types',
-  });
-  return action('Event-type filter', null,
-    field('Event types sent to this endpoint', types, 'Separate with commas; leave empty to send every event type.'),
-    'Save filter',
-    async (status) => {
-      const list = types.value.split(',').map((t) => t.trim()).filter(Boolean);
-      await call('PATCH', epBase, { eventTypes: list.length ? list : null });
-      replace(status, notice('success', list.length ? `Now sends: ${list.join(', ')}.` : 'Now sends every event type.'));
-      announce('Filter saved.');
-    });
-}
-
-/** The endpoint's own ceiling on requests in flight, as the facts list shows it. */
-function ceilingText(maxConcurrency) {
-  return maxConcurrency ? `At most ${maxConcurrency}` : 'The server\u2019s limit';
-}
-
-function concurrencyAction(epBase, ep, shown) {
-  const ceiling = h('input', {
-    type: 'number', min: 1, max: 1000, step: 1, value: ep.maxConcurrency || '', inputmode: 'numeric',
-  });
-  return action('Requests in flight', null,
-    field('At most this many requests to this endpoint at once', ceiling, '1 to 1000; leave empty for the server\u2019s limit.'),
-    'Save limit',
-    async (status) => {
-      const value = ceiling.value.trim() ? Number(ceiling.value) : null;
-      const saved = (await call('PATCH', epBase, { maxConcurrency: value })).data;
-      replace(shown, ceilingText(saved.maxConcurrency));
-      replace(status, notice('success', saved.maxConcurrency ? `Now at most ${saved.maxConcurrency} at once.` : 'Now limited by the server only.'));
-      announce('Limit saved.');
-    });
-}
-
-/** How the endpoint orders its messages, as the facts list shows it. */
-function orderingText(ordering) {
-  return ordering === 'strict' ? 'Every message one at a time, in publish order'
-    : 'Messages sharing an ordering key one at a time, in publish order; the rest in parallel';
-}
-
-function orderingAction(epBase, ep, shown) {
-  const choice = h('select', {},
-    h('option', { value: 'perKey' }, 'Per ordering key'),
-    h('option', { value: 'strict' }, 'Strict: one stream'));
-  choice.value = ep.ordering || 'perKey';
-  return action('Order', 'Applies to messages published from now on.',
-    field('Messages sent one at a time, in publish order', choice),
-    'Save order',
-    async (status) => {
-      const saved = (await call('PATCH', epBase, { ordering: choice.value })).data;
-      replace(shown, orderingText(saved.ordering));
-      replace(status, notice('success', orderingText(saved.ordering) + '.'));
-      announce('Order saved.');
-    });
-}
-
-async function headersAction(epBase) {
-  const read = await get(`${epBase}/headers`);
-  let shown = read.headers || {};
-  const hidden = read.sensitive || [];
-  const text = Object.entries(shown).map(([name, value]) => `${name}: ${value}`).join('\n');
-  const area = h('textarea', { rows: 4, spellcheck: 'false' });
-  area.value = text;
-  // Credential headers come by name only: they are kept unless a line names them, and a saved
-  // form changes only the headers it shows or names (PATCH), never drops a hidden one.
-  const note = hidden.length
-    ? `Also sent, values hidden: ${hidden.join(', ')}. A line with one of these names replaces its value; "Name:" with no value removes it.`
-    : null;
-  return action('Custom headers', note,
-    field('Headers added to every request', area, 'One per line, as Name: value.'),
-    'Save headers',
-    async (status) => {
-      const typed = {};
-      for (const line of area.value.split('\n').map((l) => l.trim()).filter(Boolean)) {
-        const colon = line.indexOf(':');
-        if (colon < 1) throw new Error(`"${line}" is not "Name: value"`);
-        const value = line.slice(colon + 1).trim();
-        typed[line.slice(0, colon).trim()] = value === '' ? null : value;
-      }
-      const headers = { ...typed };
-      for (const name of Object.keys(shown)) if (!(name in typed)) headers[name] = null;
-      await call('PATCH', `${epBase}/headers`, { headers });
-      shown = Object.fromEntries(Object.entries(typed).filter(([, value]) => value !== null));
-      replace(status, notice('success', 'Headers saved.'));
-      announce('Headers saved.');
-    });
 }
 
 // ---------------------------------------------------------------- message page

@@ -11,7 +11,10 @@
 //! # Layout
 //! - this file: [`router`], which serves the page and its assets with headers that keep them
 //!   from being sniffed, cached stale or leaking the address.
-//! - `assets/index.html`, `assets/portal.css`, `assets/portal.js`: the portal itself.
+//! - `assets/index.html`, `assets/portal.css`, `assets/portal.js`: the portal itself: sign-in,
+//!   routing, the applications, messages, attempts and destinations.
+//! - `assets/health.js`: delivery health at a glance, SVG charts drawn in the page.
+//! - `assets/endpoint-edit.js`: the pages and actions a customer looks after its endpoints with.
 //! - `assets/ingest.js`: the ingest gateway's pages (sources, what each accepted, refused and
 //!   forwarded), on portal.js's helpers and router.
 
@@ -28,6 +31,8 @@ const INDEX: &str = include_str!("../assets/index.html");
 const SCRIPT: &str = include_str!("../assets/portal.js");
 const INGEST_SCRIPT: &str = include_str!("../assets/ingest.js");
 const STYLE: &str = include_str!("../assets/portal.css");
+const HEALTH: &str = include_str!("../assets/health.js");
+const ENDPOINT_EDIT: &str = include_str!("../assets/endpoint-edit.js");
 
 /// Scripts and styles only from the portal itself, API calls only to this origin. Framing is
 /// allowed: an app-portal link is meant to be embedded in the producer's own dashboard, and
@@ -45,6 +50,14 @@ pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route(
             "/portal/assets/portal.js",
             get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
+        )
+        .route(
+            "/portal/assets/health.js",
+            get(|| async { asset("text/javascript; charset=utf-8", HEALTH) }),
+        )
+        .route(
+            "/portal/assets/endpoint-edit.js",
+            get(|| async { asset("text/javascript; charset=utf-8", ENDPOINT_EDIT) }),
         )
         .route(
             "/portal/assets/ingest.js",
@@ -104,6 +117,8 @@ mod tests {
             ("/portal/", "text/html"),
             ("/portal/login", "text/html"),
             ("/portal/assets/portal.js", "text/javascript"),
+            ("/portal/assets/health.js", "text/javascript"),
+            ("/portal/assets/endpoint-edit.js", "text/javascript"),
             ("/portal/assets/ingest.js", "text/javascript"),
             ("/portal/assets/portal.css", "text/css"),
         ] {
@@ -126,7 +141,9 @@ mod tests {
 
     #[test]
     fn the_page_loads_nothing_from_elsewhere() {
-        for asset in [INDEX, SCRIPT, INGEST_SCRIPT, STYLE] {
+        for asset in [INDEX, SCRIPT, STYLE, HEALTH, ENDPOINT_EDIT, INGEST_SCRIPT] {
+            // The SVG namespace is a name, never fetched.
+            let asset = asset.replace("'http://www.w3.org/2000/svg'", "");
             assert!(!asset.contains("http://") && !asset.contains("https://"));
         }
         assert!(

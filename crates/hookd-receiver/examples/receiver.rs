@@ -16,7 +16,9 @@
 //! - `RECEIVER_LISTEN`: address to listen on [default 127.0.0.1:8000].
 //! - `RECEIVER_DATABASE`: SQLite file [default receiver.db].
 //!
-//! Events look like `{"consignment":"C-4471","status":"delivered","version":4}`.
+//! Events come in the Standard Webhooks envelope (the application's `envelope: true`):
+//! `{"type":"consignment.updated","timestamp":"…","data":{"consignment":"C-4471",
+//! "status":"delivered","version":4}}`; a test send carries `"test":true` and changes nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,7 +74,17 @@ pub fn router(app: App) -> Router {
         .with_state(app)
 }
 
-/// The event this receiver understands.
+/// What every delivery is: the Standard Webhooks envelope, marked when it is a test send.
+#[derive(serde::Deserialize)]
+struct Envelope {
+    #[serde(rename = "type")]
+    event_type: String,
+    #[serde(default)]
+    test: bool,
+    data: serde_json::Value,
+}
+
+/// The event this receiver understands: `consignment.updated`'s data.
 #[derive(serde::Deserialize)]
 struct ConsignmentEvent {
     consignment: String,
@@ -82,8 +94,22 @@ struct ConsignmentEvent {
 
 /// Applies one recorded webhook: only a newer version changes the consignment.
 async fn process(consignments: &SqliteVersions, pending: &Pending) {
-    let event: ConsignmentEvent = match serde_json::from_slice(&pending.payload) {
-        Ok(event) => event,
+    let event = serde_json::from_slice::<Envelope>(&pending.payload).and_then(|envelope| {
+        match (envelope.test, envelope.event_type.as_str()) {
+            (false, "consignment.updated") => serde_json::from_value(envelope.data).map(Some),
+            // A test send (the mark is inside the signed body) or another type: nothing to do.
+            _ => Ok(None),
+        }
+    });
+    let event: ConsignmentEvent = match event {
+        Ok(Some(event)) => event,
+        Ok(None) => {
+            tracing::info!(
+                webhook_id = pending.webhook_id,
+                "a test or another type, ignored"
+            );
+            return;
+        }
         Err(error) => {
             // Signed by the sender but not an event we know: keep a trace, do not retry forever.
             tracing::warn!(%error, webhook_id = pending.webhook_id, "ignoring unknown event");

@@ -143,6 +143,7 @@ async fn acme(store: &PgStore) -> hookd_core::AppId {
         name: "Acme".into(),
         metadata: Default::default(),
         throttle_rate: None,
+        envelope: false,
         created_at: now,
         updated_at: now,
     };

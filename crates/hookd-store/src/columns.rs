@@ -7,7 +7,8 @@
 
 use hookd_core::model::Ordering;
 
-pub const APP_COLUMNS: &str = "id, uid, name, metadata, throttle_rate, created_at, updated_at";
+pub const APP_COLUMNS: &str =
+    "id, uid, name, metadata, throttle_rate, created_at, updated_at, envelope";
 
 pub const ENDPOINT_COLUMNS: &str = "e.id, e.app_id, e.uid, e.url, e.description, e.event_types, \
     e.channels, e.disabled, e.throttle_rate, e.metadata, e.headers, e.secret, e.created_at, e.updated_at, \
@@ -22,7 +23,7 @@ pub const ENDPOINT_WIDTH: usize = 23;
 pub const DELIVERED: &str = "kind <> 'polling'";
 
 pub const EVENT_TYPE_COLUMNS: &str = "name, description, schemas, archived, deprecated, \
-     feature_flag, created_at, updated_at, group_name, feature_flags";
+     feature_flag, created_at, updated_at, group_name, feature_flags, envelope";
 
 pub const MESSAGE_COLUMNS: &str = "m.id, m.app_id, m.event_type, m.event_id, m.channels, m.payload, m.created_at, m.ordering_key, \
      m.tags, m.deliver_at";

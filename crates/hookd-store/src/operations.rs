@@ -28,6 +28,7 @@ pub async fn ensure_operations_app(
         name: APP_NAME.to_owned(),
         metadata: Default::default(),
         throttle_rate: None,
+        envelope: false,
         created_at: now,
         updated_at: now,
     };
@@ -59,6 +60,7 @@ async fn catalogue(
         feature_flag: None,
         group_name: None,
         feature_flags: None,
+        envelope: false,
         created_at: now,
         updated_at: now,
     };

@@ -1,6 +1,7 @@
 //! What both implementations of the outbox relay share: a waiting row, the checks it must
 //! pass before it becomes a message, and the message it becomes.
 
+use hookd_core::envelope::Envelope;
 use hookd_core::model::Message;
 use hookd_core::{AppId, MessageId, Timestamp};
 use serde::de::IgnoredAny;
@@ -122,8 +123,25 @@ impl OutboxRow {
     }
 
     /// The message this row becomes in application `app`, with id `id` (a pass's rows take
-    /// theirs from one [`MessageId::run`], so that their ids keep the rows' order).
-    pub fn message(&self, id: MessageId, app: AppId, now: Timestamp) -> Message {
+    /// theirs from one [`MessageId::run`], so that their ids keep the rows' order); its
+    /// payload inside the Standard Webhooks envelope where `enveloped` (the application or
+    /// the event type asks for it), stamped with the time of the relay.
+    pub fn message(
+        &self,
+        id: MessageId,
+        (app, enveloped): (AppId, bool),
+        now: Timestamp,
+    ) -> Message {
+        let payload = if enveloped {
+            let envelope = Envelope {
+                event_type: &self.event_type,
+                occurred_at: now,
+                test: false,
+            };
+            envelope.around(self.payload())
+        } else {
+            self.payload().as_bytes().to_vec()
+        };
         Message {
             id,
             app_id: app,
@@ -133,7 +151,7 @@ impl OutboxRow {
             ordering_key: self.ordering_key.clone(),
             tags: None,
             deliver_at: None,
-            payload: Some(self.payload().as_bytes().to_vec()),
+            payload: Some(payload),
             created_at: now,
         }
     }

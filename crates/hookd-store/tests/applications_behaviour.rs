@@ -145,6 +145,7 @@ async fn archived_event_types_are_listed_only_on_request(store: &dyn Store) {
         feature_flag: None,
         group_name: Some("orders".into()),
         feature_flags: Some(vec!["beta".into(), "eu".into()]),
+        envelope: false,
         created_at: at(0),
         updated_at: at(0),
     };

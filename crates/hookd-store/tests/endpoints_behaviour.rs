@@ -11,8 +11,11 @@ use harness::checks::finish;
 use harness::fixtures::{app, at, endpoint, first_page, message};
 use hookd_core::EndpointId;
 use hookd_core::model::{DeliveryStatus, SealedKeys};
+use std::time::Duration;
+
 use hookd_store::{
-    EndpointStats, EndpointUpdate, KeySwap, NewMessage, SealedRow, Store, StoreError,
+    EndpointStats, EndpointUpdate, HealthBucket, HealthWindow, KeySwap, NewMessage, SealedRow,
+    Store, StoreError,
 };
 
 async fn endpoints_round_trip_with_uids_scoped_to_their_app(store: &dyn Store) {
@@ -127,6 +130,49 @@ async fn endpoint_stats_count_a_periods_deliveries_and_attempts(store: &dyn Stor
         .await
         .unwrap();
     assert_eq!(empty, EndpointStats::default());
+}
+
+async fn endpoint_history_counts_attempts_and_waiting_deliveries_per_slice(store: &dyn Store) {
+    let a = app(None, 0);
+    store.create_app(&a).await.unwrap();
+    let ep = endpoint(&a, None, None, None);
+    store.create_endpoint(&ep).await.unwrap();
+    let before = message(&a, "order.shipped", None, None, 500);
+    let first = message(&a, "order.shipped", None, None, 1_100);
+    let retried = message(&a, "order.shipped", None, None, 2_100);
+    let queued = message(&a, "order.shipped", None, None, 3_500);
+    let after = message(&a, "order.shipped", None, None, 6_000);
+    for m in [&before, &first, &retried, &queued, &after] {
+        store.publish(NewMessage::new(m.clone())).await.unwrap();
+    }
+    finish(store, &first, &ep, 1_200, DeliveryStatus::Success).await;
+    finish(store, &retried, &ep, 2_500, DeliveryStatus::Pending).await;
+    finish(store, &before, &ep, 3_100, DeliveryStatus::Success).await;
+    let window = HealthWindow {
+        since: at(1_000),
+        bucket: Duration::from_secs(1),
+        buckets: 3,
+    };
+    let history = store.endpoint_history(&ep, &window).await.unwrap();
+    let slice = |succeeded, failed, pending| HealthBucket {
+        succeeded,
+        failed,
+        pending,
+    };
+    assert_eq!(
+        history,
+        vec![slice(1, 0, 0), slice(0, 1, 1), slice(1, 0, 1)],
+        "attempts by when they were made, waiting deliveries by their message's creation; \
+         the message created after the window is not counted"
+    );
+
+    let oldest = store.oldest_pending(&ep).await.unwrap().unwrap();
+    assert_eq!(oldest.message_id, retried.id);
+    assert_eq!(oldest.created_at, at(2_100));
+    for m in [&retried, &queued, &after] {
+        finish(store, m, &ep, 7_000, DeliveryStatus::Fail).await;
+    }
+    assert_eq!(store.oldest_pending(&ep).await.unwrap(), None);
 }
 
 async fn endpoint_keys_change_only_by_compare_and_swap(store: &dyn Store) {
@@ -339,6 +385,7 @@ behaviour!(
     endpoints_round_trip_with_uids_scoped_to_their_app,
     endpoints_are_counted_per_application,
     endpoint_stats_count_a_periods_deliveries_and_attempts,
+    endpoint_history_counts_attempts_and_waiting_deliveries_per_slice,
     endpoint_keys_change_only_by_compare_and_swap,
     an_endpoint_and_its_keys_change_together_or_not_at_all,
     an_edit_built_before_hookd_disabled_the_endpoint_is_refused,

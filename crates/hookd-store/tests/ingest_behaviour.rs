@@ -1,8 +1,8 @@
 //! The `IngestStore` contract, on every `Store` implementation: a source is found by id, uid
-//! and token (its previous token only until its overlap ends), a taken uid is a conflict, the
-//! sources' own applications stay out of the application list, deleting the application
-//! deletes its source, accepted requests list newest first and go with their message, and
-//! only the newest rejections are kept.
+//! and token (its previous token only until its overlap ends), re-sealing is a
+//! compare-and-swap, a taken uid is a conflict, the sources' own applications stay out of the
+//! application list, deleting the application deletes its source, accepted requests list
+//! newest first and go with their message, and only the newest rejections are kept.
 //!
 //! Each `behaviour!` case runs against a fresh SQLite file and, when `HOOKD_TEST_POSTGRES_URL`
 //! is set, against a fresh PostgreSQL database created for that test and dropped after it.
@@ -36,6 +36,7 @@ async fn source(store: &dyn Store, uid: Option<&str>, created: i64) -> (IngestSo
         previous_until: None,
         max_body_bytes: Some(1024),
         rate_limit: Some(5),
+        ordering_pointer: Some("/data/object/customer".into()),
         created_at: at(created),
         updated_at: at(created),
     };
@@ -76,6 +77,20 @@ async fn a_rotated_token_works_until_its_overlap_ends(store: &dyn Store) {
     assert_eq!(found("hash-0", 10_000).await, None, "the overlap is over");
 }
 
+async fn re_sealing_replaces_only_what_was_read(store: &dyn Store) {
+    let (src, _) = source(store, None, 0).await;
+    let stale = store.replace_source_sealed(&src.id, "other", "new").await;
+    assert!(!stale.unwrap(), "changed meanwhile: left alone");
+    assert!(
+        store
+            .replace_source_sealed(&src.id, "sealed-config", "resealed")
+            .await
+            .unwrap()
+    );
+    let read = store.get_source(src.id.as_str()).await.unwrap().unwrap();
+    assert_eq!(read.sealed, "resealed");
+}
+
 async fn a_taken_uid_is_a_conflict(store: &dyn Store) {
     source(store, Some("payments"), 0).await;
     let id = SourceId::new(at(5));
@@ -105,6 +120,7 @@ fn source_like(id: &SourceId, owned: &Application) -> IngestSource {
         previous_until: None,
         max_body_bytes: None,
         rate_limit: None,
+        ordering_pointer: None,
         created_at: owned.created_at,
         updated_at: owned.created_at,
     }
@@ -205,6 +221,7 @@ behaviour!(
     a_source_is_found_by_id_uid_token_and_application,
     a_rotated_token_works_until_its_overlap_ends,
     a_taken_uid_is_a_conflict,
+    re_sealing_replaces_only_what_was_read,
     sources_list_in_order_and_their_applications_stay_hidden,
     deleting_the_application_deletes_its_source,
     accepted_requests_list_newest_first_and_go_with_their_message,

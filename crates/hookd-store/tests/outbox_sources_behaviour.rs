@@ -123,6 +123,7 @@ async fn strict_rules_hold_a_row_to_its_event_types_schema(store: &dyn Store) {
         feature_flag: None,
         group_name: None,
         feature_flags: None,
+        envelope: false,
         created_at: now,
         updated_at: now,
     };

@@ -2,9 +2,10 @@
 //!
 //! # Layout
 //! - `cli`: one module per subcommand (`serve`'s parts beside it: `database`, `delivery`,
-//!   `master_key`, `metrics`, `retention`, `notices`, `traces`, `clock`, `shutdown`; `outbox`
-//!   is both `serve`'s outbox sources and `hookd outbox install`; `config` merges a `--config`
-//!   file into the arguments); `main` only hands over to it.
+//!   `master_key` (with `sealed_sources`, the ingest sources' re-sealing), `metrics`,
+//!   `retention`, `notices`, `traces`, `clock`, `shutdown`; `outbox` is both `serve`'s
+//!   outbox sources and `hookd outbox install`; `config` merges a `--config` file into the
+//!   arguments); `main` only hands over to it.
 //! - `allocator`: mimalloc as the global allocator, without transparent huge pages.
 //! - `sqlite_memory`: SQLite allocating through mimalloc, as the rest of hookd does.
 

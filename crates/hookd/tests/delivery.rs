@@ -237,10 +237,14 @@ async fn send_example_delivers_the_catalog_example_to_that_endpoint_alone() {
         .unwrap();
     assert_eq!(
         (status, sent["payload"].clone()),
-        (200, json!({"orderId": 7}))
+        (200, json!({"orderId": 7, "test": true}))
     );
     target.wait_for(1).await;
-    assert_eq!(&target.requests()[0].body[..], br#"{"orderId":7}"#);
+    assert_eq!(
+        &target.requests()[0].body[..],
+        br#"{"orderId":7,"test":true}"#,
+        "marked as a test inside the signed body"
+    );
     let (status, body) = api
         .post(
             &path,

@@ -109,7 +109,7 @@ async fn an_imported_schema_holds_strict_publishes_and_makes_test_sends() {
         .map(|r| serde_json::from_slice(&r.body).unwrap())
         .collect();
     assert!(
-        bodies.contains(&json!({"orderId": 1, "carrier": "string"})),
+        bodies.contains(&json!({"orderId": 1, "carrier": "string", "test": true})),
         "{bodies:?}"
     );
 

@@ -47,6 +47,14 @@ impl Ingest {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// The source's records of `kind` (`request` or `rejection`), newest first.
+    async fn records(&self, source: &str, kind: &str) -> Vec<Value> {
+        let path = format!("/source/{source}/{kind}");
+        let (status, list) = self.call(reqwest::Method::GET, &path, None).await;
+        assert_eq!(status, 200, "{list}");
+        list["data"].as_array().unwrap().clone()
+    }
+
     /// A `svix` source forwarding to `url`; its id, ingest URL and the endpoint's secret.
     async fn source_to(&self, url: &str) -> (String, String, String) {
         let body =
@@ -139,14 +147,7 @@ async fn accepted_forwarded_once_and_refused_never(database: &str) {
     let (status, unsigned) = post(&url, "evt_3", now_secs(), "", body.to_vec()).await;
     assert_eq!(status, 401, "{unsigned}");
 
-    let (_, rejections) = ingest
-        .call(
-            reqwest::Method::GET,
-            &format!("/source/{source}/rejection"),
-            None,
-        )
-        .await;
-    let rejections = rejections["data"].as_array().unwrap().clone();
+    let rejections = ingest.records(&source, "rejection").await;
     assert_eq!(rejections.len(), 2, "{rejections:?}");
     assert!(
         rejections[0]["headerNames"]
@@ -159,14 +160,7 @@ async fn accepted_forwarded_once_and_refused_never(database: &str) {
     );
 
     // One message was kept: the duplicate and the refused requests made none.
-    let (_, requests) = ingest
-        .call(
-            reqwest::Method::GET,
-            &format!("/source/{source}/request"),
-            None,
-        )
-        .await;
-    let requests = requests["data"].as_array().unwrap().clone();
+    let requests = ingest.records(&source, "request").await;
     assert_eq!(requests.len(), 1, "{requests:?}");
     assert_eq!(requests[0]["eventId"], "evt_1");
     assert_eq!(requests[0]["eventType"], "invoice.paid");
@@ -395,14 +389,8 @@ async fn the_portal_shows_a_source_from_its_dashboard_link() {
         .call(reqwest::Method::POST, &path, Some(json!({})))
         .await;
     assert_eq!(status, 200, "{link}");
-    let (_, rejections) = ingest
-        .call(
-            reqwest::Method::GET,
-            &format!("/source/{source}/rejection"),
-            None,
-        )
-        .await;
-    let reason = rejections["data"][0]["reason"].as_str().unwrap().to_owned();
+    let rejections = ingest.records(&source, "rejection").await;
+    let reason = rejections[0]["reason"].as_str().unwrap().to_owned();
     let dashboard = link["url"].as_str().unwrap().to_owned();
     let output = tokio::task::spawn_blocking(move || {
         let args = [

@@ -1,7 +1,8 @@
 //! The real `hookd` binary's keys and access: production mode refusing to start without a
-//! master key, the key file made on first start, rotating the master key with a command,
-//! refusing a database sealed under a key it was not given, a PostgreSQL dump that holds no
-//! secret, tokens from the command line, and the `hookd::audit` log lines.
+//! master key, the key file made on first start, rotating the master key with a command
+//! (ingest sources' secrets re-sealed too), refusing a database sealed under a key it was not
+//! given, a PostgreSQL dump that holds no secret, tokens from the command line, and the
+//! `hookd::audit` log lines.
 
 mod support;
 
@@ -86,11 +87,22 @@ async fn the_master_key_file_is_made_on_first_start_rotated_by_command_and_requi
     }
     let api = Api::new(&hookd_1, TOKEN);
     let secret_path = endpoint_with_secret(&api).await;
+    let ingest = api.at_root();
+    let source = serde_json::json!({"name": "s", "type": "svix", "config": {"secret": SECRET}});
+    let (status, source) = ingest
+        .call(
+            reqwest::Method::POST,
+            "/ingest/api/v1/source",
+            Some(source),
+            &[],
+        )
+        .await;
+    assert_eq!(status, 201, "{source}");
     drop(hookd_1);
 
     let rotated = run_hookd(&["master-key", "rotate", "--data-dir", &data_dir]);
     assert!(rotated.status.success(), "{}", text(&rotated.stderr));
-    assert!(text(&rotated.stdout).contains("2 endpoint(s) re-sealed"));
+    assert!(text(&rotated.stdout).contains("2 endpoint(s) re-sealed under it, and 1 ingest"));
     let second = std::fs::read_to_string(&key_file).unwrap();
     let keys = |file: &str| {
         file.lines()
@@ -118,6 +130,17 @@ async fn the_master_key_file_is_made_on_first_start_rotated_by_command_and_requi
     let hookd_2 = Hookd::serve_with(&args, &no_env_key, Stdio::null());
     let secret = Api::new(&hookd_2, TOKEN).get(&secret_path).await;
     assert_eq!(secret["key"], SECRET, "the secret survives two master keys");
+    let path = format!("/ingest/api/v1/source/{}", source["id"].as_str().unwrap());
+    let (status, read) = Api::new(&hookd_2, TOKEN)
+        .at_root()
+        .call(reqwest::Method::GET, &path, None, &[])
+        .await;
+    assert_eq!(status, 200, "the source survives them too: {read}");
+    let token = |source: &serde_json::Value| {
+        let url = source["ingestUrl"].as_str().unwrap().to_owned();
+        url.split("/ingest/in/").nth(1).unwrap().to_owned()
+    };
+    assert_eq!(token(&read), token(&source), "its token too");
     drop(hookd_2);
 
     let stranger = run_hookd(&[

@@ -623,15 +623,22 @@ async fn the_routes_the_portal_calls_answer_a_portal_token() {
         "/app/acme".to_owned(),
         "/app/acme/endpoint?limit=250".to_owned(),
         format!("{base}/stats"),
+        format!("{base}/health"),
         format!("{base}/secret"),
         format!("{base}/headers"),
         format!("{base}/msg?status=2&limit=20&with_content=false"),
         format!("/app/acme/attempt/endpoint/{}?limit=20", seeds.endpoint),
         format!("/app/acme/msg/{}/endpoint", seeds.message),
         "/event-type?limit=250".to_owned(),
+        "/event-type?limit=250&with_content=false".to_owned(),
+        "/app/acme/destination?limit=250&extended=true".to_owned(),
     ] {
         portal.get(&path).await;
     }
+    let test_event = json!({"eventType": "order.created"});
+    portal
+        .made(&format!("{base}/send-example"), test_event, 200)
+        .await;
     let patch = json!({"description": "from the portal"});
     let (status, out) = portal.call(Method::PATCH, &base, Some(patch)).await;
     assert_eq!(status, 200, "{out}");

@@ -2,7 +2,11 @@
 //! driven by Selenium from `scripts/crosscheck/portal_browser.py`) against the real `hookd`
 //! binary and a real receiver that fails, then recovers: sign in with a token, find the failed
 //! message, resend it, and see the new successful attempt appear; then open an app-portal link
-//! and see only that application.
+//! and see only that application. Then, as a customer signed in with a portal link: add an
+//! endpoint with two event types, edit it, pause and resume it, send a test event to a receiver
+//! on loopback and see its attempt (each step checked through the API as well), and find that
+//! another customer's endpoint is out of reach. Last, another customer's endpoint page, with a
+//! week of history written through the store, shows its health charts.
 //!
 //! Without chromium, chromedriver or the Python venv the test says it is skipped;
 //! `HOOKD_TEST_REQUIRE_BROWSER=1` (CI) makes a missing browser a failure. With
@@ -16,9 +20,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use hookd_core::{AppId, Clock, SystemClock};
+use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Message, TriggerType};
+use hookd_core::{AppId, AttemptId, Clock, EndpointId, MessageId, SystemClock, Timestamp};
 use hookd_engine::testing::Receiver;
-use hookd_store::ApiToken;
+use hookd_store::{ApiToken, NewMessage, Route, Store};
 use serde_json::json;
 use support::{Api, Hookd, python, run_python_script};
 
@@ -72,6 +77,96 @@ async fn publish(hookd: &Hookd, app: &str, event_type: &str, payload: &str) -> S
     assert_eq!(response.status().as_u16(), 202);
     let msg: serde_json::Value = response.json().await.unwrap();
     msg["id"].as_str().unwrap().to_owned()
+}
+
+/// Writes a week of deliveries to `endpoint` through the store, as the engine would have: a
+/// few messages every hour, a morning three days ago and an hour this afternoon when most
+/// failed, and two from the last hours still waiting (due tomorrow, so this run's engine
+/// leaves them alone).
+async fn write_history(store: &dyn Store, app: &str, endpoint: &str, url: &str) {
+    let now = SystemClock.now();
+    let hour = Duration::from_secs(3600);
+    for hours_ago in (1..=7 * 24u32).rev() {
+        // Busier by day than by night: 1 to 5 an hour.
+        let count = 1 + [0, 1, 3, 2][(hours_ago / 6 % 4) as usize] + hours_ago % 2;
+        let outage = (70..=76).contains(&hours_ago) || hours_ago == 6;
+        for n in 0..count {
+            let created = now
+                .minus(hour * hours_ago)
+                .plus(Duration::from_secs(u64::from(n) * 600));
+            let fate = if hours_ago <= 2 && n == 0 {
+                None
+            } else if outage && n % 3 != 2 {
+                Some(DeliveryStatus::Fail)
+            } else {
+                Some(DeliveryStatus::Success)
+            };
+            past_delivery(store, app, endpoint, url, created, fate).await;
+        }
+    }
+}
+
+/// One message created at `created` for `endpoint` alone, settled as `fate` by an attempt a
+/// second later, or left waiting.
+async fn past_delivery(
+    store: &dyn Store,
+    app: &str,
+    endpoint: &str,
+    url: &str,
+    created: Timestamp,
+    fate: Option<DeliveryStatus>,
+) {
+    let endpoint_id = EndpointId::from_stored(endpoint.to_owned());
+    let message = Message {
+        id: MessageId::new(created),
+        app_id: AppId::from_stored(app.to_owned()),
+        event_type: "invoice.paid".into(),
+        event_id: None,
+        channels: None,
+        ordering_key: None,
+        tags: None,
+        deliver_at: Some(SystemClock.now().plus(Duration::from_secs(24 * 3600))),
+        payload: Some(br#"{"invoice": 1}"#.to_vec()),
+        created_at: created,
+    };
+    let new = NewMessage::new(message.clone()).routed(Route::Only(endpoint_id.clone()));
+    store.publish(new).await.unwrap();
+    let Some(status) = fate else { return };
+    let at = created.plus(Duration::from_secs(1));
+    let ok = status == DeliveryStatus::Success;
+    let attempt = Attempt {
+        id: AttemptId::new(at),
+        message_id: message.id.clone(),
+        endpoint_id: endpoint_id.clone(),
+        url: url.to_owned(),
+        response_status_code: if ok { 200 } else { 503 },
+        response: String::new(),
+        response_head: String::new(),
+        response_duration_ms: 40,
+        status,
+        trigger_type: TriggerType::Scheduled,
+        created_at: at,
+    };
+    let delivery = Delivery {
+        message_id: message.id,
+        endpoint_id,
+        status,
+        attempt_count: 1,
+        next_attempt_at: None,
+        updated_at: at,
+        ordering_key: None,
+    };
+    store.record_attempt(&attempt, &delivery).await.unwrap();
+}
+
+/// A portal token for `app`, as the provider's backend asks for one.
+async fn portal_token(api: &Api, app: &str) -> String {
+    let (status, access) = api
+        .post(&format!("/auth/app-portal-access/{app}"), json!({}))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{access}");
+    access["token"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test]
@@ -135,6 +230,14 @@ async fn a_failed_message_is_found_and_resent_from_the_portal() {
         .await
         .unwrap();
     assert_eq!(status, 201, "{et}");
+    let (status, et) = api
+        .post(
+            "/event-type",
+            json!({"name": "order.created", "description": "A customer placed an order"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{et}");
 
     let failed = publish(&hookd, &app_id, "order.created", PAYLOAD).await;
     receiver.wait_for(1).await;
@@ -176,15 +279,46 @@ async fn a_failed_message_is_found_and_resent_from_the_portal() {
         .await
         .unwrap();
 
+    // Globex's own HTTP endpoint, with a week of history: what a customer's link must not
+    // reach, and the endpoint page whose charts the screenshots show.
+    let (status, hooks) = api
+        .post(
+            &format!("/app/{globex}/endpoint"),
+            json!({"url": format!("{}/globex", receiver.url), "uid": "globex-hooks",
+                   "description": "Invoices to the ledger", "eventTypes": ["invoice.paid"]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{hooks}");
+    let hooks_id = hooks["id"].as_str().unwrap().to_owned();
+    write_history(store.as_ref(), &globex, &hooks_id, &receiver.url).await;
+
+    // The customer's own receiver, for the endpoint it adds in the portal.
+    let customer_receiver = Receiver::start(|_| async { StatusCode::OK }).await;
+    let acme_link = portal_token(&api, &app_id).await;
+    let globex_link = portal_token(&api, &globex).await;
+
     let other_id = other["id"].as_str().unwrap().to_owned();
     let base_url = hookd.base_url.clone();
+    let customer_url = customer_receiver.url.clone();
     let output = tokio::task::spawn_blocking(move || {
         run_python_script(
             &python,
             "portal_browser.py",
             &[
-                &base_url, &chromium, &driver, TOKEN, APP_TOKEN, &app_id, &other_id, &failed,
+                &base_url,
+                &chromium,
+                &driver,
+                TOKEN,
+                APP_TOKEN,
+                &app_id,
+                &other_id,
+                &failed,
                 PAYLOAD,
+                &acme_link,
+                &globex_link,
+                &customer_url,
+                &hooks_id,
             ],
         )
     })
@@ -195,5 +329,10 @@ async fn a_failed_message_is_found_and_resent_from_the_portal() {
         receiver.count(),
         5,
         "one failure, three successes, and the resend from the portal"
+    );
+    assert_eq!(
+        customer_receiver.count(),
+        1,
+        "the customer's endpoint got the test event, once"
     );
 }

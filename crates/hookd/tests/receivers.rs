@@ -3,10 +3,13 @@
 //! official `standardwebhooks` package (on SQLite) and the Node one with the official npm
 //! `standardwebhooks` package (on PostgreSQL), as docs/receiving.md shows them.
 //!
-//! Each gets seed 001's scenario: consignment C-4471 is `loaded` (version 2); `delivered`
+//! Each gets seed 001's scenario, in the Standard Webhooks envelope hookd builds (the
+//! application's `envelope: true`): consignment C-4471 is `loaded` (version 2); `delivered`
 //! (version 4) arrives before the delayed `in transit` (version 3); then each is delivered again
-//! (a resend: same `webhook-id`). Every delivery is acknowledged (2xx in hookd's log); the
-//! record ends at delivered, version 4; duplicates never reach the worker.
+//! (a resend: same `webhook-id`); last, a test send of a realistic `lost` (version 9), marked as
+//! a test inside its signed body. Every delivery is acknowledged (2xx in hookd's log); the
+//! record ends at delivered, version 4; duplicates never reach the worker, and the test send
+//! changes nothing.
 
 mod support;
 
@@ -27,12 +30,13 @@ mod rust_example;
 const TOKEN: &str = "receivers-test-admin-token";
 
 /// Runs the scenario through hookd against the receiver at `url`, which verifies with
-/// `secret`; returns the message ids in publishing order.
+/// `secret`; returns the message ids in publishing order, the test send's last.
 async fn deliver_seed_scenario(url: &str, secret: &str) -> Vec<String> {
     let (database, _dir) = hookd_store::testing::fresh_sqlite();
     let hookd = Hookd::serve_local(&database, TOKEN, &[]);
     let api = Api::new(&hookd, TOKEN);
-    let (_, app) = api.post("/app", json!({"name": "seed-001"})).await.unwrap();
+    let app = json!({"name": "seed-001", "envelope": true});
+    let (_, app) = api.post("/app", app).await.unwrap();
     let app = app["id"].as_str().unwrap().to_owned();
     let (status, endpoint) = api
         .post(
@@ -63,6 +67,14 @@ async fn deliver_seed_scenario(url: &str, secret: &str) -> Vec<String> {
         assert_eq!(code, 202);
         acknowledged(&api, &app, id, 2).await;
     }
+    let lost = json!({"consignment": "C-4471", "status": "lost", "version": 9});
+    let example = json!({"eventType": "consignment.updated", "payload": lost});
+    let path = format!("/app/{app}/endpoint/{endpoint}/send-example");
+    let (code, sent) = api.post(&path, example).await.unwrap();
+    assert_eq!(code, 200, "{sent}");
+    let test = sent["id"].as_str().unwrap().to_owned();
+    acknowledged(&api, &app, &test, 1).await;
+    ids.push(test);
     ids
 }
 
@@ -94,8 +106,8 @@ async fn assert_ends_delivered(inbox: impl Inbox, consignments: impl VersionStor
     assert_eq!((version, state), (4, json!({"status": "delivered"})));
 }
 
-/// Each id reached the worker exactly once, and only `delivered` changed the record after
-/// `loaded` did.
+/// Each id reached the worker exactly once, only `delivered` changed the record after
+/// `loaded` did, and the test send was seen as one.
 fn assert_worker_log(output: &str, ids: &[String]) {
     let expected = [("2", "applied"), ("4", "applied"), ("3", "stale, skipped")];
     for (id, (version, outcome)) in ids.iter().zip(expected) {
@@ -106,9 +118,15 @@ fn assert_worker_log(output: &str, ids: &[String]) {
             "{line:?} once in:\n{output}"
         );
     }
+    let test = format!("{}: a test send, nothing applied", ids[3]);
+    assert_eq!(
+        output.matches(&test).count(),
+        1,
+        "{test:?} once in:\n{output}"
+    );
     assert_eq!(
         output.lines().filter(|l| l.starts_with("msg_")).count(),
-        3,
+        4,
         "{output}"
     );
 }

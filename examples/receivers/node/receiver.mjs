@@ -3,8 +3,10 @@
 //   npm ci
 //   WEBHOOK_SECRET=whsec_... DATABASE_URL=postgres://... node receiver.mjs
 //
-// RECEIVER_PORT (default 8000, 0 picks a free port) is optional. Events look like
-// {"consignment": "C-4471", "status": "delivered", "version": 4}.
+// RECEIVER_PORT (default 8000, 0 picks a free port) is optional. Events come in the Standard
+// Webhooks envelope (the application's "envelope": true): {"type": "consignment.updated",
+// "timestamp": "...", "data": {"consignment": "C-4471", "status": "delivered", "version": 4}};
+// a test send carries "test": true and changes nothing.
 
 import http from "node:http";
 import pg from "pg";
@@ -45,6 +47,27 @@ async function receive(request, response) {
   if (rowCount === 1) wake();
 }
 
+// Applies one recorded webhook: only a newer version changes a consignment.
+async function apply(webhookId, payload) {
+  let envelope;
+  try {
+    envelope = JSON.parse(payload);
+  } catch {}
+  // The mark is inside the signed body: once verified, a test send really is one.
+  if (envelope?.test === true) return console.log(`${webhookId}: a test send, nothing applied`);
+  const event = envelope?.type === "consignment.updated" ? envelope.data : undefined;
+  if (typeof event?.consignment !== "string" || !Number.isInteger(event.version)) {
+    return console.log(`${webhookId}: not a consignment event, ignored`);
+  }
+  const { rowCount } = await db.query(
+    `INSERT INTO consignments (key, version, state) VALUES ($1, $2, $3)
+     ON CONFLICT (key) DO UPDATE SET version = excluded.version, state = excluded.state
+     WHERE consignments.version < excluded.version`,
+    [event.consignment, event.version, JSON.stringify({ status: event.status })],
+  );
+  console.log(`${webhookId}: version ${event.version} ${rowCount ? "applied" : "stale, skipped"}`);
+}
+
 // The worker: claims pending webhooks oldest first (FOR UPDATE SKIP LOCKED, so several
 // processes can share the inbox); only a newer version changes a consignment.
 let working = false;
@@ -64,21 +87,7 @@ async function wake() {
       if (rows.length === 0) break;
       rows.sort((a, b) => Number(a.received_at) - Number(b.received_at));
       for (const { webhook_id, payload } of rows) {
-        let event;
-        try {
-          event = JSON.parse(payload);
-        } catch {}
-        if (typeof event?.consignment !== "string" || !Number.isInteger(event.version)) {
-          console.log(`${webhook_id}: not a consignment event, ignored`);
-        } else {
-          const { rowCount } = await db.query(
-            `INSERT INTO consignments (key, version, state) VALUES ($1, $2, $3)
-             ON CONFLICT (key) DO UPDATE SET version = excluded.version, state = excluded.state
-             WHERE consignments.version < excluded.version`,
-            [event.consignment, event.version, JSON.stringify({ status: event.status })],
-          );
-          console.log(`${webhook_id}: version ${event.version} ${rowCount ? "applied" : "stale, skipped"}`);
-        }
+        await apply(webhook_id, payload);
         await db.query(
           "UPDATE webhook_inbox SET processed_at = $2, payload = NULL WHERE webhook_id = $1",
           [webhook_id, Date.now()],

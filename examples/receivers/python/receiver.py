@@ -4,7 +4,9 @@
     WEBHOOK_SECRET=whsec_... python receiver.py
 
 RECEIVER_PORT (default 8000, 0 picks a free port) and RECEIVER_DATABASE (default receiver.db)
-are optional. Events look like {"consignment": "C-4471", "status": "delivered", "version": 4}.
+are optional. Events come in the Standard Webhooks envelope (the application's "envelope": true):
+{"type": "consignment.updated", "timestamp": "...", "data": {"consignment": "C-4471",
+"status": "delivered", "version": 4}}; a test send carries "test": true and changes nothing.
 """
 
 import json
@@ -73,8 +75,31 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+def apply(db, webhook_id, payload):
+    """Applies one recorded webhook: only a newer version changes a consignment."""
+    try:
+        envelope = json.loads(payload)
+        # The mark is inside the signed body: once verified, a test send really is one.
+        if envelope.get("test") is True:
+            print(f"{webhook_id}: a test send, nothing applied", flush=True)
+            return
+        event = envelope["data"] if envelope["type"] == "consignment.updated" else None
+        row = (event["consignment"], event["version"], json.dumps({"status": event["status"]}))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        print(f"{webhook_id}: not a consignment event, ignored", flush=True)
+        return
+    applied = db.execute(
+        "INSERT INTO consignments (key, version, state) VALUES (?, ?, ?)"
+        " ON CONFLICT (key) DO UPDATE SET version = excluded.version, state = excluded.state"
+        " WHERE consignments.version < excluded.version",
+        row,
+    ).rowcount
+    outcome = "applied" if applied else "stale, skipped"
+    print(f"{webhook_id}: version {event['version']} {outcome}", flush=True)
+
+
 def work():
-    """Applies recorded webhooks oldest first; only a newer version changes a consignment."""
+    """Applies recorded webhooks oldest first, and forgets old ids hourly."""
     db = connect()
     next_purge = 0
     while True:
@@ -87,20 +112,7 @@ def work():
             " WHERE processed_at IS NULL ORDER BY received_at"
         ).fetchall()
         for webhook_id, payload in pending:
-            try:
-                event = json.loads(payload)
-                row = (event["consignment"], event["version"], json.dumps({"status": event["status"]}))
-            except (ValueError, KeyError, TypeError):
-                print(f"{webhook_id}: not a consignment event, ignored", flush=True)
-            else:
-                applied = db.execute(
-                    "INSERT INTO consignments (key, version, state) VALUES (?, ?, ?)"
-                    " ON CONFLICT (key) DO UPDATE SET version = excluded.version, state = excluded.state"
-                    " WHERE consignments.version < excluded.version",
-                    row,
-                ).rowcount
-                outcome = "applied" if applied else "stale, skipped"
-                print(f"{webhook_id}: version {event['version']} {outcome}", flush=True)
+            apply(db, webhook_id, payload)
             db.execute(
                 "UPDATE webhook_inbox SET processed_at = ?, payload = NULL WHERE webhook_id = ?",
                 (now_ms(), webhook_id),

@@ -30,6 +30,9 @@ pub(crate) struct ApplicationIn {
     #[serde(default, deserialize_with = "metadata")]
     metadata: Metadata,
     throttle_rate: Option<u16>,
+    /// hookd addition: its messages go out in the Standard Webhooks envelope. Left as it is
+    /// by a PUT that does not give it (Svix's SDKs never do).
+    envelope: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -42,6 +45,7 @@ struct ApplicationPatch {
     metadata: Option<Metadata>,
     #[serde(default, deserialize_with = "patch_field")]
     throttle_rate: Option<Option<u16>>,
+    envelope: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -52,6 +56,9 @@ pub struct ApplicationOut {
     name: String,
     metadata: Metadata,
     throttle_rate: Option<u16>,
+    /// hookd addition, shown only when on: Svix's clients see the shape they know.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    envelope: bool,
     created_at: String,
     updated_at: String,
 }
@@ -64,6 +71,7 @@ impl From<Application> for ApplicationOut {
             name: app.name,
             metadata: app.metadata,
             throttle_rate: app.throttle_rate,
+            envelope: app.envelope,
             created_at: app.created_at.to_rfc3339(),
             updated_at: app.updated_at.to_rfc3339(),
         }
@@ -86,6 +94,7 @@ impl ApplicationIn {
             name: self.name,
             metadata: self.metadata,
             throttle_rate: self.throttle_rate,
+            envelope: self.envelope.unwrap_or(false),
             created_at: now,
             updated_at: now,
         }
@@ -96,6 +105,9 @@ impl ApplicationIn {
         app.uid = self.uid;
         app.metadata = self.metadata;
         app.throttle_rate = self.throttle_rate;
+        if let Some(envelope) = self.envelope {
+            app.envelope = envelope;
+        }
     }
 }
 
@@ -221,6 +233,9 @@ async fn patch(
     }
     if let Some(rate) = input.throttle_rate {
         app.throttle_rate = rate;
+    }
+    if let Some(envelope) = input.envelope {
+        app.envelope = envelope;
     }
     app.updated_at = state.clock().now();
     state.store().update_app(&app).await?;

@@ -1,5 +1,11 @@
 //! `/api/v1/event-type`: the catalog of event types producers publish and customers subscribe
 //! to. Deleting archives (as Svix does); `?expunge=true` deletes for good.
+//!
+//! Schema versions only add: a change whose versions remove, rename or retype a field of the
+//! version before (or of the version it replaces) is refused with 422 naming the version and
+//! the field, since receivers written against the older version would break
+//! ([`hookd_core::schema::additive`]); `?allow_breaking=true` makes it anyway, for an operator
+//! who knows no receiver reads the field.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -35,6 +41,8 @@ struct EventTypeIn {
     feature_flag: Option<String>,
     group_name: Option<String>,
     feature_flags: Option<Vec<String>>,
+    /// hookd addition: its messages go out in the Standard Webhooks envelope.
+    envelope: Option<bool>,
 }
 
 /// Body of PUT: the name comes from the path.
@@ -50,6 +58,8 @@ struct EventTypeUpdate {
     feature_flag: Option<String>,
     group_name: Option<String>,
     feature_flags: Option<Vec<String>>,
+    /// Left as it is by a PUT that does not give it (Svix's SDKs never do).
+    envelope: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -66,6 +76,7 @@ struct EventTypePatch {
     group_name: Option<Option<String>>,
     #[serde(default, deserialize_with = "patch_field")]
     feature_flags: Option<Option<Vec<String>>>,
+    envelope: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -83,6 +94,9 @@ struct EventTypeOut {
     feature_flag: Option<String>,
     group_name: Option<String>,
     feature_flags: Option<Vec<String>>,
+    /// hookd addition, shown only when on: Svix's clients see the shape they know.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    envelope: bool,
     created_at: String,
     updated_at: String,
 }
@@ -103,6 +117,7 @@ impl EventTypeOut {
             feature_flag: et.feature_flag,
             group_name: et.group_name,
             feature_flags: et.feature_flags,
+            envelope: et.envelope,
             created_at: et.created_at.to_rfc3339(),
             updated_at: et.updated_at.to_rfc3339(),
         }
@@ -118,7 +133,14 @@ impl EventTypeUpdate {
         schemas("schemas", self.schemas.as_ref())
     }
 
-    fn into_event_type(self, name: String, state: &ApiState) -> EventType {
+    /// The event type it describes, replacing `stored` if there is one: its creation time,
+    /// and its envelope setting unless this gives one, stay.
+    fn into_event_type(
+        self,
+        name: String,
+        stored: Option<&EventType>,
+        state: &ApiState,
+    ) -> EventType {
         let now = state.clock().now();
         EventType {
             name,
@@ -129,9 +151,36 @@ impl EventTypeUpdate {
             feature_flag: self.feature_flag,
             group_name: self.group_name,
             feature_flags: self.feature_flags,
-            created_at: now,
+            envelope: self
+                .envelope
+                .unwrap_or(stored.is_some_and(|stored| stored.envelope)),
+            created_at: stored.map_or(now, |stored| stored.created_at),
             updated_at: now,
         }
+    }
+}
+
+/// Holds the versions of `new` to the add-only rule against `stored` (what the catalog holds
+/// now), unless the caller asks for a breaking change (`?allow_breaking=true`).
+pub(crate) fn only_adds(
+    query: &QueryParams,
+    stored: Option<&serde_json::Value>,
+    new: Option<&serde_json::Value>,
+) -> Result<(), ApiError> {
+    let Some(new) = new else { return Ok(()) };
+    if query.flag("allow_breaking", false)? {
+        return Ok(());
+    }
+    match hookd_core::schema::additive::breaking_change(stored, new) {
+        None => Ok(()),
+        Some(why) => Err(ApiError::body_field(
+            "schemas",
+            format!(
+                "{why}: receivers of the older version would break; publish the change as a \
+                 new event type (such as `.v2`) beside this one, or pass \
+                 `?allow_breaking=true` to make it anyway"
+            ),
+        )),
     }
 }
 
@@ -170,6 +219,7 @@ async fn list(
 
 async fn create(
     State(state): State<ApiState>,
+    query: QueryParams,
     JsonBody(input): JsonBody<EventTypeIn>,
 ) -> Result<Response, ApiError> {
     validate::name("name", &input.name)?;
@@ -182,6 +232,7 @@ async fn create(
         feature_flag,
         group_name,
         feature_flags,
+        envelope,
     } = input;
     let update = EventTypeUpdate {
         description,
@@ -191,10 +242,13 @@ async fn create(
         feature_flag,
         group_name,
         feature_flags,
+        envelope,
     };
     update.validate()?;
-    let et = update.into_event_type(name, &state);
+    only_adds(&query, None, update.schemas.as_ref())?;
+    let et = update.into_event_type(name, None, &state);
     state.store().create_event_type(&et).await?;
+    state.forget_event_types();
     Ok((StatusCode::CREATED, Json(EventTypeOut::new(et, true))).into_response())
 }
 
@@ -213,28 +267,34 @@ async fn fetch(
 async fn upsert(
     State(state): State<ApiState>,
     Path(name): Path<String>,
+    query: QueryParams,
     JsonBody(input): JsonBody<EventTypeUpdate>,
 ) -> Result<Response, ApiError> {
     input.validate()?;
-    match state.store().get_event_type(&name).await? {
+    let stored = state.store().get_event_type(&name).await?;
+    let stored_schemas = stored.as_ref().and_then(|et| et.schemas.as_ref());
+    only_adds(&query, stored_schemas, input.schemas.as_ref())?;
+    let answer = match stored {
         Some(existing) => {
-            let mut et = input.into_event_type(name, &state);
-            et.created_at = existing.created_at;
+            let et = input.into_event_type(name, Some(&existing), &state);
             state.store().update_event_type(&et).await?;
-            Ok(Json(EventTypeOut::new(et, true)).into_response())
+            Json(EventTypeOut::new(et, true)).into_response()
         }
         None => {
             validate::name("name", &name)?;
-            let et = input.into_event_type(name, &state);
+            let et = input.into_event_type(name, None, &state);
             state.store().create_event_type(&et).await?;
-            Ok((StatusCode::CREATED, Json(EventTypeOut::new(et, true))).into_response())
+            (StatusCode::CREATED, Json(EventTypeOut::new(et, true))).into_response()
         }
-    }
+    };
+    state.forget_event_types();
+    Ok(answer)
 }
 
 async fn patch(
     State(state): State<ApiState>,
     Path(name): Path<String>,
+    query: QueryParams,
     JsonBody(input): JsonBody<EventTypePatch>,
 ) -> Result<Json<EventTypeOut>, ApiError> {
     let mut et = state
@@ -254,7 +314,11 @@ async fn patch(
     }
     if let Some(value) = input.schemas {
         schemas("schemas", value.as_ref())?;
+        only_adds(&query, et.schemas.as_ref(), value.as_ref())?;
         et.schemas = value;
+    }
+    if let Some(envelope) = input.envelope {
+        et.envelope = envelope;
     }
     if let Some(flag) = input.feature_flag {
         validate::uid("featureFlag", flag.as_deref())?;
@@ -270,6 +334,7 @@ async fn patch(
     }
     et.updated_at = state.clock().now();
     state.store().update_event_type(&et).await?;
+    state.forget_event_types();
     Ok(Json(EventTypeOut::new(et, true)))
 }
 
@@ -290,5 +355,6 @@ async fn remove(
         et.updated_at = state.clock().now();
         state.store().update_event_type(&et).await?;
     }
+    state.forget_event_types();
     Ok(StatusCode::NO_CONTENT)
 }

@@ -5,6 +5,11 @@
 //! signature covers), and the message with its delivery rows is written in one transaction
 //! before 202 is answered. Nothing is sent inside the request; the engine is woken instead.
 //!
+//! Where the message's application or event type asks for the Standard Webhooks envelope
+//! (`envelope: true`), the bytes stored are the producer's inside `{"type", "timestamp",
+//! "data"}`, built here once ([`hookd_core::envelope`]); `timestamp` is the message's
+//! `occurredAt` when the producer gives one (when the event happened), else the publish time.
+//!
 //! A message may carry its own `payloadRetentionPeriod` (days), which replaces the server's
 //! retention window for it; `DELETE …/msg/{msg_id}/content` drops its payload at once.
 
@@ -17,8 +22,9 @@ use axum::middleware::map_response;
 use axum::response::Response;
 use axum::routing::{delete, get, post};
 use axum::{Extension, Json, Router};
-use hookd_core::model::Message;
+use hookd_core::envelope::Envelope;
 use hookd_core::model::filters_take;
+use hookd_core::model::{Application, Message};
 use hookd_core::validate::MessageError;
 use hookd_core::{MessageId, Timestamp};
 use hookd_store::{Cursor, DeliveryTally, MessageFilter, NewMessage, PageRequest};
@@ -77,6 +83,9 @@ struct MessageIn {
     ordering_key: Option<String>,
     /// Svix's tags: labels the message list filters by (`tag=`).
     tags: Option<Vec<String>>,
+    /// hookd addition: when the event happened (RFC 3339), the envelope's `timestamp` where
+    /// the envelope is on; the publish time when not given.
+    occurred_at: Option<String>,
 }
 
 #[derive(Clone, Serialize)]
@@ -177,7 +186,7 @@ impl MessageIn {
         })?;
         crate::validate::tags("tags", self.tags.as_deref())?;
         if state.config().strict_event_types {
-            let known = state.store().get_event_type(&self.event_type).await?;
+            let known = state.event_type(&self.event_type).await?;
             match known {
                 Some(et) if !et.archived => self.check_schema(et.name, et.schemas).await?,
                 Some(_) => {
@@ -218,6 +227,35 @@ impl MessageIn {
             .await
             .map_err(|e| ApiError::Internal(format!("the payload check ended abnormally: {e}")))?;
         checked.map_err(|why| ApiError::body_field("payload", why))
+    }
+
+    /// When the event happened: `occurredAt` if given, else `now`.
+    fn occurred_at(&self, now: Timestamp) -> Result<Timestamp, ApiError> {
+        self.occurred_at.as_deref().map_or(Ok(now), |text| {
+            Timestamp::parse_rfc3339(text).map_err(|e| {
+                ApiError::body_field("occurredAt", format!("not an RFC 3339 time: {e}"))
+            })
+        })
+    }
+
+    /// The payload inside the Standard Webhooks envelope, where `app` or the message's event
+    /// type asks for it; `None` where the producer's bytes go out as they are.
+    async fn enveloped(
+        &self,
+        state: &ApiState,
+        app: &Application,
+        now: Timestamp,
+    ) -> Result<Option<Vec<u8>>, ApiError> {
+        let occurred_at = self.occurred_at(now)?;
+        if !app.envelope && !event_type_envelopes(state, &self.event_type).await? {
+            return Ok(None);
+        }
+        let envelope = Envelope {
+            event_type: &self.event_type,
+            occurred_at,
+            test: false,
+        };
+        Ok(Some(envelope.around(self.payload.get())))
     }
 
     /// When the deliveries become due, if not at once.
@@ -262,6 +300,31 @@ impl MessageIn {
     }
 }
 
+/// Whether the catalog's event type `name` asks for the Standard Webhooks envelope.
+pub(crate) async fn event_type_envelopes(state: &ApiState, name: &str) -> Result<bool, ApiError> {
+    Ok(state.event_type(name).await?.is_some_and(|et| et.envelope))
+}
+
+/// Counts and logs a payload over `--large-payload-bytes`: the guide asks producers to stay
+/// small and link to larger data, and the operator sees who does not.
+fn note_size(state: &ApiState, message: &Message) {
+    let limit = state.config().large_payload_bytes;
+    let size = message.payload.as_ref().map_or(0, Vec::len);
+    if limit == 0 || size <= limit {
+        return;
+    }
+    metrics::counter!(crate::observe::LARGE_PAYLOADS).increment(1);
+    tracing::warn!(
+        msg_id = %message.id,
+        app_id = %message.app_id,
+        event_type = %message.event_type,
+        bytes = size,
+        limit,
+        "a published payload is larger than --large-payload-bytes: keep payloads small and \
+         link to larger data"
+    );
+}
+
 /// A retention period given in `field` as `value` units of `unit_hours` hours each, in hours:
 /// from one unit up to [`MAX_RETENTION_DAYS`].
 fn retention_hours(field: &str, value: i64, unit_hours: u64) -> Result<u64, ApiError> {
@@ -295,22 +358,26 @@ async fn create(
         (Err(ApiError::NotFound(_)), Some(new)) => {
             new.validate()?;
             let app = application::new_at_path(&state, &app_id, new)?;
-            (app.id.clone(), Some(app))
+            (app.clone(), Some(app))
         }
-        (found, _) => (found?.id, None),
+        (found, _) => (found?, None),
     };
+    let enveloped = input.enveloped(&state, &app, now).await?;
+    let shown_as_sent = enveloped.is_none();
+    let payload = enveloped.unwrap_or_else(|| input.payload.get().as_bytes().to_vec());
     let message = Message {
         id: MessageId::new(now),
-        app_id: app,
+        app_id: app.id,
         event_type: input.event_type,
         event_id: input.event_id,
         channels: input.channels,
         ordering_key: input.ordering_key,
         tags: input.tags,
         deliver_at,
-        payload: Some(input.payload.get().as_bytes().to_vec()),
+        payload: Some(payload),
         created_at: now,
     };
+    note_size(&state, &message);
     // For traces (`--otlp-endpoint`): the write, named by the message; never its payload.
     let span = tracing::debug_span!(
         "publish",
@@ -328,14 +395,12 @@ async fn create(
         state.wake_engine();
     }
     let with_content = query.flag("with_content", true)?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(MessageOut::published(
-            created.message,
-            input.payload,
-            with_content,
-        )),
-    ))
+    let out = if shown_as_sent {
+        MessageOut::published(created.message, input.payload, with_content)
+    } else {
+        MessageOut::new(created.message, with_content)
+    };
+    Ok((StatusCode::ACCEPTED, Json(out)))
 }
 
 async fn list(

@@ -8,6 +8,7 @@ pub mod background_task;
 mod described;
 pub mod destination;
 pub mod endpoint;
+pub mod endpoint_health;
 pub mod endpoint_stats;
 pub mod event_type;
 pub mod health;

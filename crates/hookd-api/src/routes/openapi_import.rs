@@ -8,7 +8,8 @@
 //! version 1. `dryRun` says what would change without changing it; `replaceAll` also archives
 //! the catalog's event types the document does not describe (never hookd's own operational
 //! ones). The document may come parsed
-//! (`spec`) or as text (`specRaw`, JSON or YAML).
+//! (`spec`) or as text (`specRaw`, JSON or YAML). A schema that breaks receivers of the one
+//! stored is refused as the event-type routes refuse it (`?allow_breaking=true` to make it).
 
 use axum::extract::State;
 use axum::routing::post;
@@ -19,7 +20,8 @@ use hookd_store::PageRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::extract::JsonBody;
+use crate::extract::{JsonBody, QueryParams};
+use crate::routes::event_type::only_adds;
 use crate::validate;
 use crate::{ApiError, ApiState};
 
@@ -65,6 +67,7 @@ pub(crate) struct ImportedData {
 
 async fn import(
     State(state): State<ApiState>,
+    query: QueryParams,
     JsonBody(input): JsonBody<ImportIn>,
 ) -> Result<Json<ImportOut>, ApiError> {
     let spec = match (input.spec, input.spec_raw) {
@@ -88,6 +91,8 @@ async fn import(
             .as_ref()
             .is_none_or(|stored| !event_type.matches(stored))
         {
+            let stored_schemas = stored.as_ref().and_then(|et| et.schemas.as_ref());
+            only_adds(&query, stored_schemas, event_type.schemas.as_ref())?;
             changes.push(Change::Describe(event_type.clone(), stored));
         }
     }
@@ -111,6 +116,7 @@ async fn import(
     for change in changes {
         modified.push(change.apply(&state).await?);
     }
+    state.forget_event_types();
     let data = ImportedData {
         modified,
         to_modify: None,
@@ -189,6 +195,7 @@ impl FromOpenApi {
             feature_flag: None,
             group_name: self.group_name,
             feature_flags: self.feature_flags,
+            envelope: false,
             created_at: now,
             updated_at: now,
         }

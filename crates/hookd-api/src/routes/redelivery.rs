@@ -2,11 +2,18 @@
 //! `webhook-id`), skip one (give up on it, so the next of its ordering key goes), recover an
 //! endpoint's failed messages since a time, and send an example event to one endpoint. They
 //! only change the queue; the engine sends through the same path as every other delivery.
+//!
+//! A test send is marked as one inside its signed body: `"test": true` at the top level of
+//! the JSON object delivered (beside `type`, `timestamp` and `data` where the envelope is on,
+//! else in the example's own object), so a receiver that verified the signature knows no one
+//! added or removed the mark on the way, which a header would not tell it.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Extension, Json, Router};
+use hookd_core::Timestamp;
+use hookd_core::envelope::{Envelope, TEST_MARK};
 use hookd_core::model::Message;
 use hookd_core::{MessageId, TaskId};
 use hookd_store::{NewMessage, Route, Skipped};
@@ -171,6 +178,43 @@ async fn example_payload(state: &ApiState, input: &EventExampleIn) -> Result<Val
     }
 }
 
+/// The body a test send of `payload` (a JSON object) delivers, marked as a test: inside the
+/// envelope where `enveloped`, else the object itself with the mark added. An object that
+/// has a member of the mark's name already is refused: the mark would change its meaning.
+fn marked_as_test(
+    input: &EventExampleIn,
+    mut payload: Value,
+    enveloped: bool,
+    now: Timestamp,
+) -> Result<Vec<u8>, ApiError> {
+    if enveloped {
+        let envelope = Envelope {
+            event_type: &input.event_type,
+            occurred_at: now,
+            test: true,
+        };
+        return Ok(envelope.around(&payload.to_string()));
+    }
+    let object = payload.as_object_mut().expect("examples are JSON objects");
+    if object.contains_key(TEST_MARK) {
+        let field = if input.payload.is_some() {
+            "payload"
+        } else {
+            "exampleIndex"
+        };
+        return Err(ApiError::body_field(
+            field,
+            format!(
+                "this example has a top-level `{TEST_MARK}` member, the one that marks test \
+                 sends; send one without it, or turn the envelope on, where the mark sits \
+                 beside the example"
+            ),
+        ));
+    }
+    object.insert(TEST_MARK.to_owned(), Value::Bool(true));
+    Ok(serde_json::to_vec(&payload).expect("JSON values serialize"))
+}
+
 async fn send_example(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
@@ -181,6 +225,10 @@ async fn send_example(
     validate::name("eventType", &input.event_type)?;
     let payload = example_payload(&state, &input).await?;
     let now = state.clock().now();
+    let app = state.app(&principal, &app_id).await?;
+    let enveloped =
+        app.envelope || message::event_type_envelopes(&state, &input.event_type).await?;
+    let body = marked_as_test(&input, payload, enveloped, now)?;
     let message = Message {
         id: MessageId::new(now),
         app_id: ep.app_id.clone(),
@@ -190,7 +238,7 @@ async fn send_example(
         ordering_key: None,
         tags: None,
         deliver_at: None,
-        payload: Some(serde_json::to_vec(&payload).expect("JSON values serialize")),
+        payload: Some(body),
         created_at: now,
     };
     let created = state

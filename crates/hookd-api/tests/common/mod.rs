@@ -137,6 +137,26 @@ impl TestApi {
         self.call_as(Some(ADMIN_TOKEN), method, path, body).await
     }
 
+    /// As the admin, at `path` from the server's root: the ingest API (`/ingest/api/v1/…`) is
+    /// served beside `/api/v1`.
+    pub async fn call_at_root(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let root = self.base.trim_end_matches("/api/v1");
+        let body = body.map(|b| b.to_string().into_bytes());
+        self.send_to(
+            Some(ADMIN_TOKEN),
+            method,
+            format!("{root}{path}"),
+            body,
+            &[],
+        )
+        .await
+    }
+
     /// Raw bytes and extra headers, for malformed-input tests.
     pub async fn send(
         &self,
@@ -146,7 +166,20 @@ impl TestApi {
         body: Option<Vec<u8>>,
         headers: &[(&str, &str)],
     ) -> (StatusCode, Value) {
-        let mut request = self.client.request(method, format!("{}{path}", self.base));
+        let url = format!("{}{path}", self.base);
+        self.send_to(token, method, url, body, headers).await
+    }
+
+    /// [`TestApi::send`] to a whole URL.
+    async fn send_to(
+        &self,
+        token: Option<&str>,
+        method: Method,
+        url: String,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, Value) {
+        let mut request = self.client.request(method, url);
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }

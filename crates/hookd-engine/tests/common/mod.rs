@@ -100,6 +100,7 @@ impl Harness {
             name: "Acme".into(),
             metadata: BTreeMap::new(),
             throttle_rate: None,
+            envelope: false,
             created_at: Timestamp::from_millis(START),
             updated_at: Timestamp::from_millis(START),
         };

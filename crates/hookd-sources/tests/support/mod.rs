@@ -42,6 +42,7 @@ impl Hookd {
             name: "Acme".into(),
             metadata: BTreeMap::new(),
             throttle_rate: None,
+            envelope: false,
             created_at: now,
             updated_at: now,
         };

@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 
 use super::PgStore;
 use super::publish::insert_message;
-use super::rows::{fetch_one, run, text};
+use super::rows::{fetch_one, run};
 use crate::outbox::{
     DELIVERIES_CHANNEL, OUTBOX_CHANNEL, OutboxColumns, OutboxRow, strict_event_type, unknown_app,
 };
@@ -183,11 +183,15 @@ impl From<sqlx::Error> for Refusal {
     }
 }
 
+/// A pass's application lookups, by a row's application and event type: the application's
+/// id and whether the message is enveloped, or `None` for no such application.
+type AppLookups = HashMap<(String, String), Option<(String, bool)>>;
+
 /// Publishes one row inside a savepoint, so that a refused row's writes roll back on their
 /// own and the others' stay. A row of a `source` is recorded under its id there, and not
 /// published again: the record is written after the message, and a record another
 /// transaction wrote first (a second relay of the same row) rolls this message back.
-/// `apps` remembers this pass's application lookups.
+/// `apps` remembers this pass's application lookups (by application and event type).
 async fn relay_row(
     tx: &mut Transaction<'static, Postgres>,
     row: &OutboxRow,
@@ -195,7 +199,7 @@ async fn relay_row(
     source: Option<&str>,
     rules: &RelayRules,
     now: Timestamp,
-    apps: &mut HashMap<String, Option<String>>,
+    apps: &mut AppLookups,
 ) -> Result<RowFate, StoreError> {
     if let Some(source) = source {
         let seen = fetch_one(&mut **tx, sql::relayed(source, row.id), |r| r.bool(0)).await?;
@@ -246,26 +250,27 @@ async fn checked_message(
     id: MessageId,
     rules: &RelayRules,
     now: Timestamp,
-    apps: &mut HashMap<String, Option<String>>,
+    apps: &mut AppLookups,
 ) -> Result<Message, Refusal> {
     row.check(rules).map_err(Refusal::Row)?;
-    let app = match apps.get(&row.app) {
+    let key = (row.app.clone(), row.event_type.clone());
+    let app = match apps.get(&key) {
         Some(app) => app.clone(),
         None => {
-            let app = fetch_one(&mut **tx, sql::app_id(&row.app), |r| text(r, 0));
+            let app = fetch_one(&mut **tx, sql::app_of_row(row), sql::app_of_row_row);
             let app = app.await.map_err(Refusal::Store)?;
-            apps.insert(row.app.clone(), app.clone());
+            apps.insert(key, app.clone());
             app
         }
     };
-    let app = app.ok_or_else(|| Refusal::Row(unknown_app(&row.app)))?;
+    let (app, enveloped) = app.ok_or_else(|| Refusal::Row(unknown_app(&row.app)))?;
     if rules.strict_event_types {
         let statement = sql::event_type(&row.event_type);
         let found = fetch_one(&mut **tx, statement, sql::event_type_row);
         let found = found.await.map_err(Refusal::Store)?;
         strict_event_type(found, row).map_err(Refusal::Row)?;
     }
-    Ok(row.message(id, AppId::from_stored(app), now))
+    Ok(row.message(id, (AppId::from_stored(app), enveloped), now))
 }
 
 /// Takes, in the order every writer takes them, the ordering locks the pass's rows may need:

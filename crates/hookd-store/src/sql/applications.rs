@@ -40,7 +40,7 @@ impl<D: Database> ApplicationStore for D {
     }
 }
 
-/// The application's id, then the fields an update writes too, as `?1` to `?6`.
+/// The application's id, then the fields an update writes too, as `?1` to `?7`.
 fn id_and_fields(app: &Application) -> Vec<Arg<'_>> {
     args![
         app.id.as_str(),
@@ -49,13 +49,14 @@ fn id_and_fields(app: &Application) -> Vec<Arg<'_>> {
         encode(&app.metadata),
         app.throttle_rate,
         app.updated_at,
+        app.envelope,
     ]
 }
 
-/// An application's row, `?1` to `?7`.
-const INSERT: &str =
-    "INSERT INTO applications (id, uid, name, metadata, throttle_rate, updated_at, created_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+/// An application's row, `?1` to `?8`.
+const INSERT: &str = "INSERT INTO applications
+     (id, uid, name, metadata, throttle_rate, updated_at, envelope, created_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 
 /// The arguments of [`INSERT`].
 fn insert_args(app: &Application) -> Vec<Arg<'_>> {
@@ -114,7 +115,7 @@ pub fn list(dialect: Dialect) -> ListQuery<'static> {
 pub fn update(app: &Application) -> Statement<'_> {
     let sql = sql!(
         "UPDATE applications SET uid = ?2, name = ?3, metadata = ?4, throttle_rate = ?5,
-         updated_at = ?6 WHERE id = ?1"
+         updated_at = ?6, envelope = ?7 WHERE id = ?1"
     );
     Statement::new(sql, id_and_fields(app))
 }

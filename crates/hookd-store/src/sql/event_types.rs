@@ -39,7 +39,7 @@ impl<D: Database> EventTypeStore for D {
     }
 }
 
-/// The event type's name, then the fields an update writes too, as `?1` to `?9`.
+/// The event type's name, then the fields an update writes too, as `?1` to `?10`.
 fn name_and_fields(et: &EventType) -> Vec<Arg<'_>> {
     args![
         et.name.as_str(),
@@ -51,14 +51,15 @@ fn name_and_fields(et: &EventType) -> Vec<Arg<'_>> {
         et.updated_at,
         et.group_name.as_deref(),
         encode_opt(et.feature_flags.as_ref()),
+        et.envelope,
     ]
 }
 
 pub fn insert(et: &EventType) -> Statement<'_> {
     let sql = sql!(
         "INSERT INTO event_types (name, description, schemas, archived, deprecated,
-         feature_flag, updated_at, group_name, feature_flags, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+         feature_flag, updated_at, group_name, feature_flags, envelope, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
     );
     let mut args = name_and_fields(et);
     args.extend(args![et.created_at]);
@@ -87,7 +88,7 @@ pub fn update(et: &EventType) -> Statement<'_> {
     let sql = sql!(
         "UPDATE event_types SET description = ?2, schemas = ?3, archived = ?4,
          deprecated = ?5, feature_flag = ?6, updated_at = ?7, group_name = ?8,
-         feature_flags = ?9 WHERE name = ?1"
+         feature_flags = ?9, envelope = ?10 WHERE name = ?1"
     );
     Statement::new(sql, name_and_fields(et))
 }

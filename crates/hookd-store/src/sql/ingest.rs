@@ -14,7 +14,8 @@ use crate::{
 
 /// The columns [`source`] decodes, in order.
 const SOURCE_COLUMNS: &str = "id, uid, name, kind, sealed, metadata, app_id, token_hash, \
-     previous_token_hash, previous_until, max_body_bytes, rate_limit, created_at, updated_at";
+     previous_token_hash, previous_until, max_body_bytes, rate_limit, ordering_pointer, created_at, \
+     updated_at";
 
 /// The columns [`request`] decodes, in order.
 const REQUEST_COLUMNS: &str =
@@ -30,8 +31,8 @@ impl<D: Database> IngestStore for D {
         let sql = sql!(
             "INSERT INTO ingest_sources (id, uid, name, kind, sealed, metadata, app_id,
                  token_hash, previous_token_hash, previous_until, max_body_bytes, rate_limit,
-                 updated_at, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+                 ordering_pointer, updated_at, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
         );
         let mut args = fields(source);
         args.extend(args![source.created_at]);
@@ -87,12 +88,24 @@ impl<D: Database> IngestStore for D {
         let sql = sql!(
             "UPDATE ingest_sources SET uid = ?2, name = ?3, kind = ?4, sealed = ?5,
                  metadata = ?6, token_hash = ?8, previous_token_hash = ?9,
-                 previous_until = ?10, max_body_bytes = ?11, rate_limit = ?12, updated_at = ?13
+                 previous_until = ?10, max_body_bytes = ?11, rate_limit = ?12,
+                 ordering_pointer = ?13, updated_at = ?14
              WHERE id = ?1 AND app_id = ?7"
         );
         let statement = Statement::new(sql, fields(source));
         let changed = self.write(statement, Some(uid_taken(source))).await?;
         crate::error::touched(changed, "ingest source")
+    }
+
+    async fn replace_source_sealed(
+        &self,
+        id: &SourceId,
+        old: &str,
+        new: &str,
+    ) -> Result<bool, StoreError> {
+        let sql = sql!("UPDATE ingest_sources SET sealed = ?3 WHERE id = ?1 AND sealed = ?2");
+        let statement = Statement::new(sql, args![id.as_str(), old, new]);
+        Ok(self.write(statement, None).await? == 1)
     }
 
     async fn record_ingest_request(&self, request: &IngestRequest) -> Result<(), StoreError> {
@@ -176,7 +189,7 @@ fn forget_oldest(source: &SourceId) -> Statement<'_> {
     Statement::new(sql, args![source.as_str(), REJECTIONS_KEPT as i64])
 }
 
-/// A source's id, then every field an update writes too, as `?1` to `?13`.
+/// A source's id, then every field an update writes too, as `?1` to `?14`.
 fn fields(source: &IngestSource) -> Vec<Arg<'_>> {
     args![
         source.id.as_str(),
@@ -193,6 +206,7 @@ fn fields(source: &IngestSource) -> Vec<Arg<'_>> {
             .max_body_bytes
             .map(|max| i64::try_from(max).unwrap_or(i64::MAX)),
         source.rate_limit,
+        source.ordering_pointer.as_deref(),
         source.updated_at,
     ]
 }
@@ -219,8 +233,9 @@ fn source(row: &dyn rows::Columns) -> rows::Decoded<IngestSource> {
         previous_until: opt_time(row, 9)?,
         max_body_bytes: opt_int(row, 10)?,
         rate_limit: opt_int(row, 11)?,
-        created_at: time(row, 12)?,
-        updated_at: time(row, 13)?,
+        ordering_pointer: row.opt_text(12)?,
+        created_at: time(row, 13)?,
+        updated_at: time(row, 14)?,
     })
 }
 

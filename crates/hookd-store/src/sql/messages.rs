@@ -9,15 +9,15 @@ use hookd_core::model::{Attempt, Delivery, DeliveryStatus, Endpoint, Message, Or
 use hookd_core::{AppId, EndpointId, MessageId, Timestamp};
 
 use super::rows::{self, Columns, Decoded, ENDPOINT_WIDTH, MESSAGE_WIDTH, int, text};
-use super::{Database, Dialect, ListQuery, Statement, args, search, sql};
+use super::{Database, Dialect, ListQuery, Statement, args, health, search, sql};
 use crate::columns::{
     ATTEMPT_COLUMNS, DELIVERED, DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS,
 };
 use crate::json::{decode_opt, encode_opt};
 use crate::store::tally;
 use crate::{
-    AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore,
-    NewMessage, Page, PageRequest, StoreError,
+    AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, HealthBucket, HealthWindow,
+    MessageFilter, MessageStore, NewMessage, OldestPending, Page, PageRequest, StoreError,
 };
 
 /// What [`MessageStore`] asks of each backend itself: publishing. SQLite writes a publish as
@@ -123,6 +123,35 @@ impl<D: Publish> MessageStore for D {
         let deliveries = self.read(deliveries, count_row).await?;
         let attempts = self.read(attempt_counts(&endpoint.id, &attempts), count_row);
         Ok(search::stats_from(&deliveries, &attempts.await?))
+    }
+
+    async fn endpoint_history(
+        &self,
+        endpoint: &Endpoint,
+        window: &HealthWindow,
+    ) -> Result<Vec<HealthBucket>, StoreError> {
+        let [messages, attempts] = search::stats_ranges(window.since, window.until());
+        let attempts = health::attempts(&endpoint.id, window, &attempts);
+        let attempts = self.read(attempts, health::attempt_row).await?;
+        let waiting = health::waiting(&endpoint.id, window, &messages);
+        let waiting = self.read(waiting, health::waiting_row).await?;
+        Ok(health::buckets(window, &attempts, &waiting))
+    }
+
+    async fn oldest_pending(
+        &self,
+        endpoint: &Endpoint,
+    ) -> Result<Option<OldestPending>, StoreError> {
+        let mut oldest: Option<OldestPending> = None;
+        for status in health::WAITING {
+            let statement = health::oldest(&endpoint.id, status);
+            let found = self.read_one(statement, health::oldest_row).await?;
+            oldest = match (oldest, found) {
+                (Some(a), Some(b)) => Some(if b.message_id < a.message_id { b } else { a }),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(oldest)
     }
 
     async fn get_attempt(

@@ -12,6 +12,7 @@
 //! - [`rows`]: the row decoders, over both row types.
 //! - [`list`]: [`ListQuery`], a list with optional filters and a page ([`keyset`]).
 //! - [`search`]: the message search's conditions and endpoint statistics' ranges.
+//! - [`health`]: an endpoint's history in slices of time, and its oldest waiting message.
 //! - one module per resource trait (`applications`, `endpoints`, …): its statements, each
 //!   with its arguments, the decoders of the rows only it reads, and the trait itself,
 //!   implemented once for any [`Database`]. What a backend must do its own way (publishing,
@@ -24,6 +25,7 @@ pub mod applications;
 pub mod auth;
 pub mod endpoints;
 pub mod event_types;
+pub mod health;
 pub mod ingest;
 pub mod keyset;
 pub mod list;

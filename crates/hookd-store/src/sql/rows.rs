@@ -77,6 +77,7 @@ pub fn app(row: &dyn Columns) -> Decoded<Application> {
         throttle_rate: opt_int(row, 4)?,
         created_at: time(row, 5)?,
         updated_at: time(row, 6)?,
+        envelope: row.bool(7)?,
     })
 }
 
@@ -131,6 +132,7 @@ pub fn event_type(row: &dyn Columns) -> Decoded<EventType> {
         updated_at: time(row, 7)?,
         group_name: row.opt_text(8)?,
         feature_flags: decode_opt(row.opt_text(9)?)?,
+        envelope: row.bool(10)?,
     })
 }
 

@@ -72,7 +72,11 @@ const MIGRATIONS: &[(i64, &str)] = &[
     ),
     (
         21,
-        include_str!("../../migrations/sqlite/0021_ingest_sources.sql"),
+        include_str!("../../migrations/sqlite/0021_payload_envelope.sql"),
+    ),
+    (
+        22,
+        include_str!("../../migrations/sqlite/0022_ingest_sources.sql"),
     ),
 ];
 

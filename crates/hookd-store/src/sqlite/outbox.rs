@@ -13,7 +13,7 @@ use rusqlite::{Connection, params};
 
 use super::SqliteStore;
 use super::publish::insert_message;
-use super::rows::{fetch_one, run, text};
+use super::rows::{fetch_one, run};
 use crate::outbox::{OutboxRow, strict_event_type, unknown_app};
 use crate::sql::outbox as sql;
 use crate::{OutboxStore, RelayRules, Relayed, Route, RowFate, StoreError, Wakeups};
@@ -158,13 +158,13 @@ fn publish_row(
     now: Timestamp,
 ) -> Result<usize, Refusal> {
     row.check(rules).map_err(Refusal::Row)?;
-    let app = fetch_one(conn, &sql::app_id(&row.app), |r| text(r, 0))?;
-    let app = app.ok_or_else(|| Refusal::Row(unknown_app(&row.app)))?;
+    let app = fetch_one(conn, &sql::app_of_row(row), sql::app_of_row_row)?;
+    let (app, enveloped) = app.ok_or_else(|| Refusal::Row(unknown_app(&row.app)))?;
     if rules.strict_event_types {
         let found = fetch_one(conn, &sql::event_type(&row.event_type), sql::event_type_row)?;
         strict_event_type(found, row).map_err(Refusal::Row)?;
     }
-    let message = row.message(id, AppId::from_stored(app), now);
+    let message = row.message(id, (AppId::from_stored(app), enveloped), now);
     let deliveries = insert_message(conn, &message, &Route::Subscribers, None)?
         .created
         .deliveries;

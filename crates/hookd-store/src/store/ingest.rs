@@ -52,6 +52,9 @@ pub struct IngestSource {
     pub max_body_bytes: Option<u64>,
     /// Requests per second accepted, when not the server's.
     pub rate_limit: Option<u32>,
+    /// A JSON pointer (`/data/object/customer`) into a request's body: the value there is its
+    /// message's ordering key, so requests about one thing are forwarded one at a time.
+    pub ordering_pointer: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -107,6 +110,15 @@ pub trait IngestStore: Send + Sync {
 
     /// Rewrites a source's fields (all but its id, application and creation time).
     async fn update_source(&self, source: &IngestSource) -> Result<(), StoreError>;
+
+    /// Replaces a source's sealed configuration with `new` if it is still `old` (re-sealing
+    /// under another master key); `false` if it changed meanwhile.
+    async fn replace_source_sealed(
+        &self,
+        id: &SourceId,
+        old: &str,
+        new: &str,
+    ) -> Result<bool, StoreError>;
 
     /// Keeps the headers of an accepted request (its message is written).
     async fn record_ingest_request(&self, request: &IngestRequest) -> Result<(), StoreError>;

@@ -2,6 +2,7 @@
 //! every attempt).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use hookd_core::model::{Application, Attempt, Delivery, DeliveryStatus, Endpoint, Message};
@@ -45,6 +46,39 @@ pub struct EndpointStats {
     /// Attempts made in the period, and how many of them succeeded.
     pub attempts: u64,
     pub successful_attempts: u64,
+}
+
+/// Equal slices of time from `since`: the periods an endpoint's history is counted in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HealthWindow {
+    pub since: Timestamp,
+    /// The length of one slice (at least a millisecond).
+    pub bucket: Duration,
+    pub buckets: usize,
+}
+
+impl HealthWindow {
+    /// The end of the last slice.
+    pub fn until(&self) -> Timestamp {
+        let buckets = u32::try_from(self.buckets).unwrap_or(u32::MAX);
+        self.since.plus(self.bucket.saturating_mul(buckets))
+    }
+}
+
+/// One slice of an endpoint's history: the attempts made in it by outcome, and the deliveries
+/// of the messages created in it that still wait (pending or in flight).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HealthBucket {
+    pub succeeded: u64,
+    pub failed: u64,
+    pub pending: u64,
+}
+
+/// The message whose delivery to an endpoint has waited longest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OldestPending {
+    pub message_id: MessageId,
+    pub created_at: Timestamp,
 }
 
 /// Where one message's deliveries stand, counted: the status column of a message list.
@@ -233,6 +267,18 @@ pub trait MessageStore: Send + Sync {
         since: Timestamp,
         until: Timestamp,
     ) -> Result<EndpointStats, StoreError>;
+    /// The history of `endpoint` in the slices of `window`, one [`HealthBucket`] per slice,
+    /// oldest first: what the portal's health charts draw.
+    async fn endpoint_history(
+        &self,
+        endpoint: &Endpoint,
+        window: &HealthWindow,
+    ) -> Result<Vec<HealthBucket>, StoreError>;
+    /// The oldest message whose delivery to `endpoint` is pending or in flight, if any.
+    async fn oldest_pending(
+        &self,
+        endpoint: &Endpoint,
+    ) -> Result<Option<OldestPending>, StoreError>;
     /// One attempt of a message.
     async fn get_attempt(
         &self,

@@ -33,8 +33,8 @@ pub use gauges::{GaugeStore, Gauges};
 pub use ingest::{IngestRejection, IngestRequest, IngestSource, IngestStore};
 pub(crate) use messages::tally;
 pub use messages::{
-    AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, MessageFilter, MessageStore,
-    NewMessage, Route,
+    AttemptFilter, CreatedMessage, DeliveryTally, EndpointStats, HealthBucket, HealthWindow,
+    MessageFilter, MessageStore, NewMessage, OldestPending, Route,
 };
 pub use notices::NoticeStore;
 pub use outbox::{OutboxStore, RelayRules, Relayed, RowFate, Wakeups};

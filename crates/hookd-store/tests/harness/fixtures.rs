@@ -19,6 +19,7 @@ pub fn app(uid: Option<&str>, created: i64) -> Application {
         name: format!("app {created}"),
         metadata: BTreeMap::from([("tier".to_owned(), "gold".to_owned())]),
         throttle_rate: None,
+        envelope: false,
         created_at: at(created),
         updated_at: at(created),
     }

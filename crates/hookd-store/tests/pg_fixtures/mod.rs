@@ -20,6 +20,7 @@ pub fn app(id: &str) -> Application {
         name: id.to_owned(),
         metadata: BTreeMap::new(),
         throttle_rate: None,
+        envelope: false,
         created_at: Timestamp::from_millis(0),
         updated_at: Timestamp::from_millis(0),
     }

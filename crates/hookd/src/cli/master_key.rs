@@ -126,13 +126,17 @@ pub struct Resealed {
     /// Rows whose credential headers were kept in clear (written before hookd sealed them, or
     /// named by a `--sensitive-header` added since), now sealed with their keys.
     pub sealed_headers: usize,
+    /// Ingest sources (their provider secrets and tokens) sealed under an older master key,
+    /// now under the current one.
+    pub sources: usize,
 }
 
 /// Rows read per batch while re-sealing.
 const BATCH: usize = 500;
 
 /// Seals every endpoint's keys under the keyring's current key: rows sealed under an older key
-/// it holds, and plaintext secrets written before encryption at rest; and moves the headers
+/// it holds, and plaintext secrets written before encryption at rest (and every ingest
+/// source's configuration, see `sealed_sources`); and moves the headers
 /// `credentials` covers that a row keeps in clear into its sealed keys. Fails, changing
 /// nothing further, on a row sealed under a key it does not hold (this hookd was given the
 /// wrong key file), saying which key that is.
@@ -150,9 +154,11 @@ pub async fn reseal(
         }
         match rows.last() {
             Some(row) if rows.len() == BATCH => after = Some(row.id.clone()),
-            _ => return Ok(done),
+            _ => break,
         }
     }
+    done.sources = super::sealed_sources::reseal(store, keyring).await?;
+    Ok(done)
 }
 
 /// Re-seals one row if its keys are not sealed under the current key or it keeps credential
@@ -279,10 +285,12 @@ async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
     write_key_file(&path, &new)?;
     let done = reseal(store.as_ref(), &new, &credentials).await?;
     println!(
-        "master key {} is current in {}; {} endpoint(s) re-sealed under it",
+        "master key {} is current in {}; {} endpoint(s) re-sealed under it, and {} ingest \
+         source(s)",
         new.current_id(),
         path.display(),
-        done.rekeyed + done.sealed_legacy
+        done.rekeyed + done.sealed_legacy,
+        done.sources
     );
     if args.drop_old {
         write_key_file(&path, &new.current_only())?;

@@ -12,6 +12,7 @@ mod migrate;
 mod notices;
 mod outbox;
 mod retention;
+mod sealed_sources;
 mod serve;
 mod shutdown;
 mod sign;

@@ -117,6 +117,11 @@ pub struct Args {
     /// Largest accepted message payload, in bytes.
     #[arg(long, env = "HOOKD_MAX_PAYLOAD_BYTES", default_value_t = 256 * 1024)]
     max_payload_bytes: usize,
+    /// A published payload larger than this many bytes (20480 follows the Standard Webhooks
+    /// advice: stay small, link to larger data) is counted in `hookd_large_payloads_total` and
+    /// logged as a warning naming its message; 0 (the default) counts none.
+    #[arg(long, env = "HOOKD_LARGE_PAYLOAD_BYTES", default_value_t = 0)]
+    large_payload_bytes: usize,
     /// Requests worked on at once; more are answered 503 at once (memory stays bounded).
     #[arg(long, env = "HOOKD_MAX_IN_FLIGHT", default_value_t = 1024)]
     max_in_flight: usize,
@@ -408,7 +413,8 @@ async fn open_store(
             rekeyed = resealed.rekeyed,
             sealed_legacy = resealed.sealed_legacy,
             sealed_headers = resealed.sealed_headers,
-            "endpoint keys sealed under the current master key"
+            sources = resealed.sources,
+            "endpoint keys and ingest sources sealed under the current master key"
         );
     }
     Ok(store)
@@ -437,6 +443,7 @@ async fn ensure_operations_app(store: &dyn Store, clock: &dyn Clock) -> anyhow::
 fn api_config(args: &Args, settings: &Settings, address: Option<SocketAddr>) -> ApiConfig {
     ApiConfig {
         max_payload_bytes: args.max_payload_bytes,
+        large_payload_bytes: args.large_payload_bytes,
         strict_event_types: args.strict_event_types,
         allow_http_endpoints: args.allow_http_endpoints,
         max_in_flight: args.max_in_flight,

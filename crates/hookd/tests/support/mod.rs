@@ -111,6 +111,12 @@ impl Hookd {
         Self::serve_with(&args, env, stderr)
     }
 
+    /// The text of its `/metrics` (served without a token unless `--metrics-token` is given).
+    pub async fn metrics(&self) -> String {
+        let response = reqwest::get(format!("{}/metrics", self.base_url)).await;
+        response.unwrap().text().await.unwrap()
+    }
+
     /// The child's process id (for reading its memory from `/proc`).
     pub fn pid(&self) -> u32 {
         self.child.id()

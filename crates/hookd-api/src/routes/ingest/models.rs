@@ -32,6 +32,9 @@ pub(super) struct SourceIn {
     max_body_bytes: Option<u64>,
     /// hookd addition: requests per second accepted (none when not set).
     rate_limit: Option<u32>,
+    /// hookd addition: a JSON pointer into the body whose value is the ordering key.
+    #[serde(rename = "orderingKeyPointer")]
+    ordering_pointer: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -47,6 +50,8 @@ pub struct SourceOut {
     metadata: Metadata,
     max_body_bytes: Option<u64>,
     rate_limit: Option<u32>,
+    #[serde(rename = "orderingKeyPointer")]
+    ordering_pointer: Option<String>,
     created_at: String,
     updated_at: String,
 }
@@ -117,6 +122,14 @@ impl SourceIn {
         if self.rate_limit == Some(0) {
             return Err(ApiError::body_field("rateLimit", "must be at least 1"));
         }
+        if let Some(pointer) = &self.ordering_pointer
+            && (!pointer.starts_with('/') || pointer.len() > 256)
+        {
+            return Err(ApiError::body_field(
+                "orderingKeyPointer",
+                "a JSON pointer into the body (RFC 6901), such as /data/object/customer",
+            ));
+        }
         SourceConfig::parse(&self.kind, &self.config)
             .map_err(|e| ApiError::body_field(&e.field, e.message))
     }
@@ -135,6 +148,8 @@ impl SourceIn {
             name: self.name.clone(),
             metadata: Metadata::new(),
             throttle_rate: None,
+            // Forwarded as the provider sent it: never wrapped in an envelope.
+            envelope: false,
             created_at: now,
             updated_at: now,
         };
@@ -156,6 +171,7 @@ impl SourceIn {
             previous_until: None,
             max_body_bytes: self.max_body_bytes,
             rate_limit: self.rate_limit,
+            ordering_pointer: self.ordering_pointer,
             created_at: now,
             updated_at: now,
         };
@@ -182,6 +198,7 @@ impl SourceIn {
         source.metadata = self.metadata;
         source.max_body_bytes = self.max_body_bytes;
         source.rate_limit = self.rate_limit;
+        source.ordering_pointer = self.ordering_pointer;
         source.updated_at = now;
         Ok(())
     }
@@ -202,6 +219,7 @@ impl SourceOut {
             metadata: source.metadata,
             max_body_bytes: source.max_body_bytes,
             rate_limit: source.rate_limit,
+            ordering_pointer: source.ordering_pointer,
             created_at: source.created_at.to_rfc3339(),
             updated_at: source.updated_at.to_rfc3339(),
         })

@@ -5,7 +5,8 @@
 //! provider's scheme (401 with the reason as JSON; a bounded record of the refusal is kept and
 //! counted in `hookd_ingest_rejected_total{reason}`, never the body), then the message: the
 //! body's bytes unchanged as its payload, the provider's event type, the provider's event id as
-//! its `eventId`. 2xx is answered only once the message is committed. An event id the source's
+//! its `eventId`, and, when the source has an ordering pointer, the value it points at in the
+//! body as its ordering key. 2xx is answered only once the message is committed. An event id the source's
 //! application holds already is a duplicate: answered 200 and not forwarded again (so a
 //! provider's retry after a lost answer is harmless), for as long as hookd keeps event ids
 //! (records kept, then `--keep-event-ids`). Slack's `url_verification` is answered with its
@@ -180,7 +181,7 @@ async fn accept(
         event_type: event_type.clone(),
         event_id: event_id.clone(),
         channels: None,
-        ordering_key: None,
+        ordering_key: ordering_key(source, &arrival.body),
         tags: None,
         deliver_at: None,
         payload: Some(arrival.body.to_vec()),
@@ -211,6 +212,24 @@ async fn accept(
     metrics::counter!(ACCEPTED, "outcome" => "forwarded").increment(1);
     let body = json!({ "id": created.message.id });
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+/// The value at the source's ordering pointer in a JSON body (a string, or a number or boolean
+/// as its JSON text), if it has a pointer and the body a value there that is a valid ordering
+/// key (1 to 256 bytes, no control characters); otherwise the message is not ordered.
+fn ordering_key(source: &IngestSource, body: &[u8]) -> Option<String> {
+    let pointer = source.ordering_pointer.as_deref()?;
+    let body: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let key = match body.pointer(pointer)? {
+        serde_json::Value::String(key) => Some(key.clone()),
+        serde_json::Value::Array(_) | serde_json::Value::Object(_) | serde_json::Value::Null => {
+            None
+        }
+        scalar => Some(scalar.to_string()),
+    }?;
+    hookd_core::validate::ordering_key(&key)
+        .is_ok()
+        .then_some(key)
 }
 
 /// The headers kept with an accepted request: the provider's and the content's, without

@@ -1,10 +1,11 @@
--- hookd schema v21 (SQLite): ingest sources, the requests they accepted, and a bounded record
+-- hookd schema v22 (SQLite): ingest sources, the requests they accepted, and a bounded record
 -- of the requests they refused.
 --
 -- A source receives a provider's webhooks at its token's URL and owns one application (whose
 -- uid is `hookd-ingest-` and the source id): its endpoints are the forwarding targets, its
 -- messages the accepted requests. Deleting the application deletes the source. The token is
 -- found by its SHA-256; the token itself and the provider secrets are sealed in `sealed`.
+-- `ordering_pointer`, a JSON pointer into the body, names the messages' ordering key.
 CREATE TABLE ingest_sources (
     id                  TEXT PRIMARY KEY,
     uid                 TEXT UNIQUE,
@@ -18,6 +19,7 @@ CREATE TABLE ingest_sources (
     previous_until      INTEGER,
     max_body_bytes      INTEGER,
     rate_limit          INTEGER,
+    ordering_pointer    TEXT,
     created_at          INTEGER NOT NULL,
     updated_at          INTEGER NOT NULL
 );
