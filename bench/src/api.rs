@@ -1,6 +1,6 @@
 //! The few admin calls a benchmark makes to set hookd up (applications, endpoints, their
-//! secrets), over the same pooled HTTP client the load uses, and the publish request the load
-//! generator repeats.
+//! secrets, ingest sources), over the same pooled HTTP client the load uses, and the requests
+//! the load generator repeats: a publish, or a provider's signed webhook to an ingest source.
 
 use std::sync::{Arc, Mutex};
 
@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use serde_json::{Value, json};
+use webhook_signature::stripe;
 
 use crate::hookd::Hookd;
 use crate::load::{Outcome, Requests};
@@ -28,7 +29,10 @@ pub fn unix_nanos() -> u64 {
 #[derive(Clone)]
 pub struct Api {
     client: reqwest::Client,
+    /// hookd's `/api/v1`.
     base: String,
+    /// hookd's `/ingest/api/v1`.
+    ingest: String,
     /// hookd's `/metrics`.
     metrics: String,
     authorization: HeaderValue,
@@ -46,6 +50,7 @@ impl Api {
         Ok(Self {
             client,
             base: format!("{}/api/v1", hookd.base_url),
+            ingest: format!("{}/ingest/api/v1", hookd.base_url),
             metrics: format!("{}/metrics", hookd.base_url),
             authorization,
         })
@@ -226,15 +231,49 @@ impl Api {
     ) -> anyhow::Result<Requests> {
         let url = reqwest::Url::parse(&self.url(&format!("/app/{app}/msg")))
             .context("the publish URL")?;
-        let client = self.client.clone();
         let authorization = self.authorization.clone();
-        let json = HeaderValue::from_static("application/json");
-        Ok(Arc::new(move |i| {
-            let request = client
-                .post(url.clone())
+        Ok(self.accepted_posts(url, log, move |i, request| {
+            request
                 .header(AUTHORIZATION, authorization.clone())
-                .header(CONTENT_TYPE, json.clone())
-                .body(bodies.get(i));
+                .body(bodies.get(i))
+        }))
+    }
+
+    /// The request the ingest benchmark repeats: Stripe event `i` (one of `events`, signed
+    /// with `secret` when sent) to the ingest URL `url`, expect 202. With a log, each accepted
+    /// message's id and send time are added to it.
+    pub fn stripe_sender(
+        &self,
+        url: &str,
+        secret: String,
+        log: Option<SendLog>,
+        events: Bodies,
+    ) -> anyhow::Result<Requests> {
+        let url = reqwest::Url::parse(url).context("the ingest URL")?;
+        Ok(self.accepted_posts(url, log, move |i, request| {
+            let event = events.get(i);
+            let now = unix_nanos() / 1_000_000_000;
+            request
+                .header("stripe-signature", stripe::sign(&secret, now, &event))
+                .body(event)
+        }))
+    }
+
+    /// JSON POSTs to `url`, each completed by `build(i, request)`, that must be answered 202
+    /// with the id of the message they made; with a log, each id and send time is added to it.
+    fn accepted_posts(
+        &self,
+        url: reqwest::Url,
+        log: Option<SendLog>,
+        build: impl Fn(u64, reqwest::RequestBuilder) -> reqwest::RequestBuilder + Send + Sync + 'static,
+    ) -> Requests {
+        let client = self.client.clone();
+        let json = HeaderValue::from_static("application/json");
+        Arc::new(move |i| {
+            let request = build(
+                i,
+                client.post(url.clone()).header(CONTENT_TYPE, json.clone()),
+            );
             let log = log.clone();
             // When the load generator asked for it, which may be before a connection is free.
             let sent = unix_nanos();
@@ -259,7 +298,37 @@ impl Api {
                 }
                 Ok(())
             })
-        }))
+        })
+    }
+
+    /// Creates an ingest source of type `kind` with `config`; returns its id and ingest URL.
+    pub async fn create_source(
+        &self,
+        name: &str,
+        kind: &str,
+        config: Value,
+    ) -> anyhow::Result<(String, String)> {
+        let body = json!({ "name": name, "type": kind, "config": config });
+        let source: Value = self.post_to(&self.ingest, "/source", body).await?;
+        let url = source["ingestUrl"]
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("no ingestUrl in {source}"))?;
+        Ok((id_of(&source)?, url))
+    }
+
+    /// Creates a forwarding target of ingest source `source` at `url`, signing with `secret`;
+    /// returns its id.
+    pub async fn create_ingest_endpoint(
+        &self,
+        source: &str,
+        url: &str,
+        secret: &str,
+    ) -> anyhow::Result<String> {
+        let body = json!({ "url": url, "secret": secret, "description": "hookd-bench receiver" });
+        let path = format!("/source/{source}/endpoint");
+        let endpoint: Value = self.post_to(&self.ingest, &path, body).await?;
+        id_of(&endpoint)
     }
 
     /// Starts `replay-missing` for endpoint `endpoint` of `app`: a background task queueing it
@@ -348,9 +417,14 @@ impl Api {
     }
 
     async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        self.post_to(&self.base, path, body).await
+    }
+
+    /// POSTs `body` to `path` under `base` (`/api/v1` or `/ingest/api/v1`), as the admin.
+    async fn post_to(&self, base: &str, path: &str, body: Value) -> anyhow::Result<Value> {
         let response = self
             .client
-            .post(self.url(path))
+            .post(format!("{base}{path}"))
             .header(AUTHORIZATION, self.authorization.clone())
             .json(&body)
             .send()

@@ -47,7 +47,7 @@ const SECTION: &str = "deliver";
 const TARGET_SHARE_SQLITE: f64 = 0.5;
 const TARGET_SHARE_POSTGRES: f64 = 0.25;
 const TARGET_P99: Duration = Duration::from_millis(50);
-const LATENCY_RATE_DIVISOR: f64 = 8.0;
+pub(crate) const LATENCY_RATE_DIVISOR: f64 = 8.0;
 const TARGET_PEAK_RSS_MIB: f64 = 100.0;
 
 /// Waiting for deliveries gives up after this long without a new receipt.
@@ -305,15 +305,28 @@ pub(crate) async fn publish_to(
     case: (Backend, Setting, Mode),
     plan: &Plan,
 ) -> anyhow::Result<Run> {
+    send_to(hookd, |log| api.publisher(app, log), arrivals, case, plan).await
+}
+
+/// Sends the plan's requests (warm-up, then measured) made by `requests`, which logs the
+/// message id and send time of each accepted one when given a log, and waits for the messages
+/// at `arrivals`; stops `hookd` after. `case` names the run.
+pub(crate) async fn send_to(
+    hookd: Hookd,
+    requests: impl Fn(Option<SendLog>) -> anyhow::Result<load::Requests>,
+    arrivals: &impl Arrivals,
+    case: (Backend, Setting, Mode),
+    plan: &Plan,
+) -> anyhow::Result<Run> {
     let mode = case.2;
-    let warmup = drive(mode, plan, 0..plan.warmup, api.publisher(app, None)?).await;
+    let warmup = drive(mode, plan, 0..plan.warmup, requests(None)?).await;
     drain(arrivals, plan.warmup - warmup.error_count()).await?;
 
     let log: SendLog = Arc::new(Mutex::new(Vec::new()));
     let hookd_cpu = hookd.cpu_time()?;
     let started = Instant::now();
     let numbers = plan.warmup..plan.warmup + plan.messages;
-    let publishes = drive(mode, plan, numbers, api.publisher(app, Some(log.clone()))?).await;
+    let publishes = drive(mode, plan, numbers, requests(Some(log.clone()))?).await;
     let sent = std::mem::take(&mut *log.lock().expect("the send log"));
     drain(
         arrivals,

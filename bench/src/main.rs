@@ -11,8 +11,9 @@
 //! [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
 //! own on top of them: [`publish`], [`ceiling`], [`deliver`], [`fanout`], [`isolation`],
 //! [`memory`], [`retention`], [`cluster`], [`instructions`], [`search`], [`ordered`],
-//! [`sources`], [`replay`] and [`destinations`]; [`suite`] runs them all with one command. Those that drive hookd
-//! for throughput run it at its defaults first, then with `--tuned` flags ([`hookd::Tuning`]).
+//! [`sources`], [`replay`], [`destinations`] and [`ingest`]; [`suite`] runs them all with one
+//! command. Those that drive hookd for throughput run it at its defaults first, then with
+//! `--tuned` flags ([`hookd::Tuning`]).
 
 mod api;
 mod ceiling;
@@ -21,6 +22,7 @@ mod deliver;
 mod destinations;
 mod fanout;
 mod hookd;
+mod ingest;
 mod instructions;
 mod isolation;
 mod load;
@@ -81,6 +83,9 @@ enum Command {
     /// Destinations: messages/s to a RabbitMQ queue and to a polling consumer, against an HTTP
     /// endpoint's deliveries/s in the same run.
     Destinations(destinations::Args),
+    /// Ingest sources: signed Stripe webhooks accepted/s and send-to-forwarded latency, against
+    /// publishing through the API in the same run.
+    Ingest(ingest::Args),
     /// `replay-missing` of 100,000 messages an endpoint missed: the task's time, and publish
     /// latency beside it.
     Replay(replay::Args),
@@ -126,6 +131,7 @@ fn main() -> ExitCode {
             Command::Sources(args) => sources::run(args).await,
             Command::Replay(args) => replay::run(args).await,
             Command::Destinations(args) => destinations::run(args).await,
+            Command::Ingest(args) => ingest::run(args).await,
             Command::Fanout(args) => fanout::run(args).await,
             Command::Isolation(args) => isolation::run(args).await,
             Command::Memory(args) => memory::run(args).await,

@@ -68,7 +68,7 @@ impl Args {
                 "mysql,sqlite"
             },
         ];
-        let plan: [(&str, &[&str], &[&str]); 13] = [
+        let plan: [(&str, &[&str], &[&str]); 14] = [
             (
                 "publish",
                 &backend,
@@ -150,6 +150,23 @@ impl Args {
                 "destinations",
                 &[],
                 &["--messages", "2000", "--warmup", "200"],
+            ),
+            // SQLite only: a `stripe` ingest source beside publishing.
+            (
+                "ingest",
+                &[],
+                &[
+                    &[
+                        "--messages",
+                        "2000",
+                        "--warmup",
+                        "200",
+                        "--latency-seconds",
+                        "3",
+                    ][..],
+                    &ceiling_quick,
+                ]
+                .concat(),
             ),
         ];
         plan.into_iter()

@@ -8,8 +8,7 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Command, Stdio};
 
 use hookd_ingest::{Accepted, InboundRequest, RejectReason, SourceConfig};
 use proptest::prelude::*;
@@ -95,18 +94,20 @@ impl Case {
 
 /// Signs `cases` with the providers' libraries; the signature headers of each, in order.
 fn sign(cases: &[Case]) -> Vec<http::HeaderMap> {
-    static CALLS: AtomicUsize = AtomicUsize::new(0);
-    let call = CALLS.fetch_add(1, Ordering::Relaxed);
-    let name = format!("hookd-ingest-sign-{}-{call}.json", std::process::id());
-    let path = std::env::temp_dir().join(name);
     let cases_json: Vec<Value> = cases.iter().map(Case::to_json).collect();
-    std::fs::write(&path, Value::from(cases_json).to_string()).unwrap();
-    let output = Command::new("node")
+    let mut node = Command::new("node")
         .arg(providers_dir().join("sign.mjs"))
-        .arg(&path)
-        .output()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    std::fs::remove_file(&path).unwrap();
+    let mut stdin = node.stdin.take().unwrap();
+    stdin
+        .write_all(Value::from(cases_json).to_string().as_bytes())
+        .unwrap();
+    drop(stdin);
+    let output = node.wait_with_output().unwrap();
     assert!(
         output.status.success(),
         "sign.mjs failed: {}",

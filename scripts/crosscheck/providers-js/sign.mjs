@@ -1,12 +1,13 @@
 // Signs requests with the providers' own libraries, for hookd's ingest verifiers to check.
 //
-//     node sign.mjs CASES_FILE
+//     node sign.mjs < CASES
 //
-// CASES_FILE holds a JSON array of {scheme, secret, body, timestamp, id}; the answer on stdout is
-// a JSON array of the signature headers ({name: value}) of each case, in order. Stripe, GitHub
-// and Standard Webhooks are signed by their libraries (stripe's generateTestHeaderString,
-// @octokit/webhooks-methods' sign, standardwebhooks' Webhook.sign); Shopify and Slack publish no
-// signing helper, so theirs follow the documented algorithm with node:crypto.
+// CASES (standard input) is a JSON array of {scheme, secret, body, timestamp, id}; the answer on
+// stdout is a JSON array of the signature headers ({name: value}) of each case, in order.
+// Stripe, GitHub and Standard Webhooks are signed by their libraries (stripe's
+// generateTestHeaderString, @octokit/webhooks-methods' sign, standardwebhooks' Webhook.sign);
+// Shopify and Slack publish no signing helper, so theirs follow the documented algorithm with
+// node:crypto.
 import { createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
 
@@ -42,7 +43,7 @@ const signers = {
   }),
 };
 
-const cases = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const cases = JSON.parse(readFileSync(0, "utf8"));
 const signed = [];
 for (const one of cases) {
   signed.push(await signers[one.scheme](one));
