@@ -16,8 +16,10 @@ use anyhow::{Context, anyhow, bail};
 /// Where cgroup v1 controllers are mounted.
 const ROOT: &str = "/sys/fs/cgroup";
 
-/// The quota's period: short, so a held process runs in slices of a millisecond or two rather
-/// than all of its share at once followed by a long freeze, as a slower core of its own would.
+/// The quota's period unless given: short, so a held process runs in slices of a millisecond or
+/// two rather than all of its share at once followed by a long freeze (the kernel's default
+/// period, 100 ms, freezes a process held to a tenth of a core for 90 ms at a time, longer
+/// than its receivers' answers take), as a slower core of its own would.
 pub const PERIOD: Duration = Duration::from_millis(10);
 
 /// One process's group: its CPU share enforced, its usage counted.
@@ -29,8 +31,9 @@ pub struct CpuGroup {
 }
 
 impl CpuGroup {
-    /// A new group `name` whose processes together get at most `share` of one core.
-    pub fn create(name: &str, share: f64) -> anyhow::Result<Self> {
+    /// A new group `name` whose processes together get at most `share` of one core in every
+    /// `period`.
+    pub fn create(name: &str, share: f64, period: Duration) -> anyhow::Result<Self> {
         let (cpu_mount, cpuacct_mount) = mounts()?;
         let cpu = cpu_mount.join(name);
         let cpuacct = cpuacct_mount.join(name);
@@ -44,7 +47,7 @@ impl CpuGroup {
             })?;
         }
         let group = Self { cpu, cpuacct };
-        let period = PERIOD.as_micros() as u64;
+        let period = period.as_micros() as u64;
         let quota = ((share * period as f64).round() as u64).max(1_000);
         group.write(&group.cpu, "cpu.cfs_period_us", period)?;
         group.write(&group.cpu, "cpu.cfs_quota_us", quota)?;

@@ -51,6 +51,9 @@ pub struct Args {
     /// The share of one core each hookd process may use (cgroup v1 `cpu` quota).
     #[arg(long, default_value_t = 0.1)]
     cpu_share: f64,
+    /// The quota's period, in milliseconds: each process may use its share of every period.
+    #[arg(long, default_value_t = cgroup::PERIOD.as_millis() as u64)]
+    cpu_period_ms: u64,
     /// Scale-out: publishes in flight at all times, spread over the processes; one set of
     /// runs per value, the verdict judged at the largest.
     #[arg(long, value_delimiter = ',', default_values_t = [256])]
@@ -85,10 +88,11 @@ impl Args {
     fn command(&self) -> String {
         format!(
             "target/release/hookd-bench cluster --max-processes {} --cpu-share {} \
-             --concurrency {} --rounds {} --messages {} --warmup {} {} --outbox-rate {} \
-             --outbox-seconds {}{}",
+             --cpu-period-ms {} --concurrency {} --rounds {} --messages {} --warmup {} {} \
+             --outbox-rate {} --outbox-seconds {}{}",
             self.max_processes,
             self.cpu_share,
+            self.cpu_period_ms,
             report::joined(&self.concurrency, ","),
             self.rounds,
             self.messages,
@@ -98,6 +102,11 @@ impl Args {
             self.outbox_seconds,
             self.output.flags(),
         )
+    }
+
+    /// The quota's period.
+    fn cpu_period(&self) -> Duration {
+        Duration::from_millis(self.cpu_period_ms)
     }
 
     /// What every process runs with: the setting's flags, and room for every publishing
@@ -240,6 +249,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !(args.cpu_share >= 0.01 && args.cpu_share <= 64.0) {
         bail!("--cpu-share must be between 0.01 and 64 (a share of one core)");
     }
+    if !(1..=1_000).contains(&args.cpu_period_ms)
+        || args.cpu_share * (args.cpu_period_ms as f64) < 1.0
+    {
+        bail!(
+            "--cpu-period-ms must be between 1 and 1000, and --cpu-share of it at least 1 ms \
+             (the kernel's smallest quota)"
+        );
+    }
     if args.outbox_rate <= 0.0 || args.outbox_seconds == 0 {
         bail!("--outbox-rate and --outbox-seconds must be positive");
     }
@@ -248,6 +265,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     drop(CpuGroup::create(
         &format!("hookd-bench-{}", random_hex()),
         args.cpu_share,
+        args.cpu_period(),
     )?);
     let machine = Machine::describe();
     println!("machine: {}", machine.summary());
@@ -313,7 +331,11 @@ async fn start_processes(
     let mut members = Vec::new();
     let run = random_hex();
     for i in 0..count {
-        let group = CpuGroup::create(&format!("hookd-bench-{run}-{i}"), args.cpu_share)?;
+        let group = CpuGroup::create(
+            &format!("hookd-bench-{run}-{i}"),
+            args.cpu_share,
+            args.cpu_period(),
+        )?;
         let (url, options) = (database.url().to_owned(), args.hookd_options(setting));
         let hookd = tokio::task::spawn_blocking(move || Hookd::start(&url, &options)).await??;
         group.add(hookd.pid())?;
@@ -926,7 +948,7 @@ fn method(args: &Args) -> String {
          `/metrics`).\n",
         args.max_processes,
         args.cpu_share,
-        cgroup::PERIOD.as_millis(),
+        args.cpu_period_ms,
         report::thousands(args.messages),
         report::listed(args.concurrency.iter().map(|&c| c as u64), "or"),
         report::thousands(args.warmup),
