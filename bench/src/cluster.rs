@@ -867,14 +867,17 @@ fn scale_verdict(args: &Args, setting: &Setting, scale: &[ScaleRun]) -> String {
         None => "not judged (fewer than 3 processes)",
     };
     let most = args.max_processes;
+    let measure = match args.rounds {
+        1 => "one round".to_owned(),
+        n => format!("the median of {n} rounds"),
+    };
     format!(
         "**{}**: scale-out target (at {judged} in flight, three processes, each held to {} of \
-         a core, deliver at least {TARGET_AT_THREE} times one, the median of {} round(s)): \
+         a core, deliver at least {TARGET_AT_THREE} times one, {measure}): \
          **{outcome}** ({}). From 1 to {most} processes: hookd's CPU per message {}, \
          PostgreSQL's {}, PostgreSQL's cores {}.",
         setting.name(),
         args.cpu_share,
-        args.rounds,
         if listed.is_empty() {
             "one process only".to_owned()
         } else {
@@ -942,7 +945,7 @@ fn method(args: &Args) -> String {
          connected to the run's database and the server's background processes); the \
          harness's is the load generator's and the receiver's. Cores are CPU time over the \
          measured phase; held back is the share of the phase each process waited for its \
-         quota (the median process); claimed is the share of deliveries that went through a \
+         quota (on average over the processes); claimed is the share of deliveries that went through a \
          claim rather than straight from their publish to its own process's engine; \
          deliveries per claim and per record batch are all engines' (from their \
          `/metrics`).\n",
