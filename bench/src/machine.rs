@@ -3,8 +3,7 @@
 //! A throughput figure means nothing without the CPU, core count, memory, OS and compiler
 //! behind it, so every documented result carries this description. The load average check
 //! lets a run wait for other work (compiles) to settle before measuring, and the CPU-time
-//! readings show whether hookd or the harness used the cores, and how much of the machine
-//! stayed idle.
+//! readings show whether hookd or the harness used the cores.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -138,44 +137,6 @@ pub fn process_cpu_time(pid: u32) -> anyhow::Result<Duration> {
     Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
 }
 
-/// The machine's CPU time so far, all cores (the `cpu` line of Linux `/proc/stat`): idle
-/// (with waiting on I/O, when no core has work either) and in all, in clock ticks.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct MachineCpu {
-    idle: u64,
-    total: u64,
-}
-
-impl MachineCpu {
-    /// The reading now.
-    pub fn read() -> anyhow::Result<Self> {
-        let stat = std::fs::read_to_string("/proc/stat")?;
-        Self::parse(&stat).ok_or_else(|| anyhow::anyhow!("unexpected /proc/stat"))
-    }
-
-    fn parse(stat: &str) -> Option<Self> {
-        let ticks: Vec<u64> = stat
-            .lines()
-            .find_map(|line| line.strip_prefix("cpu "))?
-            .split_whitespace()
-            .map(str::parse)
-            .collect::<Result<_, _>>()
-            .ok()?;
-        // user nice system idle iowait irq softirq steal (guest time is in user already).
-        let idle = ticks.get(3)? + ticks.get(4)?;
-        Some(Self {
-            idle,
-            total: ticks.iter().take(8).sum(),
-        })
-    }
-
-    /// The share of the machine's CPU left idle since `before`.
-    pub fn idle_since(&self, before: &Self) -> f64 {
-        let total = self.total.saturating_sub(before.total);
-        self.idle.saturating_sub(before.idle) as f64 / total.max(1) as f64
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,16 +147,6 @@ mod tests {
         let machine = Machine::describe();
         assert!(machine.cores >= 1);
         assert!(!machine.summary().is_empty());
-    }
-
-    #[test]
-    fn the_idle_share_counts_waiting_on_io_as_idle() {
-        let before = MachineCpu::parse("cpu  100 0 100 700 100 0 0 0 0 0\ncpu0 1 2 3\n");
-        let after = MachineCpu::parse("cpu  250 0 150 750 150 0 0 0 0 0\n");
-        let (before, after) = (before.expect("parsed"), after.expect("parsed"));
-        // 300 ticks passed, 100 of them idle or waiting.
-        assert!((after.idle_since(&before) - 1.0 / 3.0).abs() < 1e-9);
-        assert_eq!(MachineCpu::parse("intr 1 2 3\n"), None);
     }
 
     #[test]

@@ -7,8 +7,8 @@
 //!
 //! Shared parts, one module each: [`hookd`] (the child process and its database),
 //! [`receiver`] (the local webhook receiver), [`api`] (setting hookd up), [`load`] (the
-//! closed-loop load generator with latency histograms), [`machine`] (what it ran on) and
-//! [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
+//! closed-loop load generator with latency histograms), [`machine`] (what it ran on),
+//! [`cgroup`] (a process held to a share of a core, and its CPU time) and [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
 //! own on top of them: [`publish`], [`ceiling`], [`deliver`], [`fanout`], [`isolation`],
 //! [`memory`], [`retention`], [`cluster`], [`instructions`], [`search`], [`ordered`],
 //! [`sources`], [`replay`], [`destinations`] and [`ingest`]; [`suite`] runs them all with one
@@ -17,6 +17,7 @@
 
 mod api;
 mod ceiling;
+mod cgroup;
 mod cluster;
 mod deliver;
 mod destinations;
