@@ -1,9 +1,10 @@
 """A forwarding target for hookd's ingest tests, verifying with the reference library.
 
-Usage: ingest_target.py SECRET
+Usage: ingest_target.py SECRET...
 
 Listens on a free loopback port, says where on its first line, then checks each POST with
-standardwebhooks.Webhook(SECRET) on the raw bytes and prints one JSON line per request: whether
+standardwebhooks.Webhook on the raw bytes, against each SECRET (every forwarding endpoint has a
+key of its own) and prints one JSON line per request: whether
 it verified, its webhook-id, its body (base64, so the bytes can be compared exactly) and its
 headers. Answers 204 when it verified, 401 otherwise. Used by
 crates/hookd/tests/ingest_providers.rs.
@@ -16,18 +17,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-VERIFIER = Webhook(sys.argv[1])
+VERIFIERS = [Webhook(secret) for secret in sys.argv[1:]]
+
+
+def verifies(body, headers):
+    for verifier in VERIFIERS:
+        try:
+            verifier.verify(body, headers, json_parse=False)
+            return True
+        except WebhookVerificationError:
+            pass
+    return False
 
 
 class Target(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         headers = {name.lower(): value for name, value in self.headers.items()}
-        try:
-            VERIFIER.verify(body, headers, json_parse=False)
-            verified = True
-        except WebhookVerificationError:
-            verified = False
+        verified = verifies(body, headers)
         record = {
             "verified": verified,
             "id": headers.get("webhook-id"),

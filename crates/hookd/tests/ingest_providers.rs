@@ -69,6 +69,9 @@ fn signed(
         .collect()
 }
 
+/// The most sources one test makes.
+const TARGET_SECRETS: usize = 8;
+
 /// hookd, the verifying target and what they need, or `None` when the test is skipped.
 struct Gateway {
     _dir: tempfile::TempDir,
@@ -77,8 +80,11 @@ struct Gateway {
     /// The same client from the server's root, for the ingest API.
     ingest: Api,
     target: Announced,
-    /// The secret the target verifies with, and every source's endpoint signs with.
-    target_secret: String,
+    /// The secrets the target verifies with: each source's endpoint signs with one of its own
+    /// (hookd refuses a key another endpoint holds).
+    target_secrets: Vec<String>,
+    /// How many of them sources have taken.
+    sources_made: std::sync::atomic::AtomicUsize,
     client: reqwest::Client,
 }
 
@@ -98,13 +104,15 @@ impl Gateway {
     fn start() -> Option<Self> {
         node_packages(&providers_dir(), "stripe")?;
         let python = python()?;
-        let target_secret = Secret::generate().to_string();
+        let target_secrets: Vec<String> = (0..TARGET_SECRETS)
+            .map(|_| Secret::generate().to_string())
+            .collect();
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../scripts/crosscheck/ingest_target.py"
         );
         let mut command = Command::new(python);
-        command.arg(script).arg(&target_secret);
+        command.arg(script).args(&target_secrets);
         let target = Announced::start(command);
         let dir = tempfile::tempdir().unwrap();
         let database = format!("sqlite://{}", dir.path().join("hookd.db").display());
@@ -117,7 +125,8 @@ impl Gateway {
             api,
             ingest,
             target,
-            target_secret,
+            target_secrets,
+            sources_made: Default::default(),
             client: reqwest::Client::new(),
         })
     }
@@ -128,7 +137,11 @@ impl Gateway {
         let (status, source) = self.ingest.post(INGEST, body).await.unwrap();
         assert_eq!(status, 201, "{source}");
         let id = source["id"].as_str().unwrap().to_owned();
-        let endpoint = json!({ "url": self.target.url, "secret": self.target_secret });
+        let made = self
+            .sources_made
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let secret = &self.target_secrets[made];
+        let endpoint = json!({ "url": self.target.url, "secret": secret });
         let (status, answer) = self
             .ingest
             .post(&format!("{INGEST}/{id}/endpoint"), endpoint)
