@@ -35,14 +35,15 @@ async fn app_with(api: &Api, body: Value, url: &str, secret: &str) -> String {
     app
 }
 
-/// hookd (given `extra` options) on a fresh SQLite file, its API, a receiver, and a secret for
-/// the receiver's endpoints.
-async fn started(extra: &[&str]) -> (Hookd, Api, Receiver, String, tempfile::TempDir) {
+/// hookd (given `extra` options) on a fresh SQLite file, its API, a receiver, and two secrets
+/// for the receiver's endpoints (hookd refuses a key another endpoint holds).
+async fn started(extra: &[&str]) -> (Hookd, Api, Receiver, [String; 2], tempfile::TempDir) {
     let (database, dir) = fresh_sqlite();
     let hookd = Hookd::serve_local(&database, TOKEN, extra);
     let api = Api::new(&hookd, TOKEN);
     let receiver = Receiver::always(StatusCode::OK).await;
-    (hookd, api, receiver, Secret::generate().to_string(), dir)
+    let secrets = [(); 2].map(|()| Secret::generate().to_string());
+    (hookd, api, receiver, secrets, dir)
 }
 
 /// The request `receiver` got for message `id`.
@@ -54,15 +55,22 @@ fn delivery_of(receiver: &Receiver, id: &str) -> Received {
         .unwrap_or_else(|| panic!("no delivery of {id}"))
 }
 
-/// Each request verified with the reference Python `standardwebhooks` and `secret`, its body
-/// parsed by the library: what it answers, in order. `None` without a Python to run it.
-fn verified_by_python(secret: &str, requests: &[&Received]) -> Option<Vec<Value>> {
+/// Each request verified with the reference Python `standardwebhooks` and one of `secrets`, its
+/// body parsed by the library: what it answers, in order. `None` without a Python to run it.
+fn verified_by_python(secrets: &[String], requests: &[&Received]) -> Option<Vec<Value>> {
     let python = python()?;
     let script = "import json, sys
-from standardwebhooks.webhooks import Webhook
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 given = json.load(sys.stdin)
-verifier = Webhook(given['secret'])
-print(json.dumps([verifier.verify(r['body'].encode(), r['headers']) for r in given['requests']]))";
+verifiers = [Webhook(secret) for secret in given['secrets']]
+def verify(r):
+    for verifier in verifiers:
+        try:
+            return verifier.verify(r['body'].encode(), r['headers'])
+        except WebhookVerificationError:
+            pass
+    raise WebhookVerificationError('no secret verifies ' + r['headers']['webhook-id'])
+print(json.dumps([verify(r) for r in given['requests']]))";
     let requests: Vec<Value> = requests
         .iter()
         .map(|r| {
@@ -81,7 +89,7 @@ print(json.dumps([verifier.verify(r['body'].encode(), r['headers']) for r in giv
         .stderr(Stdio::piped())
         .spawn()
         .expect("run python");
-    let input = json!({"secret": secret, "requests": requests}).to_string();
+    let input = json!({"secrets": secrets, "requests": requests}).to_string();
     child
         .stdin
         .take()
@@ -99,10 +107,10 @@ print(json.dumps([verifier.verify(r['body'].encode(), r['headers']) for r in giv
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_envelope_is_built_where_asked_and_verifies_with_standardwebhooks() {
-    let (_hookd, api, receiver, secret, _dir) = started(&[]).await;
+    let (_hookd, api, receiver, secrets, _dir) = started(&[]).await;
     let enveloped = json!({"name": "Acme", "uid": "acme", "envelope": true});
-    let acme = app_with(&api, enveloped, &receiver.url, &secret).await;
-    let plain = app_with(&api, json!({"name": "Plain"}), &receiver.url, &secret).await;
+    let acme = app_with(&api, enveloped, &receiver.url, &secrets[0]).await;
+    let plain = app_with(&api, json!({"name": "Plain"}), &receiver.url, &secrets[1]).await;
     let v2 = json!({"name": "order.shipped.v2", "description": "Shipped", "envelope": true});
     let (status, made) = api.post("/event-type", v2).await.unwrap();
     assert_eq!(
@@ -155,7 +163,7 @@ async fn the_envelope_is_built_where_asked_and_verifies_with_standardwebhooks() 
         "the stored payload is what was sent"
     );
 
-    if let Some(read) = verified_by_python(&secret, &[&by_app, &untouched, &by_type]) {
+    if let Some(read) = verified_by_python(&secrets, &[&by_app, &untouched, &by_type]) {
         assert_eq!(read[0]["type"], "order.shipped");
         assert_eq!(read[0]["data"]["orderId"], 1003);
         assert_eq!(read[1], shipped);
@@ -206,7 +214,7 @@ async fn outbox_row_goes_out_enveloped(database: &str, insert: impl AsyncFnOnce(
     assert_eq!(body["type"], "order.shipped");
     assert_eq!(body["data"], json!({"orderId": 1003}));
     assert!(body["timestamp"].as_str().unwrap().ends_with('Z'), "{body}");
-    if let Some(read) = verified_by_python(&secret, &[request]) {
+    if let Some(read) = verified_by_python(std::slice::from_ref(&secret), &[request]) {
         assert_eq!(read[0], body);
     }
 }
@@ -337,14 +345,14 @@ async fn postgres_a_breaking_schema_version_is_refused_and_an_additive_one_accep
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_test_send_is_marked_inside_its_signed_body() {
-    let (_hookd, api, receiver, secret, _dir) = started(&[]).await;
+    let (_hookd, api, receiver, secrets, _dir) = started(&[]).await;
     let example = json!({"orderId": 7, "trackingNumber": "LC-1"});
     let schemas = json!({"1": {"type": "object", "examples": [example]}});
     let catalog = json!({"name": "order.shipped", "description": "Shipped", "schemas": schemas});
     assert_eq!(api.post("/event-type", catalog).await.unwrap().0, 201);
-    let plain = app_with(&api, json!({"name": "Plain"}), &receiver.url, &secret).await;
+    let plain = app_with(&api, json!({"name": "Plain"}), &receiver.url, &secrets[0]).await;
     let enveloped = json!({"name": "Acme", "envelope": true});
-    let acme = app_with(&api, enveloped, &receiver.url, &secret).await;
+    let acme = app_with(&api, enveloped, &receiver.url, &secrets[1]).await;
     let send = async |app: &str, body: Value| {
         let endpoints = api.get(&format!("/app/{app}/endpoint")).await;
         let ep = endpoints["data"][0]["id"].as_str().unwrap().to_owned();
@@ -367,7 +375,7 @@ async fn a_test_send_is_marked_inside_its_signed_body() {
     let wrapped_body: Value = serde_json::from_slice(&wrapped.body).unwrap();
     assert_eq!(wrapped_body["data"], example);
     assert_eq!(wrapped_body["test"], true, "{wrapped_body}");
-    if let Some(read) = verified_by_python(&secret, &[&raw, &wrapped]) {
+    if let Some(read) = verified_by_python(&secrets, &[&raw, &wrapped]) {
         assert_eq!(
             (read[0]["test"].clone(), read[1]["test"].clone()),
             (json!(true), json!(true))
