@@ -74,18 +74,20 @@ impl Source {
         measure(&self.run).await
     }
 
-    /// The given rate, or one measured now (returned too, to report).
+    /// The given rate, or one measured now (returned too, to report), printed to the log.
     pub async fn given_or_measured(
         &self,
         quiet_below: Option<f64>,
     ) -> anyhow::Result<(f64, Option<Ceiling>)> {
-        match self.ceiling_rate {
-            Some(rate) => Ok((rate, None)),
+        let (rate, ceiling) = match self.ceiling_rate {
+            Some(rate) => (rate, None),
             None => {
                 let ceiling = self.measure(quiet_below).await?;
-                Ok((ceiling.rate(), Some(ceiling)))
+                (ceiling.rate(), Some(ceiling))
             }
-        }
+        };
+        println!("ceiling loop rate: {rate:.0} requests/s");
+        Ok((rate, ceiling))
     }
 
     /// These options as they are spelled on the command line.
@@ -249,8 +251,7 @@ fn sender(url: &str, concurrency: usize) -> anyhow::Result<Requests> {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     machine::settle(args.output.quiet_below).await?;
     let ceiling = measure(&args.run).await?;
     println!("{}", ceiling.table());

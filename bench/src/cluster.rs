@@ -267,8 +267,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.cpu_share,
         args.cpu_period(),
     )?);
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     let mut scales = Vec::new();
     for setting in args.tuning.settings() {
         println!("hookd at {}\n{}", setting.label(), scale_header());

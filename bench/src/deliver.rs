@@ -154,13 +154,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--concurrency values, --messages and --latency-seconds must be at least 1");
     }
     crate::hookd::binary()?;
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     let (ceiling_rate, ceiling) = args
         .ceiling
         .given_or_measured(args.output.quiet_below)
         .await?;
-    println!("ceiling loop rate: {ceiling_rate:.0} requests/s");
     println!("{}", header());
     let mut runs = Vec::new();
     for backend in args.backend.list() {

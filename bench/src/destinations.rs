@@ -111,8 +111,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--messages and --concurrency must be at least 1");
     }
     crate::hookd::binary()?;
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     println!("{}", header());
     let http = phase(&args, async |database| {
         let (backend, setting, mode) = args.case();

@@ -104,13 +104,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--endpoints, --messages and --concurrency must be at least 1");
     }
     crate::hookd::binary()?;
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     let (ceiling_rate, _) = args
         .ceiling
         .given_or_measured(args.output.quiet_below)
         .await?;
-    println!("ceiling loop rate: {ceiling_rate:.0} requests/s");
     println!("{}", header());
     let mut runs = Vec::new();
     for backend in args.backend.list() {

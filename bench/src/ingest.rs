@@ -112,13 +112,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--concurrency, --messages and --latency-seconds must be at least 1");
     }
     crate::hookd::binary()?;
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     let (ceiling_rate, _) = args
         .ceiling
         .given_or_measured(args.output.quiet_below)
         .await?;
-    println!("ceiling loop rate: {ceiling_rate:.0} requests/s");
     println!("{}", header());
     let modes = [
         Mode::Throughput(args.concurrency),

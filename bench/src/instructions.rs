@@ -84,8 +84,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--baseline, --messages and --concurrency must be at least 1");
     }
     crate::hookd::binary()?;
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     let setting = args.setting();
     let baseline = count(args.baseline, &setting, &args, None).await?;
     println!(

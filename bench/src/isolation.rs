@@ -94,8 +94,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--rate and --seconds must be positive");
     }
     crate::hookd::binary()?;
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     println!("{}", header());
     let mut runs = Vec::new();
     for backend in args.backend.list() {

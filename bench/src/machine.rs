@@ -19,6 +19,13 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// The machine, described and printed at the head of a run's log.
+    pub fn announced() -> Self {
+        let machine = Self::describe();
+        println!("machine: {}", machine.summary());
+        machine
+    }
+
     /// Reads /proc, /etc/os-release and `rustc --version`; unknown parts say "unknown".
     pub fn describe() -> Self {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();

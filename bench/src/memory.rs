@@ -81,8 +81,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--backlog and --concurrency must be at least 1");
     }
     crate::hookd::binary()?;
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     println!("{}", header());
     let mut runs = Vec::new();
     for backend in args.backend.list() {

@@ -122,8 +122,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--concurrency must be at least 2 and --beside-keys at least 1");
     }
     crate::hookd::binary()?;
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     println!("{}", header());
     let cases: Vec<Case> = std::iter::once(Case::Keys(None))
         .chain(args.keys.iter().map(|&k| Case::Keys(Some(k))))

@@ -108,8 +108,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--runs, --concurrency and --messages must be at least 1");
     }
     crate::hookd::binary()?;
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     println!("{}", header());
     let mut all = Vec::new();
     for backend in args.backend.list() {

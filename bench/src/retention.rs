@@ -104,8 +104,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--backlog, --seconds and --rate must be above 0");
     }
     crate::hookd::binary()?;
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     println!("{}", header());
     let mut runs = Vec::new();
     for backend in args.backend.list() {

@@ -103,8 +103,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--messages must be at least 1000 and --repeat at least 1");
     }
     crate::hookd::binary()?;
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     let mut results = Vec::new();
     for backend in args.backend.list() {
         machine::settle(args.output.quiet_below).await?;

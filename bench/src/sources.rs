@@ -156,8 +156,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     crate::hookd::binary()?;
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     println!("{}", header());
     let mut runs = Vec::new();
     for &kind in &args.kinds {

@@ -194,8 +194,7 @@ impl Args {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::hookd::binary()?;
     let me = std::env::current_exe().context("cannot tell where hookd-bench runs from")?;
-    let machine = Machine::describe();
-    println!("machine: {}", machine.summary());
+    let machine = Machine::announced();
     let started = Instant::now();
     let mut outcomes = Vec::new();
     for (name, bench_args) in args.plan() {
