@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookd_core::model::{Application, EventType};
-use hookd_core::{Clock, Concurrency, EndpointId, EndpointLoad};
+use hookd_core::{Clock, Concurrency, EndpointId, EndpointLoad, SourceId};
+use hookd_ingest::SourceConfig;
 use hookd_store::Store;
-use hookd_vault::{CredentialHeaders, Keyring};
+use hookd_vault::{CredentialHeaders, KeptOpen, Keyring};
 use tokio::sync::Notify;
 
 use crate::ApiError;
@@ -101,6 +102,8 @@ struct Inner {
     /// found them.
     event_types: TtlCache<Option<EventType>>,
     limiter: RateLimiter,
+    /// Ingest sources' schemes, opened from their sealed rows once, not for every request.
+    source_schemes: KeptOpen<SourceId, SourceConfig>,
     /// This process's engine, when it runs one: endpoints' current concurrency.
     load: Option<Arc<dyn EndpointLoad>>,
     /// Wakes this process's background-task runner, when it runs one.
@@ -124,6 +127,7 @@ impl ApiState {
             apps: TtlCache::new(APP_CACHE_TTL),
             event_types: TtlCache::new(APP_CACHE_TTL),
             limiter: RateLimiter::default(),
+            source_schemes: KeptOpen::default(),
             load: None,
             tasks: None,
         }))
@@ -184,6 +188,10 @@ impl ApiState {
 
     pub(crate) fn limiter(&self) -> &RateLimiter {
         &self.0.limiter
+    }
+
+    pub(crate) fn source_schemes(&self) -> &KeptOpen<SourceId, SourceConfig> {
+        &self.0.source_schemes
     }
 
     pub fn keyring(&self) -> &Keyring {

@@ -2,8 +2,8 @@
 //! clock: the size limit (413) and the rate limit (429, `Retry-After`, room again a second
 //! later) come before anything is checked or kept; an unknown token is 404; a Slack
 //! `url_verification` is answered with its challenge and keeps nothing; bad source bodies are
-//! 422 naming the field; PUT creates a source at a uid; an ordering pointer gives each message
-//! its ordering key.
+//! 422 naming the field; PUT creates a source at a uid, and a changed key is checked from the
+//! next request on; an ordering pointer gives each message its ordering key.
 
 mod common;
 
@@ -167,6 +167,35 @@ async fn bad_source_bodies_name_the_field_and_put_creates_at_a_uid() {
         StatusCode::NOT_FOUND,
         "an id names an existing source only"
     );
+}
+
+/// Schemes are kept open between requests: a changed source must be checked with its new
+/// configuration from the next request on.
+#[tokio::test]
+async fn a_changed_key_is_checked_from_the_next_request() {
+    let (api, _clock) = started().await;
+    let with_key = |value: &str| {
+        json!({"name": "keyed", "uid": "keyed", "type": "generic-webhook",
+               "config": {"apiKey": {"header": "x-api-key", "value": value}}})
+    };
+    let made = source(&api, with_key("first key")).await;
+    let url = receive_url(&api, &made);
+    let send = async |key: &str| {
+        let headers = [("x-api-key", key.to_owned())];
+        deliver(&url, br#"{"n":1}"#.to_vec(), &headers).await.0
+    };
+    assert_eq!(send("first key").await, StatusCode::ACCEPTED);
+
+    let (status, changed) = ingest(
+        &api,
+        Method::PUT,
+        "/source/keyed",
+        Some(with_key("second key")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(send("first key").await, StatusCode::UNAUTHORIZED);
+    assert_eq!(send("second key").await, StatusCode::ACCEPTED);
 }
 
 #[tokio::test]

@@ -16,8 +16,9 @@
 //!   [`webhook_signature::Signer`] for a given instant, the credential headers sealed with
 //!   them, and sealing them for one endpoint.
 //! - `credentials`: [`CredentialHeaders`], which custom header names carry credentials.
-//! - `opened`: [`OpenedKeys`], endpoints' keys opened once and kept while their sealed text
-//!   stays the same, so the engine does not decrypt them for every attempt.
+//! - `opened`: [`KeptOpen`], what sealed text opens to, kept while the text stays the same, and
+//!   [`OpenedKeys`], it for endpoints' keys, so the engine does not decrypt them for every
+//!   attempt (the API keeps ingest sources' schemes open the same way).
 //! - `error`: [`VaultError`].
 
 mod credentials;
@@ -30,4 +31,4 @@ pub use credentials::{CREDENTIAL_WORDS, CredentialHeaders};
 pub use endpoint_keys::{EndpointKeys, KeyEntry, Scheme, key_text};
 pub use error::VaultError;
 pub use keyring::{KeyDigest, Keyring, MasterKey, SEALED_PREFIX};
-pub use opened::OpenedKeys;
+pub use opened::{KeptOpen, OpenedKeys};

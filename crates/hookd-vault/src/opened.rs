@@ -1,11 +1,13 @@
-//! Endpoint keys kept open between attempts.
+//! Sealed things kept open between uses.
 //!
-//! Opening an endpoint's sealed keys is an AEAD decryption and a JSON parse, too much to repeat
-//! for every attempt under load (docs/benchmarks.md#figures-behind-design-choices).
-//! [`OpenedKeys`] opens each endpoint's keys once and keeps them while the sealed text stays
-//! the same: a rotated secret or a re-sealed row has new text, so it is opened afresh.
+//! Opening sealed text is an AEAD decryption and a parse, too much to repeat for every attempt
+//! or every received request under load (docs/benchmarks.md#figures-behind-design-choices).
+//! [`KeptOpen`] opens each owner's sealed text once and keeps what it opened while the text
+//! stays the same: a rotated secret or a re-sealed row has new text (a fresh nonce), so it is
+//! opened afresh. [`OpenedKeys`] is it for endpoints' keys.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 use hookd_core::EndpointId;
@@ -13,27 +15,69 @@ use hookd_core::model::SealedKeys;
 
 use crate::{EndpointKeys, Keyring, VaultError};
 
-/// Endpoints whose keys are kept open; past it, the cache starts again empty.
+/// Owners whose opened values are kept; past it, the cache starts again empty.
 const KEPT: usize = 4096;
 
-/// Opens endpoints' sealed keys under one keyring, remembering what it opened.
-pub struct OpenedKeys {
-    keyring: Arc<Keyring>,
-    opened: Mutex<HashMap<EndpointId, (SealedKeys, Arc<EndpointKeys>)>>,
+/// Values opened from sealed text, by owner, kept while the owner's sealed text is unchanged.
+pub struct KeptOpen<K, V> {
+    opened: Mutex<HashMap<K, (String, Arc<V>)>>,
 }
 
-/// Never prints a key.
-impl std::fmt::Debug for OpenedKeys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OpenedKeys")
+impl<K, V> Default for KeptOpen<K, V> {
+    fn default() -> Self {
+        Self {
+            opened: Mutex::default(),
+        }
     }
+}
+
+/// Never prints what it keeps.
+impl<K, V> std::fmt::Debug for KeptOpen<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeptOpen")
+    }
+}
+
+impl<K: Hash + Eq + Clone, V> KeptOpen<K, V> {
+    /// What `owner`'s `sealed` text opens to: as opened before if the text is the same, else
+    /// `open`ed now and kept.
+    pub fn get_or_open<E>(
+        &self,
+        owner: &K,
+        sealed: &str,
+        open: impl FnOnce() -> Result<V, E>,
+    ) -> Result<Arc<V>, E> {
+        if let Some((kept, value)) = self.lock().get(owner)
+            && kept == sealed
+        {
+            return Ok(value.clone());
+        }
+        let value = Arc::new(open()?);
+        let mut opened = self.lock();
+        if opened.len() >= KEPT {
+            opened.clear();
+        }
+        opened.insert(owner.clone(), (sealed.to_owned(), value.clone()));
+        Ok(value)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, (String, Arc<V>)>> {
+        self.opened.lock().expect("kept-open cache poisoned")
+    }
+}
+
+/// Opens endpoints' sealed keys under one keyring, remembering what it opened.
+#[derive(Debug)]
+pub struct OpenedKeys {
+    keyring: Arc<Keyring>,
+    opened: KeptOpen<EndpointId, EndpointKeys>,
 }
 
 impl OpenedKeys {
     pub fn new(keyring: Arc<Keyring>) -> Self {
         Self {
             keyring,
-            opened: Mutex::default(),
+            opened: KeptOpen::default(),
         }
     }
 
@@ -43,24 +87,9 @@ impl OpenedKeys {
         endpoint: &EndpointId,
         sealed: &SealedKeys,
     ) -> Result<Arc<EndpointKeys>, VaultError> {
-        if let Some((kept, keys)) = self.lock().get(endpoint)
-            && kept == sealed
-        {
-            return Ok(keys.clone());
-        }
-        let keys = Arc::new(EndpointKeys::open(&self.keyring, endpoint, sealed)?);
-        let mut opened = self.lock();
-        if opened.len() >= KEPT {
-            opened.clear();
-        }
-        opened.insert(endpoint.clone(), (sealed.clone(), keys.clone()));
-        Ok(keys)
-    }
-
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<EndpointId, (SealedKeys, Arc<EndpointKeys>)>> {
-        self.opened.lock().expect("opened keys poisoned")
+        self.opened.get_or_open(endpoint, sealed.as_str(), || {
+            EndpointKeys::open(&self.keyring, endpoint, sealed)
+        })
     }
 }
 

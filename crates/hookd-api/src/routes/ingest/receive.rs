@@ -79,7 +79,11 @@ pub(super) async fn receive(
         .await
         .map_err(|_| too_large(limit))?;
     let remote = peer.map(|Extension(ConnectInfo(address))| address.ip().to_string());
-    let scheme = Sealed::open(&state, &source)?.scheme(&source.kind)?;
+    let scheme = state
+        .source_schemes()
+        .get_or_open(&source.id, &source.sealed, || {
+            Sealed::open(&state, &source)?.scheme(&source.kind)
+        })?;
     let inbound = InboundRequest {
         headers: &headers,
         body: &body,
