@@ -33,7 +33,7 @@ use hdrhistogram::Histogram;
 
 use crate::api::{Api, SendLog};
 use crate::ceiling::{self, Ceiling};
-use crate::hookd::{Backend, Backends, Database, Hookd, PostgresServer, Setting, Tuning};
+use crate::hookd::{Backend, Backends, Before, Database, Hookd, PostgresServer, Setting, Tuning};
 use crate::load::{self, Outcome};
 use crate::machine::{self, Machine};
 use crate::receiver::{Receipts, ReceiverProcess};
@@ -44,8 +44,8 @@ const SECTION: &str = "deliver";
 
 /// The targets at hookd's defaults: deliveries/s as a share of half the ceiling
 /// loop's rate, per backend, and the latency at an eighth of that rate.
-const TARGET_SHARE_SQLITE: f64 = 0.5;
-const TARGET_SHARE_POSTGRES: f64 = 0.25;
+const TARGET_SHARE_SQLITE: f64 = 0.65;
+const TARGET_SHARE_POSTGRES: f64 = 0.4;
 const TARGET_P99: Duration = Duration::from_millis(50);
 pub(crate) const LATENCY_RATE_DIVISOR: f64 = 8.0;
 const TARGET_PEAK_RSS_MIB: f64 = 100.0;
@@ -74,6 +74,8 @@ pub struct Args {
     #[command(flatten)]
     tuning: Tuning,
     #[command(flatten)]
+    before: Before,
+    #[command(flatten)]
     ceiling: ceiling::Source,
     #[command(flatten)]
     postgres: PostgresServer,
@@ -94,6 +96,7 @@ impl Args {
             self.latency_seconds,
             self.tuning.flag(),
         );
+        command.push_str(&self.before.flag());
         command.push_str(&format!(" {}", self.ceiling.flags()));
         command.push_str(&self.output.flags());
         command
@@ -159,14 +162,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .ceiling
         .given_or_measured(args.output.quiet_below)
         .await?;
+    let settings = args.before.and(args.tuning.settings())?;
     println!("{}", header());
     let mut runs = Vec::new();
     for backend in args.backend.list() {
-        for setting in args.tuning.settings() {
+        for setting in &settings {
             let throughput = args.concurrency.iter().map(|&c| Mode::Throughput(c));
             for mode in throughput.chain([Mode::Latency(ceiling_rate / LATENCY_RATE_DIVISOR)]) {
                 machine::settle(args.output.quiet_below).await?;
-                let run = one_run(backend, &setting, mode, &args).await?;
+                let run = one_run(backend, setting, mode, &args).await?;
                 println!("{}", row(&run));
                 runs.push(run);
             }
@@ -245,9 +249,8 @@ pub(crate) async fn start_hookd(
     setting: &Setting,
     plan: &Plan,
 ) -> anyhow::Result<(Hookd, Api)> {
-    let url = database.url().to_owned();
-    let options = setting.flags().to_vec();
-    let hookd = tokio::task::spawn_blocking(move || Hookd::start(&url, &options)).await??;
+    let (url, setting) = (database.url().to_owned(), setting.clone());
+    let hookd = tokio::task::spawn_blocking(move || Hookd::start_as(&url, &setting)).await??;
     let api = Api::new(&hookd, plan.connections)?;
     Ok((hookd, api))
 }
@@ -531,6 +534,7 @@ fn verdicts(target_ceiling: f64, runs: &[Run]) -> Vec<String> {
             report::millis(p99),
         ));
     }
+    out.extend(before_and_after(runs, rate));
     let peak = runs.iter().map(Run::peak_rss_mib).fold(0.0, f64::max);
     out.push(format!(
         "Memory target (hookd peak RSS < {TARGET_PEAK_RSS_MIB:.0} MB in every run): **{}** \
@@ -538,6 +542,36 @@ fn verdicts(target_ceiling: f64, runs: &[Run]) -> Vec<String> {
         met(peak < TARGET_PEAK_RSS_MIB),
     ));
     out
+}
+
+/// Per backend, the earlier build's best throughput at its defaults beside this build's, when
+/// `--before` ran one.
+fn before_and_after(runs: &[Run], rate: impl Fn(&Run) -> f64) -> Vec<String> {
+    let best = |backend: Backend, before: bool| {
+        runs.iter()
+            .filter(|r| r.backend == backend && matches!(r.mode, Mode::Throughput(_)))
+            .filter(|r| match &r.setting {
+                Setting::Before(_) => before,
+                Setting::Defaults => !before,
+                Setting::Tuned(_) => false,
+            })
+            .max_by(|a, b| rate(a).total_cmp(&rate(b)))
+    };
+    [Backend::Sqlite, Backend::Postgres]
+        .into_iter()
+        .filter_map(|backend| Some((backend, best(backend, true)?, best(backend, false)?)))
+        .map(|(backend, before, after)| {
+            format!(
+                "Before and after ({}, best throughput at the defaults): {} deliveries/s {}, \
+                 {} deliveries/s this build ({}).",
+                backend.name(),
+                report::thousands(rate(before).round() as u64),
+                before.setting.label(),
+                report::thousands(rate(after).round() as u64),
+                report::change(rate(before), rate(after)),
+            )
+        })
+        .collect()
 }
 
 /// The ceiling loop's rates a run used.

@@ -48,6 +48,8 @@ pub enum Setting {
     Defaults,
     /// The defaults plus these flags.
     Tuned(Vec<String>),
+    /// An earlier build of hookd at its defaults, run beside this one (`--before`).
+    Before(Earlier),
 }
 
 impl Setting {
@@ -56,6 +58,7 @@ impl Setting {
         match self {
             Self::Defaults => "defaults",
             Self::Tuned(_) => "tuned",
+            Self::Before(_) => "before",
         }
     }
 
@@ -64,15 +67,68 @@ impl Setting {
         match self {
             Self::Defaults => "defaults".to_owned(),
             Self::Tuned(flags) => format!("tuned: `{}`", flags.join(" ")),
+            Self::Before(earlier) => format!("defaults, {}", earlier.revision),
         }
     }
 
     /// The flags added to hookd's command line.
     pub fn flags(&self) -> &[String] {
         match self {
-            Self::Defaults => &[],
+            Self::Defaults | Self::Before(_) => &[],
             Self::Tuned(flags) => flags,
         }
+    }
+
+    /// The hookd executable this setting runs.
+    pub fn binary(&self) -> anyhow::Result<PathBuf> {
+        match self {
+            Self::Before(earlier) => Ok(earlier.binary.clone()),
+            Self::Defaults | Self::Tuned(_) => binary(),
+        }
+    }
+}
+
+/// An earlier build of hookd: its executable and the commit it was built from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Earlier {
+    pub binary: PathBuf,
+    pub revision: String,
+}
+
+/// `--before`: measure an earlier build beside this one, in the same run, so that a change is
+/// judged by before and after on the same machine at the same time.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Before {
+    /// A directory holding an earlier build's `hookd` (the `target/release` of a checkout of
+    /// the earlier commit); its defaults are measured first, then this build's.
+    #[arg(long)]
+    pub before: Option<PathBuf>,
+}
+
+impl Before {
+    /// The earlier build's setting, if one was given.
+    pub fn setting(&self) -> anyhow::Result<Option<Setting>> {
+        let Some(dir) = &self.before else {
+            return Ok(None);
+        };
+        let binary = dir.join("hookd");
+        if !binary.is_file() {
+            bail!("--before {}: no hookd there", dir.display());
+        }
+        let revision = crate::report::revision_of(dir);
+        Ok(Some(Setting::Before(Earlier { binary, revision })))
+    }
+
+    /// `settings` with the earlier build's first, if one was given.
+    pub fn and(&self, settings: Vec<Setting>) -> anyhow::Result<Vec<Setting>> {
+        Ok(self.setting()?.into_iter().chain(settings).collect())
+    }
+
+    /// The option as the reproducing command spells it (nothing when not given).
+    pub fn flag(&self) -> String {
+        self.before
+            .as_ref()
+            .map_or_else(String::new, |dir| format!(" --before {}", dir.display()))
     }
 }
 
@@ -280,7 +336,12 @@ impl Hookd {
     /// Nothing else is set: hookd sees none of the shell's `HOOKD_*` variables, so what is
     /// not given here is hookd's default. Waits until hookd prints where it listens.
     pub fn start(database_url: &str, extra: &[String]) -> anyhow::Result<Self> {
-        Self::start_under(&[], START_PATIENCE, database_url, extra)
+        Self::start_with(&binary()?, &[], START_PATIENCE, database_url, extra, None)
+    }
+
+    /// As [`Hookd::start`], the build and flags `setting` names.
+    pub fn start_as(database_url: &str, setting: &Setting) -> anyhow::Result<Self> {
+        Self::start_under(&[], START_PATIENCE, database_url, setting)
     }
 
     /// As [`Hookd::start`], on a clock shifted by the milliseconds written in `offset_file`
@@ -290,36 +351,52 @@ impl Hookd {
         extra: &[String],
         offset_file: &Path,
     ) -> anyhow::Result<Self> {
-        Self::start_with(&[], START_PATIENCE, database_url, extra, Some(offset_file))
+        let binary = binary()?;
+        Self::start_with(
+            &binary,
+            &[],
+            START_PATIENCE,
+            database_url,
+            extra,
+            Some(offset_file),
+        )
     }
 
-    /// As [`Hookd::start`], with `wrapper` (a program and its arguments, e.g. valgrind's)
+    /// As [`Hookd::start_as`], with `wrapper` (a program and its arguments, e.g. valgrind's)
     /// running hookd, which may take up to `patience` to listen.
     pub fn start_under(
         wrapper: &[String],
         patience: Duration,
         database_url: &str,
-        extra: &[String],
+        setting: &Setting,
     ) -> anyhow::Result<Self> {
-        Self::start_with(wrapper, patience, database_url, extra, None)
+        let binary = setting.binary()?;
+        Self::start_with(
+            &binary,
+            wrapper,
+            patience,
+            database_url,
+            setting.flags(),
+            None,
+        )
     }
 
     fn start_with(
+        binary: &Path,
         wrapper: &[String],
         patience: Duration,
         database_url: &str,
         extra: &[String],
         offset_file: Option<&Path>,
     ) -> anyhow::Result<Self> {
-        let binary = binary()?;
         let admin_token = format!("bench_{}", random_hex());
         let mut command = match wrapper.split_first() {
             Some((program, arguments)) => {
                 let mut command = Command::new(program);
-                command.args(arguments).arg(&binary);
+                command.args(arguments).arg(binary);
                 command
             }
-            None => Command::new(&binary),
+            None => Command::new(binary),
         };
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--allow-http-endpoints"])

@@ -88,7 +88,11 @@ pub fn now() -> String {
 /// The commit hookd was built from, when this is a git checkout: `git describe` of the
 /// repository, `-dirty` when its crates have uncommitted changes.
 pub fn revision() -> String {
-    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    revision_of(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")))
+}
+
+/// As [`revision`], of the checkout holding `repo` (any directory inside it).
+pub fn revision_of(repo: &Path) -> String {
     let git = |args: &[&str]| {
         std::process::Command::new("git")
             .arg("-C")
@@ -125,6 +129,14 @@ pub fn revision() -> String {
 /// A latency in milliseconds with two decimals: `3.27 ms`.
 pub fn millis(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// The change from `before` to `after` as a signed percentage: `+12 %`, `-3 %`.
+pub fn change(before: f64, after: f64) -> String {
+    if before <= 0.0 {
+        return "no earlier figure".into();
+    }
+    format!("{:+.0} %", (after / before - 1.0) * 100.0)
 }
 
 /// A share as a whole percentage: `0.563` is `56 %`.
