@@ -1,40 +1,55 @@
 //! The outbound HTTP layer: sends one webhook attempt and reports what happened.
 //!
-//! One [`WebhookSender`] holds the process's `reqwest` clients (a few, endpoint origins spread
-//! over them), so connections to an endpoint are pooled across attempts; a client older than
-//! the connection lifetime is replaced, so a receiver's DNS change is followed. It follows the delivery rules: redirects are never
-//! followed (a 3xx is a failed attempt), reqwest's own retries are off (the schedule is
-//! hookd's), environment proxies are ignored, the connect and whole-attempt timeouts are
-//! enforced, TLS certificates are verified, and only a small prefix of the response is kept.
+//! One [`WebhookSender`] holds the process's clients (a few, endpoint origins spread over
+//! them), so connections to an endpoint are pooled across attempts; a client older than the
+//! connection lifetime is replaced, so a receiver's DNS change is followed. It follows the
+//! delivery rules: redirects are never followed (a 3xx is a failed attempt), nothing is retried
+//! within an attempt (the schedule is hookd's), environment proxies are ignored, the connect
+//! and whole-attempt timeouts are enforced, TLS certificates are verified, and only a small
+//! prefix of the response is kept. Each endpoint URL is parsed and checked once, then kept.
+//!
+//! Deliveries go over hyper's client directly (`connect`); through an egress proxy they go over
+//! reqwest's, which speaks to HTTP proxies (absolute-form requests, `CONNECT` tunnels, proxy
+//! credentials).
 //!
 //! The SSRF guard ([`AddressPolicy`]) applies twice: IP-literal hosts are checked before
-//! sending, and host names are checked by the resolver reqwest connects through. With an
+//! sending, and host names are checked by the resolver the client connects through. With an
 //! egress proxy, the proxy connects, resolving names itself; so hookd resolves each name and
 //! checks its addresses before handing the request to the proxy. A name whose answer changes
 //! between that lookup and the proxy's own (DNS rebinding) can still slip through, which only
 //! a proxy enforcing its own address policy prevents.
 
 mod capture;
+mod connect;
 mod guard;
 mod lifetime;
 mod resolve;
 pub mod ssrf;
+mod tls;
 
-use std::error::Error as _;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::error::Error;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use bytes::Bytes;
 use hookd_core::{Clock, SystemClock};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use reqwest::{Certificate, Client, Proxy, redirect, retry};
+use http::header::{ACCEPT, AUTHORIZATION, HOST, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use http::{Method, Uri};
+use http_body_util::Full;
+use reqwest::{Proxy, redirect, retry};
 use url::{Host, Url};
 
 use capture::{Captured, Limits, capture};
+use connect::Direct;
 use lifetime::AgedClients;
 use resolve::GuardedResolver;
 pub use resolve::HostLookup;
 use ssrf::{AddressPolicy, Refused};
+
+/// The error type of connectors and resolvers.
+pub(crate) type BoxError = Box<dyn Error + Send + Sync>;
 
 /// How the shared client is built.
 #[derive(Debug, Clone)]
@@ -97,7 +112,11 @@ pub enum BuildError {
     #[error("cannot build the HTTP client: {0}")]
     Client(#[source] reqwest::Error),
     #[error("invalid root certificates (PEM expected): {0}")]
-    Roots(#[source] reqwest::Error),
+    Roots(#[source] rustls::pki_types::pem::Error),
+    #[error("cannot set up TLS: {0}")]
+    Tls(#[source] rustls::Error),
+    #[error("invalid user agent {0:?}")]
+    UserAgent(String),
 }
 
 /// One attempt to send.
@@ -201,14 +220,45 @@ pub struct WebhookSender {
 
 #[derive(Debug)]
 struct Inner {
-    clients: AgedClients,
+    clients: AgedClients<Client>,
+    targets: Targets,
     policy: AddressPolicy,
     limits: Limits,
+    user_agent: HeaderValue,
     /// With an egress proxy: checks host names before the proxy gets them.
     names_before_proxy: Option<GuardedResolver>,
     /// Checks the hosts of destinations beyond HTTP, which no HTTP proxy carries.
     brokers: GuardedResolver,
 }
+
+/// One slot's client: hyper's, or reqwest's through an egress proxy.
+#[derive(Debug, Clone)]
+enum Client {
+    Direct(Direct),
+    Proxied(reqwest::Client),
+}
+
+/// An endpoint URL parsed and checked: where requests go, and the client slot its
+/// connections are pooled in.
+#[derive(Debug)]
+struct Target {
+    url: Url,
+    /// `url` without its userinfo, as hyper sends it.
+    uri: Uri,
+    /// `host`, written once rather than by hyper for every request.
+    host: Option<HeaderValue>,
+    /// The `Basic` credentials of the URL's userinfo, sent unless the endpoint sets its own
+    /// `authorization` (reqwest's rule, kept).
+    authorization: Option<HeaderValue>,
+    slot: usize,
+}
+
+/// Endpoint URLs parsed and checked once, by their text (a changed URL is new text).
+#[derive(Debug, Default)]
+struct Targets(Mutex<HashMap<String, Arc<Target>>>);
+
+/// URLs kept parsed; past it, the map starts again empty.
+const KEPT_TARGETS: usize = 4096;
 
 impl WebhookSender {
     /// Builds the sender from `config`, ageing connections by the system clock.
@@ -218,14 +268,15 @@ impl WebhookSender {
 
     /// Builds the sender from `config`, ageing connections by `clock`.
     pub fn with_clock(config: HttpConfig, clock: Arc<dyn Clock>) -> Result<Self, BuildError> {
-        // Built once here so a bad configuration fails at start, not at the first attempt.
-        build_client(&config)?;
+        let tls = tls::client_config(&config.extra_roots)?;
+        let user_agent = HeaderValue::from_str(&config.user_agent)
+            .map_err(|_| BuildError::UserAgent(config.user_agent.clone()))?;
+        let resolver = GuardedResolver::new(config.policy.clone(), config.lookup.clone());
         let for_clients = config.clone();
-        let clients = AgedClients::new(
-            move || build_client(&for_clients),
-            config.connection_lifetime,
-            clock,
-        );
+        let build = move || client(&for_clients, &resolver, &tls);
+        // Built once here so a bad configuration fails at start, not at the first attempt.
+        build()?;
+        let clients = AgedClients::new(build, config.connection_lifetime, clock);
         let names_before_proxy = config
             .egress_proxy
             .is_some()
@@ -234,8 +285,10 @@ impl WebhookSender {
         Ok(Self {
             inner: Arc::new(Inner {
                 clients,
+                targets: Targets::default(),
                 names_before_proxy,
                 brokers,
+                user_agent,
                 policy: config.policy,
                 limits: Limits {
                     head_bytes: config.max_head_bytes,
@@ -260,22 +313,98 @@ impl WebhookSender {
     }
 
     async fn exchange(&self, request: OutgoingRequest) -> Result<Captured, SendError> {
-        let url = self.checked_url(&request.url)?;
-        self.check_name_before_proxy(&url).await?;
+        let target = self.target(&request.url)?;
+        self.check_name_before_proxy(&target.url).await?;
         let client = self
             .inner
             .clients
-            .client_for(&url)
+            .client_in(target.slot)
             .map_err(|error| SendError::Request(error.to_string()))?;
-        let response = client
-            .post(url)
-            .headers(header_map(&request.headers)?)
-            .timeout(request.timeout)
-            .body(request.body)
-            .send()
-            .await
-            .map_err(|error| classify(&error))?;
-        Ok(capture(response, self.inner.limits).await)
+        let deadline = tokio::time::Instant::now() + request.timeout;
+        let limits = self.inner.limits;
+        match client {
+            Client::Direct(client) => {
+                let request = self.direct_request(&target, request)?;
+                let response =
+                    match tokio::time::timeout_at(deadline, client.request(request)).await {
+                        Ok(Ok(response)) => response,
+                        Ok(Err(error)) => return Err(failure(&error, error.is_connect(), false)),
+                        Err(_) => return Err(SendError::Timeout),
+                    };
+                Ok(capture(response, limits, deadline).await)
+            }
+            Client::Proxied(client) => {
+                let response = client
+                    .post(target.url.clone())
+                    .headers(header_map(&request.headers, 0)?)
+                    .timeout(request.timeout)
+                    .body(request.body)
+                    .send()
+                    .await
+                    .map_err(|error| reqwest_failure(&error))?;
+                Ok(capture(http::Response::from(response), limits, deadline).await)
+            }
+        }
+    }
+
+    /// The POST hyper sends: the endpoint's headers, then `host`, the URL's credentials,
+    /// `user-agent` and `accept` unless the endpoint set them.
+    fn direct_request(
+        &self,
+        target: &Target,
+        request: OutgoingRequest,
+    ) -> Result<http::Request<Full<Bytes>>, SendError> {
+        let mut headers = header_map(&request.headers, 4)?;
+        if let Some(host) = &target.host {
+            headers.entry(HOST).or_insert_with(|| host.clone());
+        }
+        if let Some(credentials) = &target.authorization {
+            headers
+                .entry(AUTHORIZATION)
+                .or_insert_with(|| credentials.clone());
+        }
+        headers
+            .entry(USER_AGENT)
+            .or_insert_with(|| self.inner.user_agent.clone());
+        headers
+            .entry(ACCEPT)
+            .or_insert_with(|| HeaderValue::from_static("*/*"));
+        let mut sent = http::Request::new(Full::new(request.body));
+        *sent.method_mut() = Method::POST;
+        *sent.uri_mut() = target.uri.clone();
+        *sent.headers_mut() = headers;
+        Ok(sent)
+    }
+
+    /// `raw` parsed and checked, as it was the first time it was sent to.
+    fn target(&self, raw: &str) -> Result<Arc<Target>, SendError> {
+        if let Some(target) = self.inner.targets.lock().get(raw) {
+            return Ok(target.clone());
+        }
+        let url = self.checked_url(raw)?;
+        let (bare, authorization) = without_credentials(&url);
+        let uri: Uri = bare
+            .as_str()
+            .parse()
+            .map_err(|error| SendError::InvalidUrl(format!("{raw}: {error}")))?;
+        // The URL's port is there only when it is not the scheme's default, as in `host`.
+        let host = uri
+            .authority()
+            .and_then(|authority| HeaderValue::from_str(authority.as_str()).ok());
+        let slot = self.inner.clients.slot_for(&url);
+        let target = Arc::new(Target {
+            url,
+            uri,
+            host,
+            authorization,
+            slot,
+        });
+        let mut targets = self.inner.targets.lock();
+        if targets.len() >= KEPT_TARGETS {
+            targets.clear();
+        }
+        targets.insert(raw.to_owned(), target.clone());
+        Ok(target)
     }
 
     /// Parses the URL, and refuses it if its host is a forbidden IP literal.
@@ -296,9 +425,15 @@ impl WebhookSender {
     }
 }
 
+impl Targets {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Target>>> {
+        self.0.lock().expect("parsed URLs lock")
+    }
+}
+
 impl WebhookSender {
     /// With an egress proxy, resolves the URL's host name and refuses it if any of its
-    /// addresses is forbidden (without one, the resolver reqwest connects through does this).
+    /// addresses is forbidden (without one, the resolver the client connects through does this).
     async fn check_name_before_proxy(&self, url: &Url) -> Result<(), SendError> {
         let (Some(resolver), Some(Host::Domain(name))) =
             (&self.inner.names_before_proxy, url.host())
@@ -315,36 +450,74 @@ impl WebhookSender {
     }
 }
 
-fn build_client(config: &HttpConfig) -> Result<Client, BuildError> {
-    let builder = Client::builder()
+/// A slot's client: hyper's over the guarded resolver, or reqwest's through the egress proxy.
+fn client(
+    config: &HttpConfig,
+    resolver: &GuardedResolver,
+    tls: &Arc<rustls::ClientConfig>,
+) -> Result<Client, BuildError> {
+    Ok(match &config.egress_proxy {
+        Some(proxy) => Client::Proxied(proxied(config, proxy, tls)?),
+        None => Client::Direct(connect::direct(config, resolver.clone(), tls.clone())),
+    })
+}
+
+/// reqwest's client through `proxy`, which resolves target names itself (so the guarded
+/// resolver would only ever see the proxy's own, trusted and often private, name).
+fn proxied(
+    config: &HttpConfig,
+    proxy: &str,
+    tls: &rustls::ClientConfig,
+) -> Result<reqwest::Client, BuildError> {
+    let proxy = Proxy::all(proxy).map_err(|source| BuildError::Proxy {
+        url: proxy.to_owned(),
+        source,
+    })?;
+    reqwest::Client::builder()
         .user_agent(config.user_agent.as_str())
         .connect_timeout(config.connect_timeout)
         .redirect(redirect::Policy::none())
-        .retry(retry::never());
-    let builder = config
-        .extra_roots
-        .iter()
-        .try_fold(builder, |builder, pem| {
-            let roots = Certificate::from_pem_bundle(pem).map_err(BuildError::Roots)?;
-            Ok(builder.tls_certs_merge(roots))
-        })?;
-    let builder = match &config.egress_proxy {
-        // The proxy resolves target names, so the guarded resolver would only ever see the
-        // proxy's own (trusted, often private) name.
-        Some(url) => builder.proxy(Proxy::all(url).map_err(|source| BuildError::Proxy {
-            url: url.clone(),
-            source,
-        })?),
-        None => builder.no_proxy().dns_resolver(GuardedResolver::new(
-            config.policy.clone(),
-            config.lookup.clone(),
-        )),
-    };
-    builder.build().map_err(BuildError::Client)
+        .retry(retry::never())
+        .tls_backend_preconfigured(tls.clone())
+        .proxy(proxy)
+        .build()
+        .map_err(BuildError::Client)
 }
 
-fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, SendError> {
-    let mut map = HeaderMap::with_capacity(headers.len());
+/// `url` without its userinfo, and the `authorization` value the userinfo stands for:
+/// `Basic` over the percent-decoded `user:password`, as reqwest sends it (a user name that is
+/// not UTF-8 once decoded leaves the URL as it is; a password that is not is left out).
+fn without_credentials(url: &Url) -> (Url, Option<HeaderValue>) {
+    let decoded = |text: &str| {
+        percent_encoding::percent_decode_str(text)
+            .decode_utf8()
+            .ok()
+            .map(String::from)
+    };
+    let Some(user) = decoded(url.username()) else {
+        return (url.clone(), None);
+    };
+    let password = url.password().and_then(decoded);
+    if user.is_empty() && password.is_none() {
+        return (url.clone(), None);
+    }
+    let mut bare = url.clone();
+    // Only URLs that cannot have userinfo refuse these, and this one has some.
+    let _ = bare.set_username("");
+    let _ = bare.set_password(None);
+    let mut value = String::from("Basic ");
+    let pair = format!("{user}:{}", password.unwrap_or_default());
+    base64::engine::general_purpose::STANDARD.encode_string(pair, &mut value);
+    let authorization = HeaderValue::from_str(&value).ok().map(|mut value| {
+        value.set_sensitive(true);
+        value
+    });
+    (bare, authorization)
+}
+
+/// The endpoint's headers, with room for `more`.
+fn header_map(headers: &[(String, String)], more: usize) -> Result<HeaderMap, SendError> {
+    let mut map = HeaderMap::with_capacity(headers.len() + more);
     for (name, value) in headers {
         let invalid = || SendError::Request(format!("invalid header {name:?}"));
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
@@ -354,23 +527,30 @@ fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, SendError> {
     Ok(map)
 }
 
-/// Turns a reqwest failure into the attempt log's error, recovering an SSRF refusal raised in
-/// the resolver from the error's source chain.
-fn classify(error: &reqwest::Error) -> SendError {
+/// A reqwest failure as the attempt log's error. reqwest's own text ("error sending request
+/// for url (…)") is left out: the log already has the URL.
+fn reqwest_failure(error: &reqwest::Error) -> SendError {
+    let cause: &(dyn Error + 'static) = error.source().unwrap_or(error);
+    failure(cause, error.is_connect(), error.is_timeout())
+}
+
+/// A failed exchange as the attempt log's error, recovering an SSRF refusal raised in the
+/// resolver from the error's source chain.
+fn failure(error: &(dyn Error + 'static), connect: bool, timeout: bool) -> SendError {
     if let Some(refused) = refusal(error) {
         return SendError::Refused(refused.to_string());
     }
-    if error.is_connect() {
+    if connect {
         return SendError::Connect(causes(error));
     }
-    if error.is_timeout() {
+    if timeout {
         return SendError::Timeout;
     }
     SendError::Request(causes(error))
 }
 
-fn refusal(error: &reqwest::Error) -> Option<&Refused> {
-    let mut source = error.source();
+fn refusal<'e>(error: &'e (dyn Error + 'static)) -> Option<&'e Refused> {
+    let mut source = Some(error);
     while let Some(cause) = source {
         if let Some(refused) = cause.downcast_ref::<Refused>() {
             return Some(refused);
@@ -380,11 +560,11 @@ fn refusal(error: &reqwest::Error) -> Option<&Refused> {
     None
 }
 
-/// The error's causes joined with `: `, without reqwest's outer "error sending request for url
-/// (…)" (the log already has the URL). Causes whose text repeats the previous one are skipped.
-fn causes(error: &reqwest::Error) -> String {
+/// The error's text and its causes' joined with `: `; a cause whose text the one before it
+/// already holds is skipped.
+fn causes(error: &(dyn Error + 'static)) -> String {
     let mut texts: Vec<String> = Vec::new();
-    let mut source = error.source();
+    let mut source = Some(error);
     while let Some(cause) = source {
         let text = cause.to_string();
         if !texts.last().is_some_and(|last| last.contains(&text)) {
@@ -392,9 +572,5 @@ fn causes(error: &reqwest::Error) -> String {
         }
         source = cause.source();
     }
-    if texts.is_empty() {
-        error.to_string()
-    } else {
-        texts.join(": ")
-    }
+    texts.join(": ")
 }

@@ -35,6 +35,11 @@
 //!   - `http::resolve`: the DNS resolver that applies the SSRF guard to host names.
 //!   - `http::guard`: the same guard for brokers' hosts, as `hookd_sinks::AddressGuard`.
 //!   - `http::capture`: what the attempt log keeps of a response, a capped head and body.
+//!   - `http::connect`: the direct client, hyper's pooled HTTP/1.1 client over the guarded
+//!     resolver, with the connect timeout over TCP and TLS.
+//!   - `http::tls`: the rustls configuration (platform roots, loaded once) all clients share.
+//!   - `http::lifetime`: the clients endpoint origins are spread over, each replaced after
+//!     the connection lifetime.
 //! - [`workers`]: the background workers beside the pipeline.
 //!   - [`workers::relay`]: [`Relay`], which turns committed outbox rows into messages and
 //!     deliveries.

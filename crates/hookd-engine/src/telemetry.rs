@@ -6,9 +6,11 @@
 //! Labels come from small fixed sets, never from a URL, an id or a response: Prometheus keeps
 //! one series per label value, so anything unbounded there would grow without end.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use hookd_core::model::DeliveryStatus;
+use metrics::{Counter, Histogram};
 
 use crate::http::{SendError, SendOutcome};
 
@@ -161,20 +163,68 @@ pub fn outcome(sent: &SendOutcome) -> &'static str {
     }
 }
 
-/// Counts one attempt and its latency.
-pub fn attempt(outcome: &'static str, took: Duration) {
-    metrics::counter!(ATTEMPTS, "outcome" => outcome).increment(1);
-    metrics::histogram!(ATTEMPT_DURATION, "outcome" => outcome).record(took.as_secs_f64());
+/// Every `outcome` [`outcome`] gives, and [`NOT_SENT`].
+const OUTCOMES: [&str; 11] = [
+    "2xx",
+    "3xx",
+    "4xx",
+    "5xx",
+    "other_status",
+    "ssrf_refused",
+    "timeout",
+    "connect",
+    "invalid_url",
+    "request_error",
+    NOT_SENT,
+];
+
+/// The `result`s of a settled delivery.
+const SETTLED_RESULTS: [&str; 2] = ["succeeded", "failed"];
+
+/// The handles of the metrics every attempt touches, one per label value, each registered on
+/// first use and then kept: `metrics::counter!` with labels builds its key and looks it up in
+/// the recorder's registry on every call.
+#[derive(Default)]
+pub struct AttemptMetrics {
+    outcomes: [OnceLock<(Counter, Histogram)>; OUTCOMES.len()],
+    settled: [OnceLock<Counter>; SETTLED_RESULTS.len()],
 }
 
-/// Counts a delivery that an attempt settled (nothing for one that will be retried).
-pub fn settled(status: DeliveryStatus) {
-    let result = match status {
-        DeliveryStatus::Success => "succeeded",
-        DeliveryStatus::Fail => "failed",
-        _ => return,
-    };
-    metrics::counter!(SETTLED, "result" => result).increment(1);
+impl std::fmt::Debug for AttemptMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AttemptMetrics")
+    }
+}
+
+impl AttemptMetrics {
+    /// Counts one attempt and its latency.
+    pub fn attempt(&self, outcome: &'static str, took: Duration) {
+        let register = || {
+            (
+                metrics::counter!(ATTEMPTS, "outcome" => outcome),
+                metrics::histogram!(ATTEMPT_DURATION, "outcome" => outcome),
+            )
+        };
+        let (count, duration) = match OUTCOMES.iter().position(|known| *known == outcome) {
+            Some(index) => self.outcomes[index].get_or_init(register).clone(),
+            None => register(),
+        };
+        count.increment(1);
+        duration.record(took.as_secs_f64());
+    }
+
+    /// Counts a delivery that an attempt settled (nothing for one that will be retried).
+    pub fn settled(&self, status: DeliveryStatus) {
+        let index = match status {
+            DeliveryStatus::Success => 0,
+            DeliveryStatus::Fail => 1,
+            _ => return,
+        };
+        let result = SETTLED_RESULTS[index];
+        self.settled[index]
+            .get_or_init(|| metrics::counter!(SETTLED, "result" => result))
+            .increment(1);
+    }
 }
 
 /// Counts what one purge batch removed.

@@ -773,3 +773,27 @@ async fn connections_are_dropped_after_their_lifetime_so_a_moved_name_is_followe
     assert_eq!(old.hits().len(), 1);
     assert_eq!(new.hits().len(), 1);
 }
+
+#[tokio::test]
+async fn credentials_in_the_url_are_sent_as_basic_authorization() {
+    let receiver = Receiver::start(|| answer(204, &[], "")).await;
+    let sender = loopback_sender();
+    let with_credentials = format!("http://hook%20user:p%40ss@{}/in", receiver.addr);
+    let own_authorization = OutgoingRequest {
+        headers: vec![("authorization".into(), "Bearer endpoint-own".into())],
+        ..post(with_credentials.clone())
+    };
+
+    for request in [post(with_credentials), own_authorization] {
+        assert_eq!(sender.send(request).await.status, Some(204));
+    }
+
+    let hits = receiver.hits();
+    let authorization = |n: usize| hits[n].headers.get("authorization").unwrap().clone();
+    // base64 of `hook user:p@ss`.
+    assert_eq!(authorization(0), "Basic aG9vayB1c2VyOnBAc3M=");
+    assert_eq!(authorization(1), "Bearer endpoint-own");
+    assert_eq!(hits[0].uri, "/in");
+    let host = hits[0].headers.get("host").unwrap();
+    assert_eq!(host.to_str().unwrap(), receiver.addr.to_string());
+}

@@ -5,12 +5,13 @@
 //! only in memory; the store gets them sealed.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use hookd_core::model::SealedKeys;
 use hookd_core::{EndpointId, Timestamp};
 use serde::{Deserialize, Serialize};
-use webhook_signature::{Ed25519PublicKey, Ed25519SecretKey, Secret, Signer, SigningKey};
+use webhook_signature::{Ed25519PublicKey, Ed25519SecretKey, ReadyKey, Secret, Signer, SigningKey};
 
 use crate::{KeyDigest, Keyring, VaultError};
 
@@ -59,11 +60,44 @@ pub struct KeyEntry {
     /// Unix milliseconds after which the key no longer signs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<i64>,
+    #[serde(skip)]
+    ready: Ready,
 }
 
+/// A key entry's key parsed and made ready to sign, kept beside its text (which never changes)
+/// so that attempts neither parse the key nor hash its HMAC pads again. Empty until the key
+/// first signs; equal to any other, since the text is what the entry is.
+#[derive(Clone, Default)]
+struct Ready(OnceLock<ReadyKey>);
+
+impl PartialEq for Ready {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Ready {}
+
 impl KeyEntry {
+    fn new(key: String, expires_at: Option<i64>) -> Self {
+        Self {
+            key,
+            expires_at,
+            ready: Ready::default(),
+        }
+    }
+
     fn signing_key(&self) -> Result<SigningKey, VaultError> {
         SigningKey::parse(&self.key).map_err(|e| VaultError::UnusableKeys(e.to_string()))
+    }
+
+    /// The key ready to sign: made on first use, then kept.
+    fn ready_key(&self) -> Result<ReadyKey, VaultError> {
+        if let Some(ready) = self.ready.0.get() {
+            return Ok(ready.clone());
+        }
+        let ready = ReadyKey::from(self.signing_key()?);
+        Ok(self.ready.0.get_or_init(|| ready).clone())
     }
 
     fn signs_at(&self, now: Timestamp) -> bool {
@@ -122,10 +156,7 @@ impl EndpointKeys {
     pub fn from_legacy_secret(secret: &str) -> Result<Self, VaultError> {
         let key = Secret::parse(secret).map_err(|e| VaultError::UnusableKeys(e.to_string()))?;
         Ok(Self {
-            entries: vec![KeyEntry {
-                key: key.to_string(),
-                expires_at: None,
-            }],
+            entries: vec![KeyEntry::new(key.to_string(), None)],
             ..Self::default()
         })
     }
@@ -151,10 +182,7 @@ impl EndpointKeys {
     }
 
     fn push(&mut self, key: &SigningKey, expires_at: Option<i64>) {
-        self.entries.push(KeyEntry {
-            key: key_text(key),
-            expires_at,
-        });
+        self.entries.push(KeyEntry::new(key_text(key), expires_at));
     }
 
     /// The digest of every key, current and rotated-out, under `keyring`'s current key.
@@ -239,12 +267,12 @@ impl EndpointKeys {
         live.sort_by_key(|e| e.expires_at.is_some());
         let keys = live
             .into_iter()
-            .map(KeyEntry::signing_key)
+            .map(KeyEntry::ready_key)
             .collect::<Result<Vec<_>, _>>()?;
         if keys.is_empty() {
             return Err(VaultError::UnusableKeys("no key signs at this time".into()));
         }
-        Ok(Signer::new(keys))
+        Ok(Signer::from_ready(keys))
     }
 
     /// Sealed under `keyring`'s current key, for `endpoint`'s row only.

@@ -18,7 +18,8 @@
 //! - `secret`: [`Secret`] (`whsec_`), [`Ed25519SecretKey`] (`whsk_`), [`Ed25519PublicKey`]
 //!   (`whpk_`), and the [`SigningKey`] / [`VerifyingKey`] a sender or receiver holds:
 //!   generating, parsing, printing.
-//! - `sign`: signed content and [`Signer`], one header entry per active key.
+//! - `sign`: signed content, [`ReadyKey`] (a key prepared to sign many messages) and
+//!   [`Signer`], one header entry per active key.
 //! - `verify`: [`Verifier`], headers then time window then any matching entry.
 //! - [`header`]: the three header names, [`WebhookHeaders`], splitting the signature entries.
 //! - [`clock`]: the system clock, strict timestamp parsing, [`TimeWindow`].
@@ -47,5 +48,5 @@ pub use secret::{
     ED25519_PUBLIC_PREFIX, ED25519_SECRET_PREFIX, Ed25519PublicKey, Ed25519SecretKey,
     GENERATED_SECRET_LEN, SECRET_PREFIX, Secret, SigningKey, VerifyingKey,
 };
-pub use sign::Signer;
+pub use sign::{ReadyKey, Signer};
 pub use verify::Verifier;

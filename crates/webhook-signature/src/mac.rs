@@ -5,9 +5,22 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
+/// HMAC-SHA256 with its key already taken in: the key's inner and outer pads are hashed, so a
+/// copy of it tags a message without hashing the key again.
+pub(crate) type KeyedHmac = Hmac<Sha256>;
+
+/// `key` taken into HMAC-SHA256.
+pub(crate) fn keyed(key: &[u8]) -> KeyedHmac {
+    KeyedHmac::new_from_slice(key).expect("HMAC accepts keys of any length")
+}
+
 /// HMAC-SHA256 of the concatenation of `parts` (no copy of a large body is made).
 pub(crate) fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
-    let mut mac = <Hmac<Sha256>>::new_from_slice(key).expect("HMAC accepts keys of any length");
+    tag(keyed(key), parts)
+}
+
+/// The tag of the concatenation of `parts` under a keyed state, which it consumes.
+pub(crate) fn tag(mut mac: KeyedHmac, parts: &[&[u8]]) -> [u8; 32] {
     parts.iter().for_each(|part| mac.update(part));
     mac.finalize().into_bytes().into()
 }

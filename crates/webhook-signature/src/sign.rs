@@ -7,8 +7,8 @@ use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::ed25519::signature::MultipartSigner;
 
 use crate::header::{V1, V1A, WebhookHeaders};
-use crate::mac::hmac_sha256;
-use crate::{SignError, SigningKey};
+use crate::mac::{KeyedHmac, keyed, tag};
+use crate::{Ed25519SecretKey, SignError, SigningKey};
 
 /// The signed content before the body, `{id}.{timestamp}.`; signer and verifier share it.
 pub(crate) fn signed_prefix(id: &str, timestamp: u64) -> String {
@@ -19,20 +19,63 @@ impl SigningKey {
     /// One header entry, `v1,<base64>` or `v1a,<base64>`, for a message.
     pub fn sign(&self, id: &str, timestamp: u64, body: &[u8]) -> Result<String, SignError> {
         let prefix = checked_prefix(id, timestamp)?;
-        Ok(self.entry(&[prefix.as_bytes(), body]))
+        let mut entry = String::new();
+        ReadyKey::from(self).push_entry(&[prefix.as_bytes(), body], &mut entry);
+        Ok(entry)
     }
+}
 
-    fn entry(&self, content: &[&[u8]]) -> String {
-        match self {
-            Self::Hmac(secret) => {
-                format!(
-                    "{V1},{}",
-                    STANDARD.encode(hmac_sha256(secret.as_bytes(), content))
-                )
+/// A [`SigningKey`] made ready to sign many messages: an HMAC key is taken into HMAC once (its
+/// inner and outer pads hashed), and each signature starts from a copy of that state instead of
+/// hashing the key again. Worth keeping for as long as the key signs.
+#[derive(Clone)]
+pub struct ReadyKey(Ready);
+
+#[derive(Clone)]
+enum Ready {
+    Hmac(KeyedHmac),
+    Ed25519(Ed25519SecretKey),
+}
+
+impl From<&SigningKey> for ReadyKey {
+    fn from(key: &SigningKey) -> Self {
+        Self(match key {
+            SigningKey::Hmac(secret) => Ready::Hmac(keyed(secret.as_bytes())),
+            SigningKey::Ed25519(key) => Ready::Ed25519(key.clone()),
+        })
+    }
+}
+
+impl From<SigningKey> for ReadyKey {
+    fn from(key: SigningKey) -> Self {
+        Self::from(&key)
+    }
+}
+
+/// Never prints the key, only its scheme.
+impl std::fmt::Debug for ReadyKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = match self.0 {
+            Ready::Hmac(_) => V1,
+            Ready::Ed25519(_) => V1A,
+        };
+        write!(f, "ReadyKey({scheme})")
+    }
+}
+
+impl ReadyKey {
+    /// Appends this key's entry, `v1,<base64>` or `v1a,<base64>`, for `content` to `out`.
+    fn push_entry(&self, content: &[&[u8]], out: &mut String) {
+        match &self.0 {
+            Ready::Hmac(mac) => {
+                out.push_str(V1);
+                out.push(',');
+                STANDARD.encode_string(tag(mac.clone(), content), out);
             }
-            Self::Ed25519(key) => {
-                let signature = key.0.multipart_sign(content);
-                format!("{V1A},{}", STANDARD.encode(signature.to_bytes()))
+            Ready::Ed25519(key) => {
+                out.push_str(V1A);
+                out.push(',');
+                STANDARD.encode_string(key.0.multipart_sign(content).to_bytes(), out);
             }
         }
     }
@@ -50,14 +93,19 @@ fn checked_prefix(id: &str, timestamp: u64) -> Result<String, SignError> {
 }
 
 /// Every key currently signing for one endpoint; each produces one entry of the header.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Signer {
-    keys: Vec<SigningKey>,
+    keys: Vec<ReadyKey>,
 }
 
 impl Signer {
     /// A signer for these keys, in the order their entries should appear.
     pub fn new(keys: impl IntoIterator<Item = SigningKey>) -> Self {
+        Self::from_ready(keys.into_iter().map(ReadyKey::from))
+    }
+
+    /// A signer for keys already made ready, in the order their entries should appear.
+    pub fn from_ready(keys: impl IntoIterator<Item = ReadyKey>) -> Self {
         Self {
             keys: keys.into_iter().collect(),
         }
@@ -70,8 +118,15 @@ impl Signer {
         }
         let prefix = checked_prefix(id, timestamp)?;
         let content = [prefix.as_bytes(), body];
-        let entries: Vec<String> = self.keys.iter().map(|key| key.entry(&content)).collect();
-        Ok(entries.join(" "))
+        // One entry is `v1a,` and 88 base64 characters at most, and a space between two.
+        let mut header = String::with_capacity(self.keys.len() * 93);
+        for (index, key) in self.keys.iter().enumerate() {
+            if index > 0 {
+                header.push(' ');
+            }
+            key.push_entry(&content, &mut header);
+        }
+        Ok(header)
     }
 
     /// All three headers for one delivery attempt.

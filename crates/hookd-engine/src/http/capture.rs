@@ -4,8 +4,14 @@
 //! by chunk and reading stops once the cap is reached; the rest is never read, and dropping the
 //! response closes the connection.
 
-use reqwest::Response;
-use reqwest::header::RETRY_AFTER;
+use std::pin::pin;
+
+use bytes::Buf;
+use http::Response;
+use http::header::RETRY_AFTER;
+use http_body::Body;
+use http_body_util::BodyExt;
+use tokio::time::{Instant, timeout_at};
 
 /// The parts of a response kept for the attempt log and the scheduler.
 pub(super) struct Captured {
@@ -22,16 +28,21 @@ pub(super) struct Limits {
     pub(super) body_bytes: usize,
 }
 
-/// Reads the status, headers and at most `limits.body_bytes` of the body. A body that fails or
-/// times out part way is kept as far as it was read: the status already answered the attempt.
-pub(super) async fn capture(mut response: Response, limits: Limits) -> Captured {
+/// Reads the status, headers and at most `limits.body_bytes` of the body, until `deadline`. A
+/// body that fails or times out part way is kept as far as it was read: the status already
+/// answered the attempt.
+pub(super) async fn capture<B: Body>(
+    response: Response<B>,
+    limits: Limits,
+    deadline: Instant,
+) -> Captured {
     let head = truncate(format_head(&response), limits.head_bytes);
     let retry_after = response
         .headers()
         .get(RETRY_AFTER)
         .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
     let status = response.status().as_u16();
-    let body = read_prefix(&mut response, limits.body_bytes).await;
+    let body = read_prefix(response.into_body(), limits.body_bytes, deadline).await;
     Captured {
         status,
         head,
@@ -41,7 +52,7 @@ pub(super) async fn capture(mut response: Response, limits: Limits) -> Captured 
 }
 
 /// `HTTP/1.1 503 Service Unavailable\r\nname: value\r\n…`, header values decoded lossily.
-fn format_head(response: &Response) -> String {
+fn format_head<B>(response: &Response<B>) -> String {
     let status = response.status();
     let mut head = format!(
         "{:?} {} {}",
@@ -58,16 +69,25 @@ fn format_head(response: &Response) -> String {
     head
 }
 
-async fn read_prefix(response: &mut Response, cap: usize) -> Vec<u8> {
-    let mut body = Vec::new();
-    while body.len() < cap {
-        let Ok(Some(chunk)) = response.chunk().await else {
+async fn read_prefix<B: Body>(body: B, cap: usize, deadline: Instant) -> Vec<u8> {
+    let mut body = pin!(body);
+    let mut kept = Vec::new();
+    while kept.len() < cap {
+        let Ok(Some(Ok(frame))) = timeout_at(deadline, body.frame()).await else {
             break;
         };
-        let take = chunk.len().min(cap - body.len());
-        body.extend_from_slice(&chunk[..take]);
+        // Trailers carry no body bytes.
+        let Ok(mut data) = frame.into_data() else {
+            continue;
+        };
+        while data.has_remaining() && kept.len() < cap {
+            let chunk = data.chunk();
+            let take = chunk.len().min(cap - kept.len());
+            kept.extend_from_slice(&chunk[..take]);
+            data.advance(take);
+        }
     }
-    body
+    kept
 }
 
 /// `text` cut to at most `max` bytes, on a character boundary.

@@ -10,8 +10,8 @@
 //!
 //! Endpoint origins are spread over a few clients ([`SLOTS`]), each replaced on its own
 //! schedule: replacing one client for every origin at once would reconnect every endpoint in
-//! the same instant, and one client per origin costs a TLS configuration (root certificates,
-//! about 170 KB) per endpoint host.
+//! the same instant, and one client per origin would keep a client (and replace it) per
+//! endpoint host.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -19,7 +19,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hookd_core::{Clock, Timestamp};
-use reqwest::Client;
 use url::Url;
 
 use super::BuildError;
@@ -28,21 +27,21 @@ use super::BuildError;
 const SLOTS: usize = 16;
 
 /// The clients, each with the time it was built.
-pub(super) struct AgedClients {
+pub(super) struct AgedClients<Client> {
     build: Box<dyn Fn() -> Result<Client, BuildError> + Send + Sync>,
     lifetime: Duration,
     clock: Arc<dyn Clock>,
     /// Which slot an origin's connections live in.
     spread: RandomState,
-    slots: Vec<Mutex<Option<Aged>>>,
+    slots: Vec<Mutex<Option<Aged<Client>>>>,
 }
 
-struct Aged {
+struct Aged<Client> {
     client: Client,
     built: Timestamp,
 }
 
-impl std::fmt::Debug for AgedClients {
+impl<Client> std::fmt::Debug for AgedClients<Client> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgedClients")
             .field("lifetime", &self.lifetime)
@@ -50,7 +49,7 @@ impl std::fmt::Debug for AgedClients {
     }
 }
 
-impl AgedClients {
+impl<Client: Clone> AgedClients<Client> {
     /// Clients made by `build`, each used for `lifetime` by `clock`.
     pub(super) fn new(
         build: impl Fn() -> Result<Client, BuildError> + Send + Sync + 'static,
@@ -66,17 +65,21 @@ impl AgedClients {
         }
     }
 
-    /// The client for `url`'s origin: its slot's while that is younger than the lifetime,
-    /// otherwise a fresh one that takes the slot's place.
-    pub(super) fn client_for(&self, url: &Url) -> Result<Client, BuildError> {
+    /// The slot `url`'s origin is pooled in.
+    pub(super) fn slot_for(&self, url: &Url) -> usize {
         let origin = url.origin().ascii_serialization();
-        let slot = &self.slots[self.spread.hash_one(&origin) as usize % SLOTS];
+        self.spread.hash_one(&origin) as usize % SLOTS
+    }
+
+    /// The client of `slot` (see [`Self::slot_for`]): the slot's while that is younger than
+    /// the lifetime, otherwise a fresh one that takes the slot's place.
+    pub(super) fn client_in(&self, slot: usize) -> Result<Client, BuildError> {
+        let slot = &self.slots[slot];
         let now = self.clock.now();
         if let Some(client) = self.current(slot, now) {
             return Ok(client);
         }
-        // Built outside the lock: building loads root certificates, and sends through the
-        // same slot must not wait for it.
+        // Built outside the lock: sends through the same slot must not wait for it.
         let fresh = (self.build)()?;
         let mut aged = slot.lock().expect("client slot lock");
         match aged.as_ref() {
@@ -93,14 +96,14 @@ impl AgedClients {
     }
 
     /// The slot's client if it is within its lifetime.
-    fn current(&self, slot: &Mutex<Option<Aged>>, now: Timestamp) -> Option<Client> {
+    fn current(&self, slot: &Mutex<Option<Aged<Client>>>, now: Timestamp) -> Option<Client> {
         let aged = slot.lock().expect("client slot lock");
         aged.as_ref()
             .filter(|aged| self.alive(aged, now))
             .map(|aged| aged.client.clone())
     }
 
-    fn alive(&self, aged: &Aged, now: Timestamp) -> bool {
+    fn alive(&self, aged: &Aged<Client>, now: Timestamp) -> bool {
         now < aged.built.plus(self.lifetime)
     }
 }

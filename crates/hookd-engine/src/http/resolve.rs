@@ -1,6 +1,6 @@
 //! The DNS resolver that enforces the SSRF guard on host names.
 //!
-//! reqwest connects only to the addresses its resolver returns, so checking them here is safe
+//! The client connects only to the addresses its resolver returns, so checking them here is safe
 //! against DNS rebinding: the addresses checked are the addresses connected to, with no second
 //! lookup. A host is refused whole if any of its addresses is forbidden, so a name cannot mix
 //! a public address with a private one and hope the private one is tried.
@@ -11,8 +11,11 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use hyper_util::client::legacy::connect::dns;
+
+use crate::http::BoxError;
 
 use crate::http::ssrf::AddressPolicy;
 
@@ -45,11 +48,8 @@ impl GuardedResolver {
 impl GuardedResolver {
     /// The addresses `host` stands for, each checked against the policy: an error if any
     /// is forbidden (the refusal is the error's source).
-    pub(super) async fn resolve_checked(
-        &self,
-        host: &str,
-    ) -> Result<Vec<SocketAddr>, Box<dyn std::error::Error + Send + Sync>> {
-        // Port 0: reqwest puts the URL's port (or the scheme's default) in its place.
+    pub(super) async fn resolve_checked(&self, host: &str) -> Result<Vec<SocketAddr>, BoxError> {
+        // Port 0: the connector puts the URL's port (or the scheme's default) in its place.
         let addrs: Vec<SocketAddr> = match &self.lookup {
             Some(lookup) => lookup
                 .lookup(host)
@@ -68,13 +68,21 @@ impl GuardedResolver {
     }
 }
 
-impl Resolve for GuardedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
+/// As hyper's connector asks for addresses.
+impl tower_service::Service<dns::Name> for GuardedResolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: dns::Name) -> Self::Future {
         let resolver = self.clone();
-        let host = name.as_str().to_owned();
         Box::pin(async move {
-            let addrs = resolver.resolve_checked(&host).await?;
-            Ok(Box::new(addrs.into_iter()) as Addrs)
+            let addrs = resolver.resolve_checked(name.as_str()).await?;
+            Ok(addrs.into_iter())
         })
     }
 }

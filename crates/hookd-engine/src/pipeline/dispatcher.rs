@@ -45,7 +45,7 @@ use crate::pipeline::destinations::Sinks;
 use crate::pipeline::lanes::{Held, Lanes};
 use crate::pipeline::operations::Operations;
 use crate::pipeline::recorder::{Finished, Recorder};
-use crate::telemetry;
+use crate::telemetry::{self, AttemptMetrics};
 
 /// The delivery engine. Start it with [`Engine::run`]; wake it through [`Engine::waker`].
 pub struct Engine {
@@ -83,6 +83,7 @@ pub struct Engine {
     pub(super) opened_keys: OpenedKeys,
     /// The sinks of destinations beyond HTTP, kept between attempts.
     pub(super) sinks: Sinks,
+    pub(super) metrics: AttemptMetrics,
 }
 
 impl Engine {
@@ -115,6 +116,7 @@ impl Engine {
             abandoned: Mutex::default(),
             opened_keys: OpenedKeys::new(config.keyring.clone()),
             sinks: Sinks::new(sender.broker_guard(), clock.clone()),
+            metrics: AttemptMetrics::default(),
             lanes: Lanes::new(config.endpoint_max_concurrency),
             workers: Arc::new(Semaphore::new(workers)),
             tickets: Arc::new(Semaphore::new(held_budget(workers))),

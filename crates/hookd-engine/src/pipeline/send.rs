@@ -82,7 +82,7 @@ impl Engine {
         if self.lanes.wants_refill(&endpoint) {
             self.freed.notify_one();
         }
-        telemetry::settled(verdict.next.status);
+        self.metrics.settled(verdict.next.status);
         let finished = Finished {
             verdict,
             _ticket: held.ticket,
@@ -125,7 +125,7 @@ impl Engine {
                     failing_after,
                     jitter,
                 );
-                made(&verdict, telemetry::outcome(&outcome), outcome.duration);
+                self.made(&verdict, telemetry::outcome(&outcome), outcome.duration);
                 (verdict, signal(&outcome))
             }
             Err(error) => {
@@ -137,7 +137,7 @@ impl Engine {
                     failing_after,
                     jitter,
                 );
-                made(&verdict, telemetry::NOT_SENT, Duration::ZERO);
+                self.made(&verdict, telemetry::NOT_SENT, Duration::ZERO);
                 (verdict, Signal::None)
             }
         }
@@ -183,7 +183,7 @@ fn signal(outcome: &SendOutcome) -> Signal {
 /// attempt starts between the answer and the write that disables it.
 const CLOSING: Duration = Duration::from_secs(10);
 
-/// The span of one attempt (for traces: `--otlp-endpoint`), named by what it is for; [`made`]
+/// The span of one attempt (for traces: `--otlp-endpoint`), named by what it is for; [`Engine::made`]
 /// adds what came of it. Never the payload, the URL or a header.
 fn attempt_span(claimed: &ClaimedDelivery) -> tracing::Span {
     tracing::debug_span!(
@@ -197,29 +197,31 @@ fn attempt_span(claimed: &ClaimedDelivery) -> tracing::Span {
     )
 }
 
-/// Counts an attempt and leaves its log line (and its span's fields).
-fn made(verdict: &Verdict, outcome: &'static str, took: Duration) {
-    telemetry::attempt(outcome, took);
-    let span = tracing::Span::current();
-    span.record(
-        "hookd.attempt_id",
-        tracing::field::display(&verdict.attempt.id),
-    );
-    span.record("hookd.outcome", outcome);
-    span.record(
-        "http.response.status_code",
-        verdict.attempt.response_status_code,
-    );
-    tracing::debug!(
-        message_id = %verdict.attempt.message_id,
-        endpoint_id = %verdict.attempt.endpoint_id,
-        attempt_id = %verdict.attempt.id,
-        outcome,
-        status = verdict.attempt.response_status_code,
-        duration_ms = took.as_millis() as u64,
-        next = verdict.next.status.text(),
-        "attempt made"
-    );
+impl Engine {
+    /// Counts an attempt and leaves its log line (and its span's fields).
+    fn made(&self, verdict: &Verdict, outcome: &'static str, took: Duration) {
+        self.metrics.attempt(outcome, took);
+        let span = tracing::Span::current();
+        span.record(
+            "hookd.attempt_id",
+            tracing::field::display(&verdict.attempt.id),
+        );
+        span.record("hookd.outcome", outcome);
+        span.record(
+            "http.response.status_code",
+            verdict.attempt.response_status_code,
+        );
+        tracing::debug!(
+            message_id = %verdict.attempt.message_id,
+            endpoint_id = %verdict.attempt.endpoint_id,
+            attempt_id = %verdict.attempt.id,
+            outcome,
+            status = verdict.attempt.response_status_code,
+            duration_ms = took.as_millis() as u64,
+            next = verdict.next.status.text(),
+            "attempt made"
+        );
+    }
 }
 
 /// A random number in `[0, 1)` for jitter.
