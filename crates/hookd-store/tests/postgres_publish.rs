@@ -317,7 +317,7 @@ async fn new_deliveries_are_handed_over_only_within_their_endpoints_room_across_
 
 /// A publish handing deliveries over takes its turn under the claims' lock, and counts the
 /// deliveries a claim took while it waited: the room it sees is read once the lock is
-/// granted.
+/// granted. Its batch is committed before it waits: only the handover takes turns.
 #[tokio::test]
 async fn a_handoff_that_waited_its_turn_counts_the_claims_committed_meanwhile() {
     let Some((url, _db)) = fresh_postgres("postgres_only::handoff_turns").await else {
@@ -334,6 +334,16 @@ async fn a_handoff_that_waited_its_turn_counts_the_claims_committed_meanwhile() 
     let publish = store.publish(NewMessage::new(message.clone()));
     let commit_once_waited_for = async {
         wait_for_a_lock_wait(store.pool()).await;
+        // The batch's commit came first: only its handover waits for the claims' turn.
+        let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE id = $1")
+            .bind(message.id.as_str())
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(
+            stored, 1,
+            "the publish held its commit for the claims' lock"
+        );
         sqlx::query("COMMIT").execute(&mut turn).await.unwrap();
     };
     let (created, ()) = tokio::join!(publish, commit_once_waited_for);
