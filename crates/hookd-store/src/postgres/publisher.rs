@@ -8,7 +8,7 @@
 //! publishes already waiting (at most [`MAX_BATCH`], and never waits for more: a lone publish is
 //! written at once) and writes them in two round trips whatever the batch's size: one read of
 //! the enabled endpoints of all their applications, each message then routed in Rust by its
-//! own filters, and one statement, its own transaction, that inserts the messages and their
+//! own filters, and one call whose first transaction inserts the messages and their
 //! deliveries from arrays (`unnest`, inside `publish_batch`). A caller still hears `Ok` only
 //! once its message and deliveries are committed. No `BEGIN` and `COMMIT` round trips: they
 //! are a fixed cost per batch, in hookd and in PostgreSQL, and with several processes on one
