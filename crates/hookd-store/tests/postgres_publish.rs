@@ -365,8 +365,8 @@ async fn a_failed_handover_leaves_its_committed_batch_queued() {
     let taker = Taker::on(&store);
     sqlx::query(
         "CREATE OR REPLACE FUNCTION hand_over(delivery_messages TEXT[],
-             delivery_endpoints TEXT[], leases BIGINT[], now_ms BIGINT, per_endpoint BIGINT,
-             cluster_limits BOOLEAN)
+             delivery_endpoints TEXT[], leases BIGINT[], due BIGINT[], now_ms BIGINT,
+             per_endpoint BIGINT, cluster_limits BOOLEAN)
          RETURNS TABLE (handed_message TEXT, handed_endpoint TEXT)
          LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'handover broken'; END $$",
     )

@@ -36,12 +36,14 @@
 //! [`crate::Handoff`]): those it has a worker and endpoint room for are made `sending` under
 //! its lease by the same call and started once it returns, so a fresh message costs no claim.
 //! The call is of the procedure `publish_and_hand_over` (`hand_over.sql`), two transactions in
-//! one round trip: `publish_batch` writes the messages and every delivery pending, due at once,
-//! and commits, waiting for the WAL flush; then `hand_over` takes the claims' advisory lock and
-//! makes `sending` those still queued, each endpoint no more than the room its cap leaves after
-//! every process's attempts in flight, in a commit that waits for no flush, as a claim's. So
-//! claims, here and in other processes, never wait behind a publish's flush for the lock.
-//! Rate-limited and paused endpoints are left to claims. A delivery not handed over stays
+//! one round trip: `publish_batch` writes the messages, the deliveries asked for `sending`
+//! under the engine's leases (within the room the engine gave, without the claims' lock) and
+//! the rest pending, due at once, and commits, waiting for the WAL flush; then `hand_over`
+//! takes the claims' advisory lock and keeps of each endpoint's no more than the room its cap
+//! leaves after every other process's attempts in flight, putting the rest back to pending, in
+//! a commit that waits for no flush, as a claim's. So claims, here and in other processes,
+//! never wait behind a publish's flush for the lock, and a delivery handed over is written
+//! once. Rate-limited and paused endpoints are left to claims. A delivery not handed over is
 //! pending, due at once, and its room is freed. Callers hear `Ok` once the call returns: their
 //! messages were committed by its first transaction.
 //!
