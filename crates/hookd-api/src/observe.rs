@@ -268,7 +268,35 @@ fn method_label(method: &Method) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
     use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_is_answered_500_with_its_request_id() {
+        async fn panics() -> &'static str {
+            panic!("a handler bug")
+        }
+        let app = Router::new()
+            .route("/panics", get(panics))
+            .layer(Front::new(InFlight::new(8)));
+        let request = Request::builder()
+            .uri("/panics")
+            .header(REQUEST_ID, "req-1")
+            .body(Body::empty())
+            .unwrap();
+        let response = app.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 500);
+        assert_eq!(response.headers()[REQUEST_ID], "req-1");
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["code"], "internal");
+    }
 
     #[test]
     fn only_short_plain_ids_are_echoed() {
