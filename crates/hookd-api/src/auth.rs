@@ -6,22 +6,32 @@
 //!
 //! Tokens are never stored: only their SHA-256 digest is, in the database or in configuration.
 //! A request's token is hashed and matched by digest; configured digests are compared in
-//! constant time. Looked-up tokens are cached briefly so the hot publish path does not read
-//! the database for every request: a token revoked through another process stops working
-//! within [`TOKEN_CACHE_TTL`]; revoked through this one, at once.
+//! constant time. Looked-up tokens are cached briefly so the hot publish path neither reads
+//! the database nor hashes the token for every request: a token revoked through another
+//! process stops working within [`TOKEN_CACHE_TTL`]; revoked through this one, at once. The
+//! cache knows a token by a [`TokenKey`], never by its text.
+//!
+//! [`Authenticate`] is the layer of every route that takes a token: [`authenticate`], then
+//! the `Idempotency-Key` replays, in one layer.
 
+use std::convert::Infallible;
+use std::future::Future;
+use std::hash::{BuildHasher, RandomState};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
 use axum::http::header::AUTHORIZATION;
-use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use hookd_core::{AppId, EndpointId, Timestamp};
 use hookd_store::{ApiToken, Store, StoreError};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use tower::Service;
 
+use crate::cache::TtlCache;
 use crate::permissions::{self, TokenKind};
 use crate::{ApiError, ApiState};
 
@@ -56,7 +66,14 @@ impl Principal {
 
 /// The lowercase hex SHA-256 of a token, the only form in which tokens are kept.
 pub fn token_hash(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+/// `bytes` in lowercase hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    let mut text = vec![0; bytes.len() * 2];
+    hex::encode_to_slice(bytes, &mut text).expect("twice as long");
+    String::from_utf8(text).expect("hex digits are ASCII")
 }
 
 /// The token id of an admin token given in configuration.
@@ -127,14 +144,73 @@ pub async fn create_admin_token(store: &dyn Store, now: Timestamp) -> Result<Str
     Ok(issue_token(store, now, new).await?.0)
 }
 
-/// Middleware: resolves the bearer token to a [`Principal`] (and [`Caller`]) request extension,
-/// or answers 401; answers 403 unless the permission table lets the token's kind use the route
-/// (its `MatchedPath` and method); applies the token's rate limit; writes the audit line.
-pub async fn authenticate(
-    State(state): State<ApiState>,
+/// The layer of every route that takes a token: [`authenticate`], then `Idempotency-Key`
+/// replays (a hand-written layer: axum's middleware functions cost boxed services cloned per
+/// request, each).
+#[derive(Clone)]
+pub(crate) struct Authenticate(ApiState);
+
+impl Authenticate {
+    pub(crate) fn new(state: ApiState) -> Self {
+        Self(state)
+    }
+}
+
+impl<S> tower::Layer<S> for Authenticate {
+    type Service = Authenticated<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Authenticated {
+            state: self.0.clone(),
+            inner,
+        }
+    }
+}
+
+/// A route behind [`Authenticate`].
+#[derive(Clone)]
+pub(crate) struct Authenticated<S> {
+    state: ApiState,
+    inner: S,
+}
+
+impl<S> Service<Request> for Authenticated<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        // The service polled ready serves this request; its clone waits for the next.
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let state = self.state.clone();
+        Box::pin(async move {
+            let response = authenticate(&state, request, ready).await;
+            Ok(response.unwrap_or_else(IntoResponse::into_response))
+        })
+    }
+}
+
+/// Resolves the bearer token to a [`Principal`] (and [`Caller`]) request extension, or answers
+/// 401; answers 403 unless the permission table lets the token's kind use the route (its
+/// `MatchedPath` and method); applies the token's rate limit; has `inner` answer (or replays
+/// an `Idempotency-Key`'s answer); writes the audit line.
+pub async fn authenticate<S>(
+    state: &ApiState,
     mut request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
+    inner: S,
+) -> Result<Response, ApiError>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
     let token = request
         .headers()
         .get(AUTHORIZATION)
@@ -146,14 +222,14 @@ pub async fn authenticate(
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .ok_or(ApiError::Unauthorized)?;
-    let caller = caller_for(&state, token).await?;
+    let caller = caller_for(state, token).await?;
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map(MatchedPath::as_str);
-    let outcome = admit(&state, &caller, &method, route);
+    let outcome = admit(state, &caller, &method, route);
     let status = match &outcome {
         Ok(()) => None,
         Err(error) => Some(error.status()),
@@ -162,9 +238,11 @@ pub async fn authenticate(
         Ok(()) => {
             request.extensions_mut().insert(caller.principal.clone());
             request.extensions_mut().insert(caller.clone());
-            next.run(request).await
+            crate::idempotency::replay(state, request, inner)
+                .await
+                .unwrap_or_else(IntoResponse::into_response)
         }
-        Err(error) => axum::response::IntoResponse::into_response(error),
+        Err(error) => error.into_response(),
     };
     let refused = status.is_some();
     let status = status.unwrap_or_else(|| response.status()).as_u16();
@@ -231,7 +309,13 @@ fn is_poller_route(route: &str) -> bool {
     route.starts_with("/app/{app_id}/poller/{sink_id}")
 }
 
+/// The [`Caller`] behind `token`: from the token cache, else by its digest, from the
+/// configured admin tokens or the store.
 async fn caller_for(state: &ApiState, token: &str) -> Result<Caller, ApiError> {
+    let key = state.tokens().key(token);
+    if let Some(caller) = state.tokens().callers.get(&key) {
+        return Ok(caller);
+    }
     let hash = token_hash(token);
     let configured = state
         .config()
@@ -240,22 +324,27 @@ async fn caller_for(state: &ApiState, token: &str) -> Result<Caller, ApiError> {
         .fold(false, |found, known| {
             found | bool::from(known.as_bytes().ct_eq(hash.as_bytes()))
         });
-    if configured {
-        return Ok(Caller {
+    let caller = if configured {
+        Caller {
             principal: Principal::Admin,
             token_id: CONFIGURED_TOKEN_ID.into(),
             rate_limit: None,
             read_only: false,
             expires_at: None,
             destination: None,
-        });
-    }
-    if let Some(caller) = state.tokens().get(&hash) {
-        return Ok(caller);
-    }
+        }
+    } else {
+        stored_caller(state, &hash).await?
+    };
+    state.tokens().callers.put(key, caller.clone());
+    Ok(caller)
+}
+
+/// The [`Caller`] of the stored token whose digest is `hash`, unless it is unknown or revoked.
+async fn stored_caller(state: &ApiState, hash: &str) -> Result<Caller, ApiError> {
     let stored: ApiToken = state
         .store()
-        .find_token(&hash)
+        .find_token(hash)
         .await?
         .ok_or(ApiError::Unauthorized)?;
     if !bool::from(stored.token_hash.as_bytes().ct_eq(hash.as_bytes()))
@@ -263,14 +352,45 @@ async fn caller_for(state: &ApiState, token: &str) -> Result<Caller, ApiError> {
     {
         return Err(ApiError::Unauthorized);
     }
-    let caller = Caller {
+    Ok(Caller {
         principal: stored.app_id.map_or(Principal::Admin, Principal::App),
         token_id: stored.id,
         rate_limit: stored.rate_limit,
         read_only: stored.read_only,
         expires_at: stored.expires_at,
         destination: stored.endpoint_id,
-    };
-    state.tokens().put(hash, caller.clone());
-    Ok(caller)
+    })
+}
+
+/// Tokens looked up a moment ago, by [`TokenKey`], each trusted for [`TOKEN_CACHE_TTL`].
+pub(crate) struct TokenCache {
+    /// The SipHash keys, drawn at random when the process starts.
+    keys: RandomState,
+    pub(crate) callers: TtlCache<Caller, TokenKey>,
+}
+
+/// What the token cache knows a token by: two SipHash values of it under a key drawn at start
+/// (128 bits nobody without the key can aim at), so the cache holds no token, and a lookup
+/// compares no secret, in a time that depends only on the token's length. Hashing a token so
+/// costs a fraction of its SHA-256.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct TokenKey(u64, u64);
+
+impl TokenCache {
+    pub(crate) fn new() -> Self {
+        Self {
+            keys: RandomState::new(),
+            callers: TtlCache::new(TOKEN_CACHE_TTL),
+        }
+    }
+
+    pub(crate) fn key(&self, token: &str) -> TokenKey {
+        // Two distinct inputs, so two independent values of one keyed function.
+        TokenKey(self.keys.hash_one(token), self.keys.hash_one((1u8, token)))
+    }
+
+    /// Forgets every token (after one was revoked).
+    pub(crate) fn clear(&self) {
+        self.callers.clear();
+    }
 }

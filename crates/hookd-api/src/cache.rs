@@ -5,20 +5,22 @@
 //! revoked token, a deleted application) can go unseen; changes made through this process
 //! clear the cache at once.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Most entries kept; past it, expired entries are swept before inserting.
 const SWEEP_ABOVE: usize = 10_000;
 
-/// Values by key, each trusted for `ttl` after it was stored.
-pub struct TtlCache<V> {
+/// Values by key (text unless told), each trusted for `ttl` after it was stored.
+pub struct TtlCache<V, K = String> {
     ttl: Duration,
-    entries: Mutex<HashMap<String, (V, Instant)>>,
+    entries: Mutex<HashMap<K, (V, Instant)>>,
 }
 
-impl<V: Clone> TtlCache<V> {
+impl<V: Clone, K: Hash + Eq> TtlCache<V, K> {
     pub fn new(ttl: Duration) -> Self {
         Self {
             ttl,
@@ -27,7 +29,11 @@ impl<V: Clone> TtlCache<V> {
     }
 
     /// The value under `key`, unless it has expired.
-    pub fn get(&self, key: &str) -> Option<V> {
+    pub fn get<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let entries = self.entries.lock().expect("cache poisoned");
         entries
             .get(key)
@@ -35,7 +41,7 @@ impl<V: Clone> TtlCache<V> {
             .map(|(value, _)| value.clone())
     }
 
-    pub fn put(&self, key: String, value: V) {
+    pub fn put(&self, key: K, value: V) {
         let mut entries = self.entries.lock().expect("cache poisoned");
         if entries.len() > SWEEP_ABOVE {
             entries.retain(|_, (_, at)| at.elapsed() < self.ttl);
@@ -56,7 +62,7 @@ mod tests {
     #[test]
     fn values_are_kept_until_cleared() {
         let cache = TtlCache::new(Duration::from_secs(60));
-        cache.put("a".into(), 1);
+        cache.put(String::from("a"), 1);
         assert_eq!(cache.get("a"), Some(1));
         assert_eq!(cache.get("b"), None);
         cache.clear();
@@ -66,7 +72,7 @@ mod tests {
     #[test]
     fn values_expire() {
         let cache = TtlCache::new(Duration::ZERO);
-        cache.put("a".into(), 1);
+        cache.put(String::from("a"), 1);
         assert_eq!(cache.get("a"), None);
     }
 }

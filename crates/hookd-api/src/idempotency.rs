@@ -10,15 +10,16 @@
 //! stays byte for byte the first answer, and the database holds only ciphertext. A body that
 //! no longer opens (sealed under a master key since dropped) counts as not kept.
 
+use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::body::{Body, to_bytes};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, Method, header::CONTENT_TYPE};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hookd_store::StoredResponse;
 use sha2::{Digest, Sha256};
+use tower::{Service, ServiceExt};
 
 use crate::{ApiError, ApiState};
 
@@ -26,22 +27,22 @@ const KEEP_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 /// Larger responses are not kept (no POST answer of ours comes near it).
 const MAX_KEPT_BODY: usize = 1024 * 1024;
 
-/// Middleware: replays or records responses to POSTs that carry an `Idempotency-Key`.
-pub async fn replay(
-    State(state): State<ApiState>,
-    request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
+/// `inner`'s answer to `request`, replayed or recorded for a POST that carries an
+/// `Idempotency-Key` (called by [`crate::auth::authenticate`] for an admitted request).
+pub async fn replay<S>(state: &ApiState, request: Request, inner: S) -> Result<Response, ApiError>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
     let Some(key) = scoped_key(&request) else {
-        return Ok(next.run(request).await);
+        return Ok(answer(inner, request).await);
     };
     let now = state.clock().now();
     if let Some(kept) = state.store().get_idempotent_response(&key, now).await?
-        && let Some(kept) = opened(&state, &key, kept)
+        && let Some(kept) = opened(state, &key, kept)
     {
         return Ok(rebuild(kept));
     }
-    let response = next.run(request).await;
+    let response = answer(inner, request).await;
     let status = response.status();
     if status.is_server_error() {
         return Ok(response);
@@ -59,6 +60,16 @@ pub async fn replay(
         .put_idempotent_response(&key, &kept, now, now.plus(KEEP_FOR))
         .await?;
     Ok(Response::from_parts(parts, Body::from(bytes)))
+}
+
+async fn answer<S>(inner: S, request: Request) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    match inner.oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
 }
 
 fn scoped_key(request: &Request) -> Option<String> {

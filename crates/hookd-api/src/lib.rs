@@ -22,12 +22,14 @@
 //! - `connections`: the bound on open connections ([`ConnectionLimit`]) and the cap per client
 //!   address; at either, an open connection makes room for a new one (unused and idle ones
 //!   first, and only the client's own at its cap).
-//! - `overload`: the bound on requests in progress (503 past it).
+//! - `overload`: the bound on requests in progress (503 past it), which [`observe`]'s layer
+//!   holds every request to.
 //! - `server`: the accept loop ([`serve`]): HTTP/1.1, every connection closed once it has
 //!   waited too long for a request head ([`Timeouts`]: a short deadline for a new
 //!   connection's first), so a silent one cannot hold a slot of the limit.
 //! - [`observe`]: the `x-request-id` of every request, its tracing span, and the request
-//!   metrics by route template.
+//!   metrics by route template, in the one layer in front of every request (with the bound on
+//!   requests in progress and a panicking handler's 500).
 //! - `extract`: JSON body and query extractors whose errors name the field.
 //! - `list`: the list envelope and cursor parameters.
 //! - `validate`: field checks (URLs, names, custom headers).
@@ -55,8 +57,6 @@ mod validate;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::middleware::from_fn_with_state;
-use tower_http::catch_panic::CatchPanicLayer;
 
 pub use auth::{NewToken, Principal, create_admin_token, issue_token, token_hash};
 pub use connections::ConnectionLimit;
@@ -73,31 +73,23 @@ pub const API_PREFIX: &str = "/api/v1";
 
 /// The whole API under [`API_PREFIX`].
 pub fn router(state: ApiState) -> Router {
-    let authenticate = |routes: Router<ApiState>| {
-        routes
-            .layer(from_fn_with_state(state.clone(), idempotency::replay))
-            .layer(from_fn_with_state(state.clone(), auth::authenticate))
-    };
+    let authenticate =
+        |routes: Router<ApiState>| routes.layer(auth::Authenticate::new(state.clone()));
     let authenticated = authenticate(authenticated_routes());
     let ingest = authenticate(routes::ingest::routes());
     let body_limit = state.config().max_payload_bytes + ENVELOPE_ALLOWANCE;
+    let in_flight = overload::InFlight::new(state.config().max_in_flight);
     Router::new()
         .nest(API_PREFIX, routes::health::routes().merge(authenticated))
         .merge(ingest)
         .merge(routes::ingest::receive_routes())
         .fallback(|| async { ApiError::NotFound("route") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
-        .layer(DefaultBodyLimit::max(body_limit))
-        .layer(from_fn_with_state(
-            overload::InFlight::new(state.config().max_in_flight),
-            overload::shed,
-        ))
-        .layer(CatchPanicLayer::custom(|_| {
-            axum::response::IntoResponse::into_response(ApiError::Internal(
-                "a handler panicked".into(),
-            ))
-        }))
-        .layer(axum::middleware::from_fn(observe::observe))
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(observe::Front::new(in_flight))
+                .layer(DefaultBodyLimit::max(body_limit)),
+        )
         .with_state(state)
 }
 

@@ -9,14 +9,10 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::ApiError;
-
-/// The requests hookd works on at once.
+/// The requests hookd works on at once; [`crate::observe::Front`] asks it for every request,
+/// and answers 503 past it.
 #[derive(Clone)]
 pub struct InFlight(Arc<Semaphore>);
 
@@ -24,19 +20,11 @@ impl InFlight {
     pub fn new(limit: usize) -> Self {
         Self(Arc::new(Semaphore::new(limit.max(1))))
     }
-}
 
-/// Middleware: runs the request if under the bound, else answers 503.
-pub async fn shed(
-    State(in_flight): State<InFlight>,
-    request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    let _permit = in_flight
-        .0
-        .try_acquire()
-        .map_err(|_| ApiError::Overloaded)?;
-    Ok(next.run(request).await)
+    /// Room for one more request, held until the permit is dropped; `None` past the bound.
+    pub fn enter(&self) -> Option<OwnedSemaphorePermit> {
+        self.0.clone().try_acquire_owned().ok()
+    }
 }
 
 #[cfg(test)]
@@ -44,7 +32,6 @@ mod tests {
     use std::time::Duration;
 
     use axum::Router;
-    use axum::middleware::from_fn_with_state;
     use axum::routing::get;
     use tokio::sync::Notify;
 
@@ -57,7 +44,7 @@ mod tests {
         let app = Router::new()
             .route("/slow", get(move || async move { held.notified().await }))
             .route("/fast", get(|| async {}))
-            .layer(from_fn_with_state(InFlight::new(1), shed));
+            .layer(crate::observe::Front::new(InFlight::new(1)));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });

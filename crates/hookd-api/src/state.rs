@@ -12,7 +12,7 @@ use hookd_vault::{CredentialHeaders, KeptOpen, Keyring};
 use tokio::sync::Notify;
 
 use crate::ApiError;
-use crate::auth::{Caller, Principal, TOKEN_CACHE_TTL};
+use crate::auth::{Principal, TokenCache};
 use crate::cache::TtlCache;
 use crate::rate_limit::RateLimiter;
 
@@ -96,7 +96,7 @@ struct Inner {
     clock: Arc<dyn Clock>,
     config: ApiConfig,
     new_work: Arc<Notify>,
-    tokens: TtlCache<Caller>,
+    tokens: TokenCache,
     apps: TtlCache<Application>,
     /// Event types by name, and names the catalog lacks (`None`), as [`Self::event_type`]
     /// found them.
@@ -123,7 +123,7 @@ impl ApiState {
             clock,
             config,
             new_work,
-            tokens: TtlCache::new(TOKEN_CACHE_TTL),
+            tokens: TokenCache::new(),
             apps: TtlCache::new(APP_CACHE_TTL),
             event_types: TtlCache::new(APP_CACHE_TTL),
             limiter: RateLimiter::default(),
@@ -182,7 +182,7 @@ impl ApiState {
         &self.0.config
     }
 
-    pub(crate) fn tokens(&self) -> &TtlCache<Caller> {
+    pub(crate) fn tokens(&self) -> &TokenCache {
         &self.0.tokens
     }
 

@@ -21,18 +21,23 @@ const ENCODED_LEN: usize = 22;
 /// The newest millisecond this process has made an id in, and the low 80 bits of its last id.
 static LAST: Mutex<(i64, u128)> = Mutex::new((i64::MIN, 0));
 
+/// One id's base62 characters.
+type Suffix = [u8; ENCODED_LEN];
+
 /// Encodes `created_ms` (high 48 bits) and 80 low bits as 22 base62 characters. The low bits
 /// are random, except within the newest millisecond this process has made ids in: there they
 /// are the last id's plus a random step, so the ids made in one millisecond (a batch of
 /// publishes) sort in the order they were made, and are still not guessable from each other.
-fn sortable_suffix(created: Timestamp) -> String {
-    sortable_run(created, 1).pop().expect("a run of one")
+fn sortable_suffix(created: Timestamp) -> Suffix {
+    let mut suffix = [0; ENCODED_LEN];
+    sortable_run(created, 1, |made| suffix = made);
+    suffix
 }
 
-/// `count` suffixes for `created`, each sorting above the one before, whatever other threads
-/// make meanwhile (an older millisecond than the newest gets random low bits per id, so ids
-/// made one by one there would not keep their order).
-fn sortable_run(created: Timestamp, count: usize) -> Vec<String> {
+/// `count` suffixes for `created`, each handed to `each` in turn and sorting above the one
+/// before, whatever other threads make meanwhile (an older millisecond than the newest gets
+/// random low bits per id, so ids made one by one there would not keep their order).
+fn sortable_run(created: Timestamp, count: usize, mut each: impl FnMut(Suffix)) {
     let ms = created.as_millis();
     let step = || u128::from(u32::from_be_bytes(random_bytes())) + 1;
     // Room for the whole run above its first id: steps are below 2^32 + 1.
@@ -47,17 +52,24 @@ fn sortable_run(created: Timestamp, count: usize) -> Vec<String> {
         bytes[6] &= 0x7f;
         u128::from_be_bytes(bytes)
     };
-    let mut run = Vec::with_capacity(count);
     for i in 0..count {
         if i > 0 {
             low += step();
         }
-        run.push(encode(created, low));
+        each(encode(created, low));
     }
     if ms >= last.0 {
         *last = (ms, low);
     }
-    run
+}
+
+/// `prefix`, `_` and `suffix`: an id's text.
+fn id_text(prefix: &str, suffix: &Suffix) -> String {
+    let mut text = String::with_capacity(prefix.len() + 1 + ENCODED_LEN);
+    text.push_str(prefix);
+    text.push('_');
+    text.push_str(std::str::from_utf8(suffix).expect("the alphabet is ASCII"));
+    text
 }
 
 fn random_bytes<const N: usize>() -> [u8; N] {
@@ -67,7 +79,7 @@ fn random_bytes<const N: usize>() -> [u8; N] {
 }
 
 /// Encodes `created_ms` (high 48 bits) and the low 80 bits of `low` as 22 base62 characters.
-fn encode(created: Timestamp, low: u128) -> String {
+fn encode(created: Timestamp, low: u128) -> Suffix {
     let value = ((created.as_millis().max(0) as u128 & 0xFFFF_FFFF_FFFF) << 80) | (low & LOW_BITS);
     let mut out = [b'0'; ENCODED_LEN];
     // Two 128-bit divisions (library calls) cut the value into chunks of ten digits, whose
@@ -80,7 +92,7 @@ fn encode(created: Timestamp, low: u128) -> String {
             chunk /= 62;
         }
     }
-    String::from_utf8(out.to_vec()).expect("alphabet is ASCII")
+    out
 }
 
 /// The bits of an id below its creation time.
@@ -102,23 +114,22 @@ macro_rules! typed_id {
 
             /// A new id for something created at `created`.
             pub fn new(created: Timestamp) -> Self {
-                Self(format!("{}_{}", $prefix, sortable_suffix(created)))
+                Self(id_text($prefix, &sortable_suffix(created)))
             }
 
             /// `count` new ids for things created at `created`, in the order they sort: for a
             /// batch whose order matters (messages relayed from an outbox in row order).
             pub fn run(created: Timestamp, count: usize) -> Vec<Self> {
-                sortable_run(created, count)
-                    .into_iter()
-                    .map(|suffix| Self(format!("{}_{}", $prefix, suffix)))
-                    .collect()
+                let mut ids = Vec::with_capacity(count);
+                sortable_run(created, count, |suffix| ids.push(Self(id_text($prefix, &suffix))));
+                ids
             }
 
             /// The smallest id of this kind made at `at` or later: every id made before `at`
             /// sorts below it, every id made at or after it sorts at or above it. Turns a time
             /// bound into an id bound, so a time range is an index range on the id.
             pub fn lowest_at(at: Timestamp) -> Self {
-                Self(format!("{}_{}", $prefix, encode(at, 0)))
+                Self(id_text($prefix, &encode(at, 0)))
             }
 
             /// Wraps a stored id; callers vouch that it came from [`Self::new`].
@@ -252,7 +263,11 @@ mod tests {
         }
         for (created, low) in cases {
             let encoded = encode(Timestamp::from_millis(created), low);
-            assert_eq!(encoded, reference(created, low), "{created} {low:?}");
+            assert_eq!(
+                encoded,
+                reference(created, low).as_bytes(),
+                "{created} {low:?}"
+            );
         }
     }
 

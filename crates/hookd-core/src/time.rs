@@ -46,13 +46,42 @@ impl Timestamp {
         Self(self.0.saturating_sub(millis))
     }
 
-    /// RFC 3339 in UTC with millisecond precision, as the API shows it.
+    /// RFC 3339 in UTC with millisecond precision, as the API shows it: the fraction only
+    /// when there is one, without trailing zeros (`2021-02-25T15:02:10.12Z`), as the `time`
+    /// crate writes it; outside the years 0 to 9999, the epoch. Written by hand: every
+    /// published message's answer carries one.
     pub fn to_rfc3339(self) -> String {
-        let nanos = i128::from(self.0) * 1_000_000;
-        OffsetDateTime::from_unix_timestamp_nanos(nanos)
-            .ok()
-            .and_then(|t| t.format(&Rfc3339).ok())
-            .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned())
+        let (days, millis) = (self.0.div_euclid(86_400_000), self.0.rem_euclid(86_400_000));
+        let (year, month, day) = civil_from_days(days);
+        if !(0..=9999).contains(&year) {
+            return "1970-01-01T00:00:00Z".to_owned();
+        }
+        let (seconds, millis) = (millis / 1000, millis % 1000);
+        let mut text = String::with_capacity(24);
+        let mut digits = |value: i64, width: u32, after: char| {
+            for place in (0..width).rev() {
+                let digit = (value / 10_i64.pow(place)) % 10;
+                text.push(char::from(b'0' + digit as u8));
+            }
+            text.push(after);
+        };
+        digits(year, 4, '-');
+        digits(month, 2, '-');
+        digits(day, 2, 'T');
+        digits(seconds / 3600, 2, ':');
+        digits(seconds / 60 % 60, 2, ':');
+        if millis == 0 {
+            digits(seconds % 60, 2, 'Z');
+            return text;
+        }
+        digits(seconds % 60, 2, '.');
+        let (millis, width) = match millis {
+            _ if millis % 100 == 0 => (millis / 100, 1),
+            _ if millis % 10 == 0 => (millis / 10, 2),
+            _ => (millis, 3),
+        };
+        digits(millis, width, 'Z');
+        text
     }
 
     /// Parses an RFC 3339 date-time with any offset.
@@ -64,6 +93,26 @@ impl Timestamp {
             .map(Self)
             .map_err(|_| TimestampParseError("out of range".to_owned()))
     }
+}
+
+/// The proleptic Gregorian (year, month, day) `days` after 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    let month = if shifted_month < 10 {
+        shifted_month + 3
+    } else {
+        shifted_month - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// The source of "now" for everything that schedules or stamps.
@@ -163,6 +212,46 @@ mod tests {
         let t = Timestamp::from_millis(1_614_265_330_123);
         assert_eq!(t.to_rfc3339(), "2021-02-25T15:02:10.123Z");
         assert_eq!(Timestamp::parse_rfc3339(&t.to_rfc3339()).unwrap(), t);
+    }
+
+    #[test]
+    fn rfc3339_is_written_as_the_time_crate_writes_it() {
+        let reference = |t: Timestamp| {
+            OffsetDateTime::from_unix_timestamp_nanos(i128::from(t.as_millis()) * 1_000_000)
+                .ok()
+                .and_then(|t| t.format(&Rfc3339).ok())
+                .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned())
+        };
+        let mut cases = vec![
+            0,
+            -1,
+            1,
+            10,
+            100,
+            120,
+            999,
+            1_000,
+            951_782_400_000, // 2000-02-29
+            1_614_265_330_123,
+            253_402_300_799_999, // the last millisecond of 9999
+            253_402_300_800_000, // 10000
+            -62_167_219_200_000, // 0000-01-01
+            -62_167_219_200_001, // before it
+            i64::MAX,
+            i64::MIN,
+        ];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..20_000 {
+            // xorshift, over the years 0 to 9999 and a little beyond
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            cases.push((x % 330_000_000_000_000) as i64 - 65_000_000_000_000);
+        }
+        for millis in cases {
+            let t = Timestamp::from_millis(millis);
+            assert_eq!(t.to_rfc3339(), reference(t), "{millis}");
+        }
     }
 
     #[test]
