@@ -138,11 +138,11 @@ async fn a_receiver_whose_latency_grows_with_its_load_is_held_low() {
         receiver.rate()
     );
     assert!(
-        p90 <= 4,
+        p90 <= 6,
         "a queueing receiver was sent {p90} at once for one request in ten (ceiling 512)"
     );
     let limit = h.limit_of(&endpoint).unwrap();
-    assert!(limit <= 4, "it settled at {limit}");
+    assert!(limit <= 6, "it settled at {limit}");
 }
 
 #[tokio::test]

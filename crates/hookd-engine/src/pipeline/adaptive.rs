@@ -16,11 +16,12 @@
 //! the receiver with `n` in flight and took `t` was one of `n` answers every `t`. They are
 //! kept for each level of in-flight counts (1, 2, 3, then octaves: 4–7, 8–15, …), and a level
 //! that answers hardly faster than a lower one measured lately is only a queue: a receiver
-//! whose latency grows with its requests in flight gives as many answers at 2 as at 10. The
-//! limit is then cut at once to half of what that rate needs in flight without a queue (the
-//! rate times the unloaded latency), at least 2. Latency alone cannot tell such a receiver
-//! from a fast one on a busy machine, whose latency rises too (waiting for a CPU) while more
-//! in flight still delivers more.
+//! whose latency grows with its requests in flight gives as many answers at 2 as at 10. When
+//! that queue costs at least the latency margin below ([`SLACK`]), the limit is cut to half
+//! of what the rate needs in flight without a queue (the rate times the unloaded latency), at
+//! least 2 and at most by half at once. Latency alone cannot tell such a receiver from a fast
+//! one on a busy machine, whose latency rises too (waiting for a CPU) while more in flight
+//! still delivers more.
 //!
 //! Everything here is arithmetic on what the caller reports, so it is tested without time.
 
@@ -45,6 +46,11 @@ const EASE_OFF: f64 = 0.9;
 const QUEUE_FLOOR: f64 = 2.0;
 /// The share of a queueing receiver's needs (see [`AdaptiveLimit::learn`]) it is cut to.
 const PROBE: f64 = 0.5;
+/// A queue is cut only when it costs at least this much latency: the margin a receiver's
+/// latency may rise by in any case (see [`SLACK`]). Below it, a fast receiver on a busy
+/// machine waits for a CPU, its rate flat while the machine is saturated, yet a window cut
+/// there sends hookd's own publishes the long way, through the database, and delivers less.
+const QUEUE_WORTH: Duration = SLACK;
 /// Weight of a new sample in the short-term latency average.
 const SHORT_WEIGHT: f64 = 0.2;
 /// How fast the unloaded latency estimate moves up towards an answer to a lone attempt (it
@@ -131,8 +137,10 @@ impl AdaptiveLimit {
             }
             Signal::Answered(latency) => {
                 let latency = latency.as_secs_f64();
-                let baseline = self.observe(latency, in_flight <= 1, fresh);
-                let queue = self.levels.queueing(started, latency, self.current());
+                let baseline = self.observe(latency, in_flight <= 1);
+                let queue = self
+                    .levels
+                    .queueing(started, latency, self.current(), baseline);
                 // Slow start doubles the limit each round trip: judge each answer as it
                 // comes, so it stops at the first sign of queueing rather than a moving
                 // average's few answers later.
@@ -141,13 +149,15 @@ impl AdaptiveLimit {
                     _ => latency,
                 };
                 if let Some(rate) = queue {
-                    // What that rate needs in flight without a queue (Little's law again),
-                    // halved: the unloaded latency is the lowest seen, at the fewest in flight
-                    // seen, and the rate was flat down to there, so it may be queueing too. It
-                    // is a target, not a step: answers started before a cut may still bring
-                    // the limit down to it, never below.
-                    let needed = (rate * baseline * PROBE).max(QUEUE_FLOOR);
-                    if fresh || needed < self.limit {
+                    if fresh {
+                        // What that rate needs in flight without a queue (Little's law again),
+                        // halved: the unloaded latency is the lowest seen, at the fewest in
+                        // flight seen, and the rate was flat down to there, so it may be
+                        // queueing too; but at most half the limit at once, as for back
+                        // pressure.
+                        let needed = (rate * baseline * PROBE)
+                            .max(QUEUE_FLOOR)
+                            .max(self.limit * BACK_OFF);
                         self.cut_to(needed);
                     }
                 } else if recent > baseline * TOLERANCE + SLACK.as_secs_f64() {
@@ -161,9 +171,7 @@ impl AdaptiveLimit {
         }
     }
 
-    /// Updates the unloaded latency, and the recent one with answers started under the
-    /// current limit (`fresh`), and returns the unloaded latency.
-    fn observe(&mut self, latency: f64, unloaded: bool, fresh: bool) -> f64 {
+    fn observe(&mut self, latency: f64, unloaded: bool) -> f64 {
         let baseline = match self.baseline {
             Some(b) if latency < b => latency,
             Some(b) if unloaded => b + (latency - b) * UNLOADED_DRIFT,
@@ -171,12 +179,10 @@ impl AdaptiveLimit {
             None => latency,
         };
         self.baseline = Some(baseline);
-        if fresh {
-            self.recent = Some(match self.recent {
-                Some(r) => r + (latency - r) * SHORT_WEIGHT,
-                None => latency,
-            });
-        }
+        self.recent = Some(match self.recent {
+            Some(r) => r + (latency - r) * SHORT_WEIGHT,
+            None => latency,
+        });
         baseline
     }
 
@@ -253,8 +259,15 @@ impl Level {
 impl Levels {
     /// Records the answer to an attempt `started` that took `latency` seconds. When its
     /// level answers hardly faster than a lower one seen in the last few round trips of
-    /// `limit` (the requests beyond that one's only queue), returns its answers per second.
-    fn queueing(&mut self, started: Started, latency: f64, limit: usize) -> Option<f64> {
+    /// `limit` (the requests beyond that one's only queue) and its latency is at least
+    /// [`QUEUE_WORTH`] above `unloaded`, returns its answers per second.
+    fn queueing(
+        &mut self,
+        started: Started,
+        latency: f64,
+        limit: usize,
+        unloaded: f64,
+    ) -> Option<f64> {
         self.answers += 1;
         if self.answers == 1 {
             // The first answer waited for a connection to be opened (and more), whatever
@@ -290,7 +303,9 @@ impl Levels {
             .filter(|lower| lower.seen >= lately)
             .find(|lower| level.in_flight >= lower.in_flight * SPREAD)?;
         let more = level.in_flight / lower.in_flight;
-        (level.rate() < lower.rate() * more.powf(GAIN)).then(|| level.rate())
+        let flat = level.rate() < lower.rate() * more.powf(GAIN);
+        let costly = level.latency - unloaded >= QUEUE_WORTH.as_secs_f64();
+        (flat && costly).then(|| level.rate())
     }
 }
 
@@ -314,6 +329,11 @@ mod tests {
     ) -> Vec<usize> {
         let mut in_flight: VecDeque<(Started, usize)> = VecDeque::new();
         let mut arrivals = Vec::with_capacity(answers);
+        // The first are handed over one at a time, as a backlog of publishes is.
+        while in_flight.len() < limit.current() {
+            let n = in_flight.len() + 1;
+            in_flight.push_back((limit.start(n), n));
+        }
         for _ in 0..answers {
             // Started together, they arrive together: each to all of them in progress.
             let (before, n) = (in_flight.len(), limit.current().max(in_flight.len()));
