@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use common::{Harness, Receiver};
@@ -17,8 +17,9 @@ use hookd_store::{NewMessage, Store};
 struct Counting {
     receiver: Receiver,
     peak: Arc<AtomicUsize>,
-    /// Requests in progress as each request arrived (itself included), in arrival order.
-    arrivals: Arc<std::sync::Mutex<Vec<usize>>>,
+    /// Requests in progress as each request arrived (itself included), and when it arrived,
+    /// in arrival order.
+    arrivals: Arc<std::sync::Mutex<Vec<(usize, Instant)>>>,
 }
 
 impl Counting {
@@ -35,7 +36,7 @@ impl Counting {
             async move {
                 let current = now.fetch_add(1, Ordering::SeqCst) + 1;
                 peak.fetch_max(current, Ordering::SeqCst);
-                seen.lock().unwrap().push(current);
+                seen.lock().unwrap().push((current, Instant::now()));
                 tokio::time::sleep(latency(current)).await;
                 now.fetch_sub(1, Ordering::SeqCst);
                 status(n)
@@ -55,11 +56,23 @@ impl Counting {
 
     /// The number of requests in progress that nine in ten requests arrived to, at most.
     fn at_arrival_p90(&self) -> usize {
-        let mut seen = self.arrivals.lock().unwrap().clone();
+        let mut seen: Vec<usize> = self.arrivals.lock().unwrap().iter().map(|a| a.0).collect();
         seen.sort_unstable();
         seen.get((seen.len() * 9).div_ceil(10).saturating_sub(1))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Requests a second between the first arrival and the last: printed, never asserted
+    /// (the machine's load moves it).
+    fn rate(&self) -> f64 {
+        let seen = self.arrivals.lock().unwrap();
+        match (seen.first(), seen.last()) {
+            (Some(first), Some(last)) if seen.len() > 1 => {
+                (seen.len() - 1) as f64 / (last.1 - first.1).as_secs_f64()
+            }
+            _ => 0.0,
+        }
     }
 }
 
@@ -106,7 +119,7 @@ async fn a_receiver_with_constant_latency_is_driven_well_past_four_in_flight() {
 #[tokio::test]
 async fn a_receiver_whose_latency_grows_with_its_load_is_held_low() {
     // Each request in progress adds 10 ms: a receiver working through a queue, which only
-    // answers later the more it is sent.
+    // answers later the more it is sent, as many a second at two in progress as at ten.
     let receiver = Counting::start(
         |in_progress| Duration::from_millis(10 * in_progress as u64),
         |_| StatusCode::OK,
@@ -114,17 +127,22 @@ async fn a_receiver_whose_latency_grows_with_its_load_is_held_low() {
     .await;
     let h = Harness::start(Harness::config()).await;
     let endpoint = h.endpoint(&receiver.receiver.url).await;
-    publish(&h, 200).await;
-    receiver.receiver.wait_for(200).await;
-    // Nine in ten requests, not the peak: slow start may overshoot for a round trip before
-    // the first rise in latency is seen, by more when the machine is busy.
+    publish(&h, 400).await;
+    receiver.receiver.wait_for(400).await;
+    // Nine in ten requests, not the peak: slow start may send a dozen at once, more on a busy
+    // machine, before the first answers show that more in flight answers no faster.
     let p90 = receiver.at_arrival_p90();
+    eprintln!(
+        "queueing receiver: {p90} in progress for nine in ten requests (peak {}), {:.0} requests/s",
+        receiver.peak(),
+        receiver.rate()
+    );
     assert!(
-        p90 <= 16,
+        p90 <= 6,
         "a queueing receiver was sent {p90} at once for one request in ten (ceiling 512)"
     );
     let limit = h.limit_of(&endpoint).unwrap();
-    assert!(limit <= 12, "it settled at {limit}");
+    assert!(limit <= 6, "it settled at {limit}");
 }
 
 #[tokio::test]

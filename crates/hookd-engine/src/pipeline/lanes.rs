@@ -224,25 +224,32 @@ impl Lanes {
         let Some(lane) = lanes.get_mut(endpoint) else {
             return (Vec::new(), false);
         };
-        let mut starts = Vec::new();
         if lane.paused() {
-            return (starts, false);
+            return (Vec::new(), false);
         }
+        let (mut batch, mut short_of_workers) = (Vec::new(), false);
         while lane.in_flight < lane.limit.current() && !lane.waiting.is_empty() {
             let Some(worker) = worker() else {
-                return (starts, true);
+                short_of_workers = true;
+                break;
             };
             let held = lane.waiting.pop_front().expect("not empty");
             let at = next_start(lane, per_second(&held.claimed));
             lane.in_flight += 1;
-            starts.push(Start {
+            batch.push((held, worker, at));
+        }
+        // Started together, they reach the receiver together: each finds all of them there.
+        let started = lane.limit.start(lane.in_flight);
+        let starts = batch
+            .into_iter()
+            .map(|(held, worker, at)| Start {
                 held,
                 worker,
-                started: lane.limit.start(),
+                started,
                 at,
-            });
-        }
-        (starts, false)
+            })
+            .collect();
+        (starts, short_of_workers)
     }
 
     /// An attempt's answer is in: its slot is free, and the limit learns from `signal`. An
