@@ -9,17 +9,18 @@ use super::publish::endpoint_row;
 use super::rows::{self, Prepare, fetch_one};
 use super::writer::Tx;
 use crate::columns::{DELIVERY_COLUMNS, MESSAGE_COLUMNS};
-use crate::json::encode;
 use crate::sql::{Sql, Statement, args, sql};
 use crate::{ClaimRequest, ClaimedDelivery, StoreError};
 
-/// The enabled endpoints not skipped (`?2`, a JSON array: those the claimer has no room for)
-/// with a delivery due by `?1`, the one waiting longest first.
+/// The enabled endpoints with a delivery due by `?1`, each with its oldest due time.
 ///
 /// Only endpoints with queued deliveries are looked at, found by stepping through the distinct
 /// endpoint ids of `deliveries_endpoint_due` (`queued`, one probe each): a deployment has many
 /// more endpoints than endpoints with work, and a claim runs on the writer thread, so it must
-/// not cost a probe per endpoint (23 ms a claim with 50,000 endpoints did).
+/// not cost a probe per endpoint (23 ms a claim with 50,000 endpoints did). Those the claimer
+/// has no room for are left out, and the rest ordered, by [`claim`]: a list of them bound as
+/// JSON and an `ORDER BY` each made SQLite build a temporary B-tree on every claim, which cost
+/// more than the probes themselves at one endpoint.
 pub(super) const READY_ENDPOINTS: &str = "WITH RECURSIVE queued(id) AS (
         SELECT MIN(endpoint_id) FROM deliveries WHERE next_attempt_at IS NOT NULL
         UNION ALL
@@ -27,12 +28,12 @@ pub(super) const READY_ENDPOINTS: &str = "WITH RECURSIVE queued(id) AS (
                 WHERE d.next_attempt_at IS NOT NULL AND d.endpoint_id > q.id)
         FROM queued q WHERE q.id IS NOT NULL
     )
-    SELECT id FROM (
+    SELECT id, oldest FROM (
         SELECT e.id, (SELECT MIN(d.next_attempt_at) FROM deliveries d
                       WHERE d.endpoint_id = e.id AND d.next_attempt_at IS NOT NULL) AS oldest
         FROM queued q JOIN endpoints e ON e.id = q.id
-        WHERE e.disabled = 0 AND e.id NOT IN (SELECT value FROM json_each(?2))
-    ) WHERE oldest <= ?1 ORDER BY oldest";
+        WHERE e.disabled = 0
+    ) WHERE oldest <= ?1";
 
 /// The deliveries of endpoint `?1` due by `?2`, oldest first.
 pub(super) const OLDEST_DUE: &str = "SELECT message_id, next_attempt_at FROM deliveries
@@ -49,25 +50,22 @@ pub(super) fn claim(
     conn: &Tx<'_>,
     request: &ClaimRequest,
 ) -> Result<Vec<ClaimedDelivery>, StoreError> {
-    let skip: Vec<&str> = request
-        .rooms
-        .iter()
-        .filter(|(_, room)| **room == 0)
-        .map(|(id, _)| id.as_str())
-        .collect();
     let now = request.now.as_millis();
-    let ready: Vec<EndpointId> = conn.prepared(READY_ENDPOINTS, |ready| {
+    let mut ready: Vec<(i64, EndpointId)> = conn.prepared(READY_ENDPOINTS, |ready| {
         ready
-            .query_map(params![now, encode(&skip)], |row| {
-                row.get(0).map(EndpointId::from_stored)
+            .query_map([now], |row| {
+                Ok((row.get(1)?, EndpointId::from_stored(row.get(0)?)))
             })?
-            // Limits are taken in Rust, not by a `LIMIT ?`: SQLite re-prepares a statement each
-            // time a LIMIT parameter is bound.
-            .take(request.limit)
             .collect::<rusqlite::Result<_>>()
     })?;
+    // Not the endpoints the claimer has no room for; the one waiting longest first. Limits
+    // are taken in Rust, not by a `LIMIT ?`: SQLite re-prepares a statement each time a LIMIT
+    // parameter is bound.
+    ready.retain(|(_, endpoint)| request.rooms.get(endpoint) != Some(&0));
+    ready.sort_by_key(|(oldest, _)| *oldest);
+    ready.truncate(request.limit);
     let mut picked: Vec<(i64, String, String)> = Vec::new();
-    for endpoint in &ready {
+    for (_, endpoint) in &ready {
         conn.prepared(OLDEST_DUE, |oldest_due| {
             let rows = oldest_due.query_map(params![endpoint.as_str(), now], |row| {
                 Ok((
