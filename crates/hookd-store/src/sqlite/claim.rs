@@ -1,25 +1,26 @@
 //! Claiming on SQLite: the due deliveries of the endpoints with room, marked `sending` under
 //! a lease in one writer job, and loaded with what their attempts need.
 
-use std::collections::HashMap;
-use std::sync::LazyLock;
-
 use hookd_core::EndpointId;
-use hookd_core::model::{DeliveryStatus, Endpoint};
-use rusqlite::{Connection, params};
+use hookd_core::model::DeliveryStatus;
+use rusqlite::params;
 
-use super::rows;
-use crate::columns::{DELIVERY_COLUMNS, ENDPOINT_COLUMNS, MESSAGE_COLUMNS};
-use crate::json::encode;
+use super::publish::endpoint_row;
+use super::rows::{self, Prepare, fetch_one};
+use super::writer::Tx;
+use crate::columns::{DELIVERY_COLUMNS, MESSAGE_COLUMNS};
+use crate::sql::{Sql, Statement, args, sql};
 use crate::{ClaimRequest, ClaimedDelivery, StoreError};
 
-/// The enabled endpoints not skipped (`?2`, a JSON array: those the claimer has no room for)
-/// with a delivery due by `?1`, the one waiting longest first.
+/// The enabled endpoints with a delivery due by `?1`, each with its oldest due time.
 ///
 /// Only endpoints with queued deliveries are looked at, found by stepping through the distinct
 /// endpoint ids of `deliveries_endpoint_due` (`queued`, one probe each): a deployment has many
 /// more endpoints than endpoints with work, and a claim runs on the writer thread, so it must
-/// not cost a probe per endpoint (23 ms a claim with 50,000 endpoints did).
+/// not cost a probe per endpoint (23 ms a claim with 50,000 endpoints did). Those the claimer
+/// has no room for are left out, and the rest ordered, by [`claim`]: a list of them bound as
+/// JSON and an `ORDER BY` each made SQLite build a temporary B-tree on every claim, which cost
+/// more than the probes themselves at one endpoint.
 pub(super) const READY_ENDPOINTS: &str = "WITH RECURSIVE queued(id) AS (
         SELECT MIN(endpoint_id) FROM deliveries WHERE next_attempt_at IS NOT NULL
         UNION ALL
@@ -27,12 +28,12 @@ pub(super) const READY_ENDPOINTS: &str = "WITH RECURSIVE queued(id) AS (
                 WHERE d.next_attempt_at IS NOT NULL AND d.endpoint_id > q.id)
         FROM queued q WHERE q.id IS NOT NULL
     )
-    SELECT id FROM (
+    SELECT id, oldest FROM (
         SELECT e.id, (SELECT MIN(d.next_attempt_at) FROM deliveries d
                       WHERE d.endpoint_id = e.id AND d.next_attempt_at IS NOT NULL) AS oldest
         FROM queued q JOIN endpoints e ON e.id = q.id
-        WHERE e.disabled = 0 AND e.id NOT IN (SELECT value FROM json_each(?2))
-    ) WHERE oldest <= ?1 ORDER BY oldest";
+        WHERE e.disabled = 0
+    ) WHERE oldest <= ?1";
 
 /// The deliveries of endpoint `?1` due by `?2`, oldest first.
 pub(super) const OLDEST_DUE: &str = "SELECT message_id, next_attempt_at FROM deliveries
@@ -46,57 +47,57 @@ pub(super) const OLDEST_DUE: &str = "SELECT message_id, next_attempt_at FROM del
 /// endpoint with queued deliveries finds its oldest due time; the `limit` endpoints waiting
 /// longest each give at most their room of their oldest due deliveries.
 pub(super) fn claim(
-    conn: &Connection,
+    conn: &Tx<'_>,
     request: &ClaimRequest,
 ) -> Result<Vec<ClaimedDelivery>, StoreError> {
-    let skip: Vec<&str> = request
-        .rooms
-        .iter()
-        .filter(|(_, room)| **room == 0)
-        .map(|(id, _)| id.as_str())
-        .collect();
     let now = request.now.as_millis();
-    let ready: Vec<EndpointId> = conn
-        .prepare_cached(READY_ENDPOINTS)?
-        .query_map(params![now, encode(&skip)], |row| {
-            row.get(0).map(EndpointId::from_stored)
-        })?
-        // Limits are taken in Rust, not by a `LIMIT ?`: SQLite re-prepares a statement each
-        // time a LIMIT parameter is bound.
-        .take(request.limit)
-        .collect::<Result<_, _>>()?;
-    let mut oldest_due = conn.prepare_cached(OLDEST_DUE)?;
+    let mut ready: Vec<(i64, EndpointId)> = conn.prepared(READY_ENDPOINTS, |ready| {
+        ready
+            .query_map([now], |row| {
+                Ok((row.get(1)?, EndpointId::from_stored(row.get(0)?)))
+            })?
+            .collect::<rusqlite::Result<_>>()
+    })?;
+    // Not the endpoints the claimer has no room for; the one waiting longest first. Limits
+    // are taken in Rust, not by a `LIMIT ?`: SQLite re-prepares a statement each time a LIMIT
+    // parameter is bound.
+    ready.retain(|(_, endpoint)| request.rooms.get(endpoint) != Some(&0));
+    ready.sort_by_key(|(oldest, _)| *oldest);
+    ready.truncate(request.limit);
     let mut picked: Vec<(i64, String, String)> = Vec::new();
-    for endpoint in &ready {
-        let rows = oldest_due.query_map(params![endpoint.as_str(), now], |row| {
-            Ok((
-                row.get::<_, i64>(1)?,
-                row.get::<_, String>(0)?,
-                endpoint.as_str().to_owned(),
-            ))
+    for (_, endpoint) in &ready {
+        conn.prepared(OLDEST_DUE, |oldest_due| {
+            let rows = oldest_due.query_map(params![endpoint.as_str(), now], |row| {
+                Ok((
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, String>(0)?,
+                    endpoint.as_str().to_owned(),
+                ))
+            })?;
+            for row in rows.take(request.room(endpoint)) {
+                picked.push(row?);
+            }
+            Ok::<_, rusqlite::Error>(())
         })?;
-        for row in rows.take(request.room(endpoint)) {
-            picked.push(row?);
-        }
     }
     picked.sort();
     picked.truncate(request.limit);
-    let mut mark = conn.prepare_cached(MARK_CLAIMED)?;
     let mut claimed = Vec::with_capacity(picked.len());
     for (_, message, endpoint) in picked {
-        mark.execute(params![
-            message,
-            endpoint,
-            DeliveryStatus::Sending.code(),
-            request.lease_until.as_millis(),
-            now,
-        ])?;
+        conn.prepared(MARK_CLAIMED, |mark| {
+            mark.execute(params![
+                message,
+                endpoint,
+                DeliveryStatus::Sending.code(),
+                request.lease_until.as_millis(),
+                now,
+            ])
+        })?;
         claimed.push((message, endpoint));
     }
-    let mut loader = ClaimLoader::default();
     claimed
         .iter()
-        .filter_map(|(message, endpoint)| loader.load(conn, message, endpoint).transpose())
+        .filter_map(|(message, endpoint)| load(conn, message, endpoint).transpose())
         .collect()
 }
 
@@ -111,42 +112,36 @@ pub(super) const MARK_CLAIMED: &str =
     "UPDATE OR FAIL deliveries SET status = ?3, next_attempt_at = ?4, updated_at = ?5
     WHERE message_id = ?1 AND endpoint_id = ?2";
 
-/// Loads claimed deliveries with what their attempts need: each by its key, and each endpoint
-/// once. (Joining a list of them, as JSON, to the tables cost SQLite several times more a row:
-/// it parsed the list and sorted what it joined.)
-#[derive(Default)]
-pub(super) struct ClaimLoader {
-    endpoints: HashMap<String, Endpoint>,
-}
-
-impl ClaimLoader {
-    /// The claimed delivery of `message` to `endpoint`; `None` if it is gone.
-    pub(super) fn load(
-        &mut self,
-        conn: &Connection,
-        message: &str,
-        endpoint: &str,
-    ) -> Result<Option<ClaimedDelivery>, StoreError> {
-        static CLAIMED: LazyLock<String> = LazyLock::new(|| {
-            format!(
-                "SELECT {DELIVERY_COLUMNS}, d.manual, {MESSAGE_COLUMNS}
-                 FROM deliveries d JOIN messages m ON m.id = d.message_id
-                 WHERE d.message_id = ?1 AND d.endpoint_id = ?2"
-            )
-        });
-        static ENDPOINT: LazyLock<String> =
-            LazyLock::new(|| format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints e WHERE e.id = ?1"));
-        if !self.endpoints.contains_key(endpoint) {
-            let found = rows::collect(conn, &ENDPOINT, [endpoint], rows::endpoint)?;
-            let Some(found) = found.into_iter().next() else {
-                return Ok(None);
-            };
-            self.endpoints.insert(endpoint.to_owned(), found);
-        }
-        let to = &self.endpoints[endpoint];
-        let loaded = rows::collect(conn, &CLAIMED, [message, endpoint], |row| {
-            rows::claimed(row, to.clone())
-        })?;
-        Ok(loaded.into_iter().next())
-    }
+/// The claimed delivery of `message` to `endpoint`, with what its attempt needs; `None` if it
+/// is gone. Each by its key, and the endpoint's row once a batch (`super::reads`). (Joining a
+/// list of them, as JSON, to the tables cost SQLite several times more a row: it parsed the
+/// list and sorted what it joined.)
+pub(super) fn load(
+    conn: &Tx<'_>,
+    message: &str,
+    endpoint: &str,
+) -> Result<Option<ClaimedDelivery>, StoreError> {
+    const CLAIMED: Sql = sql!(
+        "SELECT ",
+        DELIVERY_COLUMNS,
+        ", d.manual, ",
+        MESSAGE_COLUMNS,
+        " FROM deliveries d JOIN messages m ON m.id = d.message_id
+         WHERE d.message_id = ?1 AND d.endpoint_id = ?2"
+    );
+    let Some(to) = endpoint_row(conn, endpoint)? else {
+        return Ok(None);
+    };
+    // One row at most (the key), which takes the endpoint.
+    let mut to = Some(to);
+    fetch_one(
+        conn,
+        &Statement::new(CLAIMED, args![message, endpoint]),
+        |row| {
+            let to = to.take().ok_or_else(|| {
+                StoreError::Corrupt(format!("two deliveries of {message} to {endpoint}"))
+            })?;
+            rows::claimed(row, to)
+        },
+    )
 }

@@ -18,6 +18,7 @@ mod migrate;
 mod outbox;
 mod publish;
 mod queue;
+mod reads;
 mod record;
 mod recover;
 mod retention;

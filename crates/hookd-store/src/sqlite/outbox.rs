@@ -14,6 +14,7 @@ use rusqlite::{Connection, params};
 use super::SqliteStore;
 use super::publish::insert_message;
 use super::rows::{fetch_one, run};
+use super::writer::Tx;
 use crate::outbox::{OutboxRow, strict_event_type, unknown_app};
 use crate::sql::outbox as sql;
 use crate::{OutboxStore, RelayRules, Relayed, Route, RowFate, StoreError, Wakeups};
@@ -72,7 +73,7 @@ impl OutboxStore for SqliteStore {
 }
 
 fn relay(
-    conn: &Connection,
+    conn: &Tx<'_>,
     limit: usize,
     rules: &RelayRules,
     now: Timestamp,
@@ -98,7 +99,7 @@ fn relay(
 /// own and the others' stay. A row of a `source` is recorded under its id there, and not
 /// published again.
 fn relay_row(
-    conn: &Connection,
+    conn: &Tx<'_>,
     row: &OutboxRow,
     id: MessageId,
     source: Option<&str>,
@@ -150,7 +151,7 @@ impl From<rusqlite::Error> for Refusal {
 /// Writes the row's message and deliveries (and, for a source's row, the record of it);
 /// returns how many deliveries.
 fn publish_row(
-    conn: &Connection,
+    conn: &Tx<'_>,
     row: &OutboxRow,
     id: MessageId,
     source: Option<&str>,

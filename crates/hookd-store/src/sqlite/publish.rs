@@ -4,9 +4,10 @@
 use async_trait::async_trait;
 use hookd_core::model::{Application, Delivery, DeliveryStatus, Endpoint, Message, Ordering};
 use hookd_core::{AppId, EndpointId, Timestamp};
-use rusqlite::{Connection, params};
+use rusqlite::params;
 
-use super::rows::{self, ENDPOINT_COLUMNS, fetch, fetch_one, run};
+use super::rows::{self, ENDPOINT_COLUMNS, Prepare, fetch, fetch_one, run};
+use super::writer::Tx;
 use super::{SqliteStore, missing, refused};
 use crate::error::taken;
 use crate::sql::applications;
@@ -25,7 +26,7 @@ impl Publish for SqliteStore {
 /// Writes `new` inside the caller's write. Its deliveries are offered to `handoff` only when
 /// they may go to the engine at once (see [`NewMessage::handed_at_once`]).
 fn insert_new(
-    conn: &Connection,
+    conn: &Tx<'_>,
     new: &NewMessage,
     handoff: Option<&dyn Handoff>,
 ) -> Result<Written, StoreError> {
@@ -53,7 +54,7 @@ fn insert_new(
 
 /// The id of the application whose uid is `app`'s, made from `app` in the caller's write when
 /// there is none (`app` itself when it has no uid).
-fn get_or_create_app(conn: &Connection, app: &Application) -> Result<AppId, StoreError> {
+fn get_or_create_app(conn: &Tx<'_>, app: &Application) -> Result<AppId, StoreError> {
     run(conn, &applications::insert_unless_uid_taken(app))?;
     fetch_one(conn, &applications::id_of_uid(app), applications::app_id)?
         .ok_or(StoreError::NotFound("application"))
@@ -66,7 +67,7 @@ impl SqliteStore {
     /// it wrote claimed and idle until their lease ends.
     pub(super) async fn write_publish<F>(&self, write: F) -> Result<CreatedMessage, StoreError>
     where
-        F: Fn(&Connection, Option<&dyn Handoff>) -> Result<Written, StoreError> + Send + 'static,
+        F: Fn(&Tx<'_>, Option<&dyn Handoff>) -> Result<Written, StoreError> + Send + 'static,
     {
         let (db, handoff) = (self.db.clone(), self.handoff());
         let published = tokio::spawn(async move {
@@ -99,19 +100,18 @@ impl Written {
 
 /// Whether a deleted message's `eventId` is still taken for its application (the unique key on
 /// `messages` covers the messages still there).
-fn event_id_spent(conn: &Connection, app: &AppId, event_id: &str) -> Result<bool, StoreError> {
-    let spent = conn
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM spent_event_ids WHERE app_id = ?1 AND event_id = ?2)",
-        )?
-        .query_row(params![app.as_str(), event_id], |row| row.get(0))?;
+fn event_id_spent(conn: &Tx<'_>, app: &AppId, event_id: &str) -> Result<bool, StoreError> {
+    let spent = "SELECT EXISTS (SELECT 1 FROM spent_event_ids WHERE app_id = ?1 AND event_id = ?2)";
+    let spent = conn.prepared(spent, |spent| {
+        spent.query_row(params![app.as_str(), event_id], |row| row.get(0))
+    })?;
     Ok(spent)
 }
 
 /// Writes `message` and its deliveries. Those `handoff` takes are written claimed (`sending`
 /// until their lease ends) and returned, to hand off once committed; the rest are due at once.
 pub(super) fn insert_message(
-    conn: &Connection,
+    conn: &Tx<'_>,
     message: &Message,
     route: &Route,
     handoff: Option<&dyn Handoff>,
@@ -121,18 +121,17 @@ pub(super) fn insert_message(
     {
         return Err(StoreError::Conflict(taken::event_id(Some(event_id))));
     }
-    let inserted = run(conn, &sql::insert(message));
-    inserted.map_err(refused(
-        taken::event_id(message.event_id.as_deref()),
-        "application",
-    ))?;
+    // The refusal's text is made only for a refusal: this runs for every message.
+    run(conn, &sql::insert(message)).map_err(|error| {
+        let taken = taken::event_id(message.event_id.as_deref());
+        refused(taken, "application")(error)
+    })?;
     // A delivery to one named endpoint (a test send) keeps the message's own key, whatever the
     // endpoint's ordering.
     let routed = match route {
         Route::Subscribers => subscribers(conn, message)?,
         Route::Only(endpoint) => vec![(endpoint.clone(), Ordering::PerKey)],
     };
-    let mut insert = conn.prepare_cached(INSERT_DELIVERY)?;
     let mut handed = Vec::new();
     let mut waiting = 0;
     for (endpoint, ordering) in &routed {
@@ -140,16 +139,15 @@ pub(super) fn insert_message(
         if let Some(key) = &ordering_key
             && key_is_busy(conn, endpoint, key)?
         {
-            insert
-                .execute(params![
-                    message.id.as_str(),
-                    endpoint.as_str(),
-                    DeliveryStatus::Pending.code(),
-                    None::<i64>,
-                    message.created_at.as_millis(),
-                    key,
-                ])
-                .map_err(missing("endpoint"))?;
+            let wait = params![
+                message.id.as_str(),
+                endpoint.as_str(),
+                DeliveryStatus::Pending.code(),
+                None::<i64>,
+                message.created_at.as_millis(),
+                key,
+            ];
+            insert_delivery(conn, wait)?;
             waiting += 1;
             continue;
         }
@@ -173,16 +171,15 @@ pub(super) fn insert_message(
             updated_at: message.created_at,
             ordering_key,
         };
-        insert
-            .execute(params![
-                message.id.as_str(),
-                endpoint.as_str(),
-                delivery.status.code(),
-                delivery.next_attempt_at.map(Timestamp::as_millis),
-                delivery.updated_at.as_millis(),
-                delivery.ordering_key,
-            ])
-            .map_err(missing("endpoint"))?;
+        let row = params![
+            message.id.as_str(),
+            endpoint.as_str(),
+            delivery.status.code(),
+            delivery.next_attempt_at.map(Timestamp::as_millis),
+            delivery.updated_at.as_millis(),
+            delivery.ordering_key,
+        ];
+        insert_delivery(conn, row)?;
         if let Some((endpoint, reserved)) = taken {
             let claimed = ClaimedDelivery {
                 delivery,
@@ -210,31 +207,41 @@ pub(super) const INSERT_DELIVERY: &str = "INSERT INTO deliveries (message_id, en
      status, attempt_count, next_attempt_at, updated_at, ordering_key)
      VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)";
 
+/// Inserts one delivery, `row` bound to [`INSERT_DELIVERY`].
+fn insert_delivery(conn: &Tx<'_>, row: &[&dyn rusqlite::ToSql]) -> Result<(), StoreError> {
+    conn.prepared(INSERT_DELIVERY, |insert| insert.execute(row))
+        .map_err(missing("endpoint"))?;
+    Ok(())
+}
+
 /// The endpoint and the room `handoff` holds for a new delivery to it, if it takes one. Only an
 /// enabled endpoint's deliveries go out: a test send may name a disabled one, which then waits.
 fn taken(
-    conn: &Connection,
+    conn: &Tx<'_>,
     handoff: &dyn Handoff,
     endpoint: &EndpointId,
 ) -> Result<Option<(Endpoint, Reserved)>, StoreError> {
     let Some(reserved) = handoff.reserve(endpoint) else {
         return Ok(None);
     };
-    const ENABLED_ENDPOINT: Sql = sql!(
-        "SELECT ",
-        ENDPOINT_COLUMNS,
-        " FROM endpoints e WHERE e.id = ?1 AND NOT e.disabled"
-    );
-    let enabled = fetch_one(
-        conn,
-        &Statement::new(ENABLED_ENDPOINT, args![endpoint.as_str()]),
-        rows::endpoint,
-    )?;
+    let enabled = endpoint_row(conn, endpoint.as_str())?.filter(|e| !e.disabled);
     Ok(enabled.map(|endpoint| (endpoint, reserved)))
 }
 
+/// The row of endpoint `id`, read once a batch (`super::reads`).
+pub(super) fn endpoint_row(conn: &Tx<'_>, id: &str) -> Result<Option<Endpoint>, StoreError> {
+    const ENDPOINT: Sql = sql!(
+        "SELECT ",
+        ENDPOINT_COLUMNS,
+        " FROM endpoints e WHERE e.id = ?1"
+    );
+    conn.reads.endpoint(id, || {
+        fetch_one(conn, &Statement::new(ENDPOINT, args![id]), rows::endpoint)
+    })
+}
+
 /// Writes operational-webhook messages, each with its deliveries, inside the caller's write.
-pub(super) fn insert_events(conn: &Connection, events: &[Message]) -> Result<(), StoreError> {
+pub(super) fn insert_events(conn: &Tx<'_>, events: &[Message]) -> Result<(), StoreError> {
     for event in events {
         insert_message(conn, event, &Route::Subscribers, None)?;
     }
@@ -242,35 +249,90 @@ pub(super) fn insert_events(conn: &Connection, events: &[Message]) -> Result<(),
 }
 
 /// Whether `endpoint` has an unsettled delivery ordered under `key`: one queued, or waiting.
-fn key_is_busy(conn: &Connection, endpoint: &EndpointId, key: &str) -> Result<bool, StoreError> {
-    let busy = conn
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = ?1 AND ordering_key = ?2
-                            AND next_attempt_at IS NOT NULL)
+fn key_is_busy(conn: &Tx<'_>, endpoint: &EndpointId, key: &str) -> Result<bool, StoreError> {
+    const BUSY: &str = "SELECT EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = ?1
+                            AND ordering_key = ?2 AND next_attempt_at IS NOT NULL)
                  OR EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = ?1 AND ordering_key = ?2
-                            AND next_attempt_at IS NULL AND status = ?3)",
-        )?
-        .query_row(
+                            AND next_attempt_at IS NULL AND status = ?3)";
+    let busy = conn.prepared(BUSY, |busy| {
+        busy.query_row(
             params![endpoint.as_str(), key, DeliveryStatus::Pending.code()],
             |row| row.get(0),
-        )?;
+        )
+    })?;
     Ok(busy)
 }
 
 /// The enabled endpoints of the message's application whose filters take it, with their
-/// ordering.
+/// ordering. The application's subscribers are read once a batch (`super::reads`).
 fn subscribers(
-    conn: &Connection,
+    conn: &Tx<'_>,
     message: &Message,
 ) -> Result<Vec<(EndpointId, Ordering)>, StoreError> {
-    let subscribers = fetch(
-        conn,
-        &sql::subscribers(&message.app_id),
-        Subscriber::from_row,
-    )?;
+    let app = &message.app_id;
+    let subscribers = conn.reads.subscribers(app.as_str(), || {
+        fetch(conn, &sql::subscribers(app), Subscriber::from_row)
+    })?;
     Ok(subscribers
-        .into_iter()
+        .iter()
         .filter(|s| s.takes(message))
-        .map(|s| (EndpointId::from_stored(s.id), s.ordering))
+        .map(|s| (EndpointId::from_stored(s.id.clone()), s.ordering))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use hookd_core::MessageId;
+
+    use super::super::writer::{TWO_MESSAGES_TO_ONE_ENDPOINT, migrated};
+    use super::*;
+
+    /// The endpoints a message of `app_1` is routed to.
+    fn routed(tx: &Tx<'_>) -> Vec<String> {
+        let message = Message {
+            id: MessageId::from_stored("msg_3".into()),
+            app_id: AppId::from_stored("app_1".into()),
+            event_type: "t".into(),
+            event_id: None,
+            channels: None,
+            ordering_key: None,
+            tags: None,
+            deliver_at: None,
+            payload: None,
+            created_at: Timestamp::from_millis(0),
+        };
+        let routed = subscribers(tx, &message).unwrap();
+        routed.into_iter().map(|(id, _)| id.to_string()).collect()
+    }
+
+    #[test]
+    fn endpoints_read_in_a_batch_are_read_again_once_a_job_writes_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = migrated(&dir.path().join("hookd.db"));
+        conn.execute_batch(TWO_MESSAGES_TO_ONE_ENDPOINT).unwrap();
+        let tx = Tx::watching(&conn);
+        let disabled = |tx: &Tx<'_>| endpoint_row(tx, "ep_1").unwrap().map(|e| e.disabled);
+        assert_eq!(
+            (routed(&tx), disabled(&tx)),
+            (vec!["ep_1".into()], Some(false))
+        );
+
+        tx.execute_batch("UPDATE endpoints SET disabled = 1 WHERE id = 'ep_1'")
+            .unwrap();
+        assert_eq!((routed(&tx), disabled(&tx)), (vec![], Some(true)));
+
+        tx.execute_batch(
+            "UPDATE endpoints SET disabled = 0 WHERE id = 'ep_1';
+             INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
+                 secret, created_at, updated_at)
+                 VALUES ('ep_2', 'app_1', 'http://localhost/', '', 0, '{}', '{}', 's', 0, 0);",
+        )
+        .unwrap();
+        assert_eq!(routed(&tx), ["ep_1", "ep_2"]);
+
+        // Deleting the application deletes its endpoints by cascade: that is a write too.
+        tx.execute_batch("DELETE FROM applications WHERE id = 'app_1'")
+            .unwrap();
+        assert_eq!((routed(&tx), disabled(&tx)), (vec![], None));
+    }
 }

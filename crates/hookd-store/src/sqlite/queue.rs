@@ -281,6 +281,7 @@ mod tests {
     use rusqlite::{Connection, StatementStatus};
 
     use super::super::claim::{OLDEST_DUE, READY_ENDPOINTS};
+    use super::super::writer::Tx;
 
     use super::*;
 
@@ -317,12 +318,15 @@ mod tests {
                  VALUES ('msg_1', 'ep_1', 0, 0, 0, 0), ('msg_2', 'ep_1', 0, 0, 0, 0);",
         )
         .unwrap();
+        let tx = Tx::watching(&conn);
         for (limit, at) in [(7, 1_000), (1, 2_000), (30, 3_000)] {
-            claim(&conn, &request(at, limit)).unwrap();
+            claim(&tx, &request(at, limit)).unwrap();
         }
         for sql in [READY_ENDPOINTS, OLDEST_DUE] {
-            let statement = conn.prepare_cached(sql).unwrap();
-            assert_eq!(statement.get_status(StatementStatus::RePrepare), 0, "{sql}");
+            let status = |s: &mut rusqlite::Statement<'_>| {
+                Ok::<_, rusqlite::Error>(s.get_status(StatementStatus::RePrepare))
+            };
+            assert_eq!(tx.kept(sql, status).unwrap(), 0, "{sql}");
         }
     }
 
@@ -412,10 +416,13 @@ mod tests {
                  VALUES ('msg_1', 'ep_1', 0, 0, 0, 0);",
         )
         .unwrap();
-        let claimed = claim(&conn, &request(1_000, 8)).unwrap();
+        let tx = Tx::watching(&conn);
+        let claimed = claim(&tx, &request(1_000, 8)).unwrap();
         assert_eq!(claimed.len(), 1);
-        let statement = conn.prepare_cached(READY_ENDPOINTS).unwrap();
-        let scanned = statement.get_status(StatementStatus::FullscanStep);
+        let status = |s: &mut rusqlite::Statement<'_>| {
+            Ok::<_, rusqlite::Error>(s.get_status(StatementStatus::FullscanStep))
+        };
+        let scanned = tx.kept(READY_ENDPOINTS, status).unwrap();
         assert!(scanned < 10, "the claim stepped through {scanned} rows");
     }
 }

@@ -5,10 +5,12 @@ use hookd_core::model::{Attempt, DeliveryStatus};
 use hookd_core::{MessageId, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::claim::{ClaimLoader, MARK_CLAIMED};
+use super::claim::{MARK_CLAIMED, load};
 use super::missing;
 use super::publish::insert_events;
 use super::recover::queue_next_in_order;
+use super::rows::Prepare;
+use super::writer::Tx;
 use crate::{AttemptRecord, ClaimedDelivery, Handoff, Recorded, Reserved, StoreError};
 
 /// Hands `handoff` the deliveries these records made due next in their ordering keys (each
@@ -16,7 +18,7 @@ use crate::{AttemptRecord, ClaimedDelivery, Handoff, Recorded, Reserved, StoreEr
 /// ones: those it has room for are written claimed under its lease in this write and started
 /// once committed, so a key's next message needs no claim.
 pub(super) fn hand_off_next_in_order(
-    conn: &Connection,
+    conn: &Tx<'_>,
     handoff: &dyn Handoff,
     records: &[AttemptRecord],
     recorded: &[Recorded],
@@ -29,34 +31,35 @@ pub(super) fn hand_off_next_in_order(
         else {
             continue;
         };
-        let next: Option<String> = conn
-            .prepare_cached(
-                "SELECT d.message_id FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
-                 WHERE d.endpoint_id = ?1 AND d.ordering_key = ?2 AND d.next_attempt_at IS NOT NULL
-                   AND d.status = ?3 AND NOT e.disabled",
-            )?
-            .query_row(
+        const NEXT: &str = "SELECT d.message_id FROM deliveries d
+             JOIN endpoints e ON e.id = d.endpoint_id
+             WHERE d.endpoint_id = ?1 AND d.ordering_key = ?2 AND d.next_attempt_at IS NOT NULL
+               AND d.status = ?3 AND NOT e.disabled";
+        let next: Option<String> = conn.prepared(NEXT, |next| {
+            next.query_row(
                 params![d.endpoint_id.as_str(), key, DeliveryStatus::Pending.code()],
                 |row| row.get(0),
             )
-            .optional()?;
+            .optional()
+        })?;
         let Some(message) = next else { continue };
         let Some(reserved) = handoff.reserve(&d.endpoint_id) else {
             continue;
         };
-        conn.prepare_cached(MARK_CLAIMED)?.execute(params![
-            message,
-            d.endpoint_id.as_str(),
-            DeliveryStatus::Sending.code(),
-            reserved.lease_until().as_millis(),
-            d.updated_at.as_millis(),
-        ])?;
+        conn.prepared(MARK_CLAIMED, |mark| {
+            mark.execute(params![
+                message,
+                d.endpoint_id.as_str(),
+                DeliveryStatus::Sending.code(),
+                reserved.lease_until().as_millis(),
+                d.updated_at.as_millis(),
+            ])
+        })?;
         taken.push(((message, d.endpoint_id.to_string()), reserved));
     }
-    let mut loader = ClaimLoader::default();
     let mut handed = Vec::with_capacity(taken.len());
     for ((message, endpoint), reserved) in taken {
-        if let Some(claimed) = loader.load(conn, &message, &endpoint)? {
+        if let Some(claimed) = load(conn, &message, &endpoint)? {
             handed.push((claimed, reserved));
         }
     }
@@ -64,7 +67,7 @@ pub(super) fn hand_off_next_in_order(
 }
 
 /// Records one attempt; see [`DeliveryQueue::record_attempts`].
-pub(super) fn record(conn: &Connection, record: &AttemptRecord) -> Result<Recorded, StoreError> {
+pub(super) fn record(conn: &Tx<'_>, record: &AttemptRecord) -> Result<Recorded, StoreError> {
     let (a, d) = (&record.attempt, &record.next);
     // The delivery first, while it is still under the attempt's lease. If it is gone (its
     // message or endpoint deleted meanwhile), so is everything the attempt would refer to.
@@ -78,13 +81,14 @@ pub(super) fn record(conn: &Connection, record: &AttemptRecord) -> Result<Record
         settled_in_order = moved;
     }
     if !moved {
-        let exists: bool = conn
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM deliveries WHERE message_id = ?1 AND endpoint_id = ?2)",
-            )?
-            .query_row(params![d.message_id.as_str(), d.endpoint_id.as_str()], |row| {
-                row.get(0)
-            })?;
+        const EXISTS: &str =
+            "SELECT EXISTS (SELECT 1 FROM deliveries WHERE message_id = ?1 AND endpoint_id = ?2)";
+        let exists: bool = conn.prepared(EXISTS, |exists| {
+            exists.query_row(
+                params![d.message_id.as_str(), d.endpoint_id.as_str()],
+                |row| row.get(0),
+            )
+        })?;
         if !exists {
             return Ok(Recorded::Gone);
         }
@@ -93,33 +97,37 @@ pub(super) fn record(conn: &Connection, record: &AttemptRecord) -> Result<Record
     }
     insert_attempt(conn, a)?;
     if settled_in_order {
-        let key: String = conn
-            .prepare_cached(
-                "SELECT ordering_key FROM deliveries WHERE message_id = ?1 AND endpoint_id = ?2",
-            )?
-            .query_row(
+        const KEY: &str =
+            "SELECT ordering_key FROM deliveries WHERE message_id = ?1 AND endpoint_id = ?2";
+        let key: String = conn.prepared(KEY, |key| {
+            key.query_row(
                 params![d.message_id.as_str(), d.endpoint_id.as_str()],
                 |row| row.get(0),
-            )?;
+            )
+        })?;
         queue_next_in_order(conn, &d.endpoint_id, &key, d.updated_at)?;
     }
     // A success ends the endpoint's failure streak; a failure starts one unless started. The
     // endpoint row is written only when the streak changes: most attempts leave it alone.
+    let endpoint = a.endpoint_id.as_str();
     let streak: Option<i64> = if a.status == DeliveryStatus::Success {
-        conn.prepare_cached(
-            "UPDATE endpoints SET failing_since = NULL WHERE id = ?1 AND failing_since IS NOT NULL",
-        )?
-        .execute([a.endpoint_id.as_str()])?;
+        const ENDED: &str =
+            "UPDATE endpoints SET failing_since = NULL WHERE id = ?1 AND failing_since IS NOT NULL";
+        conn.reads.end_streak(endpoint, || {
+            conn.prepared(ENDED, |ended| ended.execute([endpoint]))?;
+            Ok(())
+        })?;
         None
     } else {
-        conn.prepare_cached(
-            "UPDATE endpoints SET failing_since = ?2 WHERE id = ?1 AND failing_since IS NULL",
-        )?
-        .execute(params![a.endpoint_id.as_str(), a.created_at.as_millis()])?;
-        conn.prepare_cached("SELECT failing_since FROM endpoints WHERE id = ?1")?
-            .query_row([a.endpoint_id.as_str()], |row| row.get(0))
-            .optional()?
-            .ok_or(StoreError::NotFound("endpoint"))?
+        const STARTED: &str =
+            "UPDATE endpoints SET failing_since = ?2 WHERE id = ?1 AND failing_since IS NULL";
+        const SINCE: &str = "SELECT failing_since FROM endpoints WHERE id = ?1";
+        let at = a.created_at.as_millis();
+        conn.prepared(STARTED, |started| started.execute(params![endpoint, at]))?;
+        conn.prepared(SINCE, |since| {
+            since.query_row([endpoint], |row| row.get(0)).optional()
+        })?
+        .ok_or(StoreError::NotFound("endpoint"))?
     };
     insert_events(conn, &record.events)?;
     Ok(Recorded::Written {
@@ -141,19 +149,17 @@ enum Ordered {
 /// `WHERE`, not read back with `RETURNING`: SQLite runs a `RETURNING` clause as a trigger of
 /// its own, a program started for every row.
 fn move_delivery(
-    conn: &Connection,
+    conn: &Tx<'_>,
     record: &AttemptRecord,
     ordered: Option<Ordered>,
 ) -> Result<bool, StoreError> {
     let d = &record.next;
-    let moved = conn
-        .prepare_cached(
-            "UPDATE OR FAIL deliveries SET status = ?3, attempt_count = ?4, next_attempt_at = ?5,
-             updated_at = ?6, manual = 0 WHERE message_id = ?1 AND endpoint_id = ?2
-             AND (?7 IS NULL OR (status = ?8 AND next_attempt_at = ?7))
-             AND (?9 IS NULL OR (ordering_key IS NOT NULL) = ?9)",
-        )?
-        .execute(params![
+    const MOVE: &str = "UPDATE OR FAIL deliveries SET status = ?3, attempt_count = ?4,
+         next_attempt_at = ?5, updated_at = ?6, manual = 0 WHERE message_id = ?1 AND endpoint_id = ?2
+         AND (?7 IS NULL OR (status = ?8 AND next_attempt_at = ?7))
+         AND (?9 IS NULL OR (ordering_key IS NOT NULL) = ?9)";
+    let moved = conn.prepared(MOVE, |move_| {
+        move_.execute(params![
             d.message_id.as_str(),
             d.endpoint_id.as_str(),
             d.status.code(),
@@ -163,30 +169,31 @@ fn move_delivery(
             record.lease.map(Timestamp::as_millis),
             DeliveryStatus::Sending.code(),
             ordered.map(|o| matches!(o, Ordered::Yes)),
-        ])?;
+        ])
+    })?;
     Ok(moved > 0)
 }
 
 /// Inserts an attempt's row for the delivery log.
-fn insert_attempt(conn: &Connection, a: &Attempt) -> Result<(), StoreError> {
-    conn.prepare_cached(
-        "INSERT INTO attempts (id, message_id, endpoint_id, url, response_status_code, response,
-         response_head, response_duration_ms, status, trigger_type, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )?
-    .execute(params![
-        a.id.as_str(),
-        a.message_id.as_str(),
-        a.endpoint_id.as_str(),
-        a.url,
-        a.response_status_code,
-        a.response,
-        a.response_head,
-        a.response_duration_ms,
-        a.status.code(),
-        a.trigger_type.code(),
-        a.created_at.as_millis(),
-    ])
+fn insert_attempt(conn: &Tx<'_>, a: &Attempt) -> Result<(), StoreError> {
+    const INSERT: &str = "INSERT INTO attempts (id, message_id, endpoint_id, url,
+         response_status_code, response, response_head, response_duration_ms, status,
+         trigger_type, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+    conn.prepared(INSERT, |insert| {
+        insert.execute(params![
+            a.id.as_str(),
+            a.message_id.as_str(),
+            a.endpoint_id.as_str(),
+            a.url,
+            a.response_status_code,
+            a.response,
+            a.response_head,
+            a.response_duration_ms,
+            a.status.code(),
+            a.trigger_type.code(),
+            a.created_at.as_millis(),
+        ])
+    })
     .map_err(missing("delivery"))?;
     Ok(())
 }

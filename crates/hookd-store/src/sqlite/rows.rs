@@ -1,10 +1,12 @@
 //! Running shared statements on SQLite: [`Columns`] for rusqlite's rows, [`Arg`] as a
-//! rusqlite parameter, and the few calls every resource makes (run, fetch rows, fetch a page).
-//! The decoders themselves are shared ([`crate::sql::rows`], re-exported here).
+//! rusqlite parameter, and the few calls every resource makes (run, fetch rows, fetch a page),
+//! on any connection or the writer's ([`Prepare`]). The decoders themselves are shared
+//! ([`crate::sql::rows`], re-exported here).
 
 use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{Connection, ToSql, params_from_iter};
 
+use super::writer::Tx;
 use super::{SqliteStore, refused};
 use crate::sql::list::PageQuery;
 pub use crate::sql::rows::*;
@@ -58,27 +60,61 @@ impl ToSql for Arg<'_> {
     }
 }
 
+/// Where a statement of the program's own (its text `'static`) is prepared: on a reader's
+/// connection, rusqlite's statement cache; on the writer's, the statements it keeps.
+pub trait Prepare {
+    /// Runs `work` with the statement for `sql`, prepared once for the connection.
+    fn prepared<R, E: From<rusqlite::Error>>(
+        &self,
+        sql: &'static str,
+        work: impl FnOnce(&mut rusqlite::Statement<'_>) -> Result<R, E>,
+    ) -> Result<R, E>;
+}
+
+impl Prepare for Connection {
+    fn prepared<R, E: From<rusqlite::Error>>(
+        &self,
+        sql: &'static str,
+        work: impl FnOnce(&mut rusqlite::Statement<'_>) -> Result<R, E>,
+    ) -> Result<R, E> {
+        work(&mut *self.prepare_cached(sql)?)
+    }
+}
+
+impl Prepare for Tx<'_> {
+    fn prepared<R, E: From<rusqlite::Error>>(
+        &self,
+        sql: &'static str,
+        work: impl FnOnce(&mut rusqlite::Statement<'_>) -> Result<R, E>,
+    ) -> Result<R, E> {
+        self.kept(sql, work)
+    }
+}
+
 /// Runs a statement that writes; how many rows it changed.
-pub fn run(conn: &Connection, statement: &Statement<'_>) -> rusqlite::Result<usize> {
-    conn.prepare_cached(statement.sql.sqlite())?
-        .execute(params_from_iter(&statement.args))
+pub fn run(conn: &impl Prepare, statement: &Statement<'_>) -> rusqlite::Result<usize> {
+    conn.prepared(statement.sql.sqlite(), |prepared| {
+        prepared.execute(params_from_iter(&statement.args))
+    })
 }
 
 /// Runs a statement and decodes every row.
 pub fn fetch<T>(
-    conn: &Connection,
+    conn: &impl Prepare,
     statement: &Statement<'_>,
     decode_row: impl FnMut(&dyn Columns) -> Decoded<T>,
 ) -> Result<Vec<T>, StoreError> {
     let params = params_from_iter(&statement.args);
-    collect(conn, statement.sql.sqlite(), params, decode_row)
+    conn.prepared(statement.sql.sqlite(), |prepared| {
+        decode_all(prepared, params, decode_row)
+    })
 }
 
 /// Runs a statement expected to match at most one row and decodes it.
 pub fn fetch_one<T>(
-    conn: &Connection,
+    conn: &impl Prepare,
     statement: &Statement<'_>,
-    decode_row: impl Fn(&dyn Columns) -> Decoded<T>,
+    decode_row: impl FnMut(&dyn Columns) -> Decoded<T>,
 ) -> Result<Option<T>, StoreError> {
     Ok(fetch(conn, statement, decode_row)?.into_iter().next())
 }
@@ -98,10 +134,18 @@ pub fn collect<T>(
     conn: &Connection,
     sql: &str,
     params: impl rusqlite::Params,
+    decode_row: impl FnMut(&dyn Columns) -> Decoded<T>,
+) -> Result<Vec<T>, StoreError> {
+    decode_all(&mut *conn.prepare_cached(sql)?, params, decode_row)
+}
+
+/// Runs a prepared statement and decodes every row.
+pub fn decode_all<T>(
+    statement: &mut rusqlite::Statement<'_>,
+    params: impl rusqlite::Params,
     mut decode_row: impl FnMut(&dyn Columns) -> Decoded<T>,
 ) -> Result<Vec<T>, StoreError> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let mut rows = stmt.query(params)?;
+    let mut rows = statement.query(params)?;
     let mut out = Vec::new();
     while let Some(row) = rows.next()? {
         out.push(decode_row(row)?);

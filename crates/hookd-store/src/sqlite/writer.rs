@@ -21,18 +21,24 @@
 //! fails rolls the batch back and runs it again with a savepoint per closure. Closures are
 //! therefore `Fn`: running one twice must do the same writes.
 //!
+//! Jobs get the writer's connection as a [`Tx`]: it keeps the statements they run prepared for
+//! as long as the thread lives, and what the batch has read of endpoints (`super::reads`).
+//!
 //! Reads run on a small pool of connections in WAL mode, off the async runtime. A new
 //! connection is migrated first (`super::migrate`).
 
+use std::cell::RefCell;
 use std::fs::File;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 
-use rusqlite::Connection;
+use rusqlite::{Connection, Statement};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, WeakUnboundedSender};
 use tokio::sync::oneshot;
 
 use super::migrate::migrate;
+use super::reads::{BatchReads, EndpointsWritten, watch_endpoints};
 use crate::StoreError;
 
 /// Most closures one transaction takes; bounds the latency a batch adds.
@@ -45,7 +51,7 @@ const STATEMENT_CACHE: usize = 128;
 trait WriteJob: Send {
     /// Runs the write, keeping its outcome (that of the last run, if run again); `false`
     /// means it failed and its writes must be undone.
-    fn run(&mut self, conn: &Connection) -> bool;
+    fn run(&mut self, tx: &Tx<'_>) -> bool;
     /// Answers the caller once the batch's fate is known.
     fn finish(self: Box<Self>, commit: Result<(), StoreError>);
 }
@@ -58,11 +64,11 @@ struct Job<F, R> {
 
 impl<F, R> WriteJob for Job<F, R>
 where
-    F: Fn(&Connection) -> Result<R, StoreError> + Send,
+    F: Fn(&Tx<'_>) -> Result<R, StoreError> + Send,
     R: Send,
 {
-    fn run(&mut self, conn: &Connection) -> bool {
-        let outcome = (self.work)(conn);
+    fn run(&mut self, tx: &Tx<'_>) -> bool {
+        let outcome = (self.work)(tx);
         let ok = outcome.is_ok();
         self.outcome = Some(outcome);
         ok
@@ -112,6 +118,7 @@ impl Db {
         // as they were) SQLite spills to a temporary file past 64 KiB: in a batch of hundreds
         // of jobs, writing and rewriting that file cost more than the jobs' own writes.
         conn.pragma_update(None, "temp_store", "MEMORY")?;
+        let endpoints_written = watch_endpoints(&conn)?;
         let (writer, inbox) = tokio::sync::mpsc::unbounded_channel();
         let (to_syncer, committed) = mpsc::channel();
         let wal = wal_path(path);
@@ -121,7 +128,7 @@ impl Db {
             sync_loop(&wal, committed, &synced)
         })?;
         spawn("hookd-sqlite-writer", move || {
-            write_loop(&conn, inbox, &to_syncer)
+            write_loop(&Tx::new(&conn, endpoints_written), inbox, &to_syncer)
         })?;
         Ok(Self {
             writer,
@@ -134,7 +141,7 @@ impl Db {
     /// once (see the module's documentation); only its last run's writes and answer count.
     pub async fn write<F, R>(&self, work: F) -> Result<R, StoreError>
     where
-        F: Fn(&Connection) -> Result<R, StoreError> + Send + 'static,
+        F: Fn(&Tx<'_>) -> Result<R, StoreError> + Send + 'static,
         R: Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
@@ -204,7 +211,7 @@ fn wal_path(path: &Path) -> PathBuf {
 type Committed = (Vec<Box<dyn WriteJob>>, Result<(), String>);
 
 fn write_loop(
-    conn: &Connection,
+    tx: &Tx<'_>,
     mut inbox: UnboundedReceiver<ToWriter>,
     syncer: &mpsc::Sender<Committed>,
 ) {
@@ -223,7 +230,7 @@ fn write_loop(
         }
         if !waiting.is_empty() && (!syncing || waiting.len() >= MAX_BATCH) {
             if syncer
-                .send(commit_batch(conn, std::mem::take(&mut waiting)))
+                .send(commit_batch(tx, std::mem::take(&mut waiting)))
                 .is_err()
             {
                 return;
@@ -233,13 +240,13 @@ fn write_loop(
     }
     // Every `Db` is gone: write what waits, so no caller waits in vain.
     if !waiting.is_empty() {
-        let _ = syncer.send(commit_batch(conn, waiting));
+        let _ = syncer.send(commit_batch(tx, waiting));
     }
 }
 
 /// Runs and commits `batch` in one transaction, to be answered once synced.
-fn commit_batch(conn: &Connection, mut batch: Vec<Box<dyn WriteJob>>) -> Committed {
-    let outcome = run_batch(conn, &mut batch).map_err(|e| e.to_string());
+fn commit_batch(tx: &Tx<'_>, mut batch: Vec<Box<dyn WriteJob>>) -> Committed {
+    let outcome = run_batch(tx, &mut batch).map_err(|e| e.to_string());
     (batch, outcome)
 }
 
@@ -285,41 +292,111 @@ fn sync(wal: &Path, file: &mut Option<File>) -> Result<(), String> {
 
 /// Runs and commits a batch: first without savepoints, and if a job fails, once more with one
 /// savepoint per job, so that only the failed jobs' writes are undone.
-fn run_batch(conn: &Connection, batch: &mut [Box<dyn WriteJob>]) -> Result<(), rusqlite::Error> {
-    run(conn, "BEGIN IMMEDIATE")?;
-    if batch.iter_mut().all(|job| job.run(conn)) {
-        return commit(conn);
+fn run_batch(tx: &Tx<'_>, batch: &mut [Box<dyn WriteJob>]) -> Result<(), rusqlite::Error> {
+    // What an earlier batch read may have changed since (its transaction is over).
+    tx.reads.forget();
+    run(tx, "BEGIN IMMEDIATE")?;
+    if batch.iter_mut().all(|job| job.run(tx)) {
+        return commit(tx);
     }
     // A job failed partway, perhaps after some writes: undo them all, and those of the jobs
-    // before it, then isolate each job.
-    let _ = conn.execute_batch("ROLLBACK");
-    run(conn, "BEGIN IMMEDIATE")?;
+    // before it, then isolate each job. Reads made meanwhile may have seen the undone writes.
+    let _ = tx.execute_batch("ROLLBACK");
+    tx.reads.forget();
+    run(tx, "BEGIN IMMEDIATE")?;
     for job in batch.iter_mut() {
-        run(conn, "SAVEPOINT job")?;
-        let ok = job.run(conn);
+        run(tx, "SAVEPOINT job")?;
+        let ok = job.run(tx);
         let end = if ok {
-            run(conn, "RELEASE job")
+            run(tx, "RELEASE job")
         } else {
-            run(conn, "ROLLBACK TO job").and_then(|()| run(conn, "RELEASE job"))
+            tx.reads.forget();
+            run(tx, "ROLLBACK TO job").and_then(|()| run(tx, "RELEASE job"))
         };
         if let Err(error) = end {
-            let _ = conn.execute_batch("ROLLBACK");
+            let _ = tx.execute_batch("ROLLBACK");
             return Err(error);
         }
     }
-    commit(conn)
+    commit(tx)
 }
 
-fn commit(conn: &Connection) -> Result<(), rusqlite::Error> {
-    run(conn, "COMMIT").inspect_err(|_| {
-        let _ = conn.execute_batch("ROLLBACK");
+fn commit(tx: &Tx<'_>) -> Result<(), rusqlite::Error> {
+    run(tx, "COMMIT").inspect_err(|_| {
+        let _ = tx.execute_batch("ROLLBACK");
     })
 }
 
-/// Runs one transaction-control statement, prepared once: these run several times per batch
+/// Runs one transaction-control statement, kept prepared: these run several times per batch
 /// (a savepoint per job), and need parsing only once.
-fn run(conn: &Connection, sql: &str) -> Result<(), rusqlite::Error> {
-    conn.prepare_cached(sql)?.execute([]).map(drop)
+fn run(tx: &Tx<'_>, sql: &'static str) -> Result<(), rusqlite::Error> {
+    tx.kept(sql, |statement| statement.execute([]).map(drop))
+}
+
+/// The writer's connection as a job sees it (it derefs to the [`Connection`]), with the
+/// statements the writer keeps prepared and what the batch has read of endpoints.
+pub(super) struct Tx<'c> {
+    conn: &'c Connection,
+    /// Statements by the address of their text. A handful of addresses, compared as numbers:
+    /// rusqlite's own cache hashes the whole text and moves the statement in and out of an LRU
+    /// list on every use, which cost more than some of the statements themselves.
+    kept: RefCell<Vec<(*const u8, Statement<'c>)>>,
+    pub(super) reads: BatchReads,
+}
+
+impl<'c> Tx<'c> {
+    /// `endpoints_written` must watch `conn` (see [`watch_endpoints`]).
+    pub(super) fn new(conn: &'c Connection, endpoints_written: EndpointsWritten) -> Self {
+        Self {
+            conn,
+            kept: RefCell::default(),
+            reads: BatchReads::new(endpoints_written),
+        }
+    }
+
+    /// The writer's view of `conn` in tests of the SQL itself.
+    #[cfg(test)]
+    pub(super) fn watching(conn: &'c Connection) -> Self {
+        Self::new(
+            conn,
+            watch_endpoints(conn).expect("the test owns its connection"),
+        )
+    }
+
+    /// Runs `work` with the statement for `sql`, prepared on its first use and kept after.
+    /// `sql` is `'static`, so the statements kept are as many as the texts in the program.
+    pub(super) fn kept<R, E: From<rusqlite::Error>>(
+        &self,
+        sql: &'static str,
+        work: impl FnOnce(&mut Statement<'c>) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let key = sql.as_ptr();
+        let found = {
+            let mut kept = self.kept.borrow_mut();
+            let at = kept.iter().position(|(k, _)| *k == key);
+            at.map(|at| kept.swap_remove(at).1)
+        };
+        // Taken out while in use: a statement used again inside `work` (an operational event
+        // published while recording) gets one of its own.
+        let mut statement = match found {
+            Some(statement) => statement,
+            None => self.conn.prepare(sql)?,
+        };
+        let outcome = work(&mut statement);
+        let mut kept = self.kept.borrow_mut();
+        if !kept.iter().any(|(k, _)| *k == key) {
+            kept.push((key, statement));
+        }
+        outcome
+    }
+}
+
+impl Deref for Tx<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
 }
 
 /// For tests of the SQL itself: an application `app_1` with an endpoint `ep_1` and two
@@ -354,7 +431,7 @@ mod tests {
         fail: bool,
     ) -> (Box<dyn WriteJob>, oneshot::Receiver<Result<(), StoreError>>) {
         let (reply, answer) = oneshot::channel();
-        let work = move |conn: &Connection| {
+        let work = move |conn: &Tx<'_>| {
             conn.execute("INSERT INTO t (x) VALUES (?1)", [value])?;
             match fail {
                 true => Err(StoreError::NotFound("value")),
@@ -385,7 +462,7 @@ mod tests {
             .into_iter()
             .unzip();
         let mut batch = jobs;
-        run_batch(&conn, &mut batch).unwrap();
+        run_batch(&Tx::watching(&conn), &mut batch).unwrap();
         for job in batch {
             job.finish(Ok(()));
         }
@@ -411,7 +488,7 @@ mod tests {
         let conn = with_table_t(&dir);
         let (inbox, jobs) = tokio::sync::mpsc::unbounded_channel();
         let (to_syncer, committed) = mpsc::channel();
-        let writer = std::thread::spawn(move || write_loop(&conn, jobs, &to_syncer));
+        let writer = std::thread::spawn(move || write_loop(&Tx::watching(&conn), jobs, &to_syncer));
         let send = |value| inbox.send(ToWriter::Job(insert(value, false).0)).is_ok();
         let size = |batch: Committed| batch.0.len();
 
