@@ -250,7 +250,7 @@ pub(crate) async fn start_hookd(
     plan: &Plan,
 ) -> anyhow::Result<(Hookd, Api)> {
     let (url, setting) = (database.url().to_owned(), setting.clone());
-    let hookd = tokio::task::spawn_blocking(move || Hookd::start_as(&url, &setting)).await??;
+    let hookd = tokio::task::spawn_blocking(move || Hookd::start_as(&url, &setting, &[])).await??;
     let api = Api::new(&hookd, plan.connections)?;
     Ok((hookd, api))
 }

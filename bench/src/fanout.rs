@@ -148,7 +148,13 @@ async fn measure(
     args: &Args,
 ) -> anyhow::Result<Run> {
     let (url, started_as) = (database.url().to_owned(), setting.clone());
-    let hookd = tokio::task::spawn_blocking(move || Hookd::start_as(&url, &started_as)).await??;
+    // hookd's default cap on endpoints per application is below the run's 100.
+    let room = [
+        "--max-endpoints-per-app".to_owned(),
+        args.endpoints.to_string(),
+    ];
+    let hookd =
+        tokio::task::spawn_blocking(move || Hookd::start_as(&url, &started_as, &room)).await??;
     let api = Api::new(&hookd, args.concurrency)?;
     let app = api.create_app("fanout").await?;
     let endpoints = api.endpoints_with_secrets(&app, args.endpoints).await?;
@@ -348,12 +354,13 @@ fn ceiling_line(args: &Args, ceiling_rate: f64) -> String {
 /// What the section says of the method: everything before the figures.
 fn method(args: &Args) -> String {
     format!(
-        "One application with {} endpoints subscribed to every event type, each aimed at its \
-         own path of the verifying receiver, which counts receipts per endpoint; {} messages \
+        "One application with {} endpoints (hookd started with `--max-endpoints-per-app {}` \
+         to hold them) subscribed to every event type, each aimed at its own path of the verifying receiver, which counts receipts per endpoint; {} messages \
          published, {} in flight, so {} deliveries per run. A publish commits the message and \
          one delivery row per endpoint before its 202, so its latency is the producer's cost \
          of the fan-out; \"all endpoints reached\" runs from a publish sent until the last of \
          its {} endpoints has it.\n",
+        args.endpoints,
         args.endpoints,
         report::thousands(args.messages),
         args.concurrency,

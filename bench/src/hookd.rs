@@ -339,9 +339,16 @@ impl Hookd {
         Self::start_with(&binary()?, &[], START_PATIENCE, database_url, extra, None)
     }
 
-    /// As [`Hookd::start`], the build and flags `setting` names.
-    pub fn start_as(database_url: &str, setting: &Setting) -> anyhow::Result<Self> {
-        Self::start_under(&[], START_PATIENCE, database_url, setting)
+    /// As [`Hookd::start`], the build and flags `setting` names, plus `harness`: what the
+    /// benchmark's own set-up needs, whatever the setting (room for its endpoints, say).
+    pub fn start_as(
+        database_url: &str,
+        setting: &Setting,
+        harness: &[String],
+    ) -> anyhow::Result<Self> {
+        let binary = setting.binary()?;
+        let flags = [setting.flags(), harness].concat();
+        Self::start_with(&binary, &[], START_PATIENCE, database_url, &flags, None)
     }
 
     /// As [`Hookd::start`], on a clock shifted by the milliseconds written in `offset_file`
