@@ -8,8 +8,9 @@
 //! with `claim`, `record` and `recover`, and a file per resource where this backend does
 //! something its own way (`endpoints`, `outbox`, `gauges`, `retention`, `tasks`); this one
 //! keeps what they share: the store and constraint-error mapping. `writer` is the connection
-//! discipline, `migrate` the schema, `rows` how a shared statement runs (the store as a
-//! `crate::sql::Database`).
+//! discipline (with the statements its jobs keep prepared), `reads` what one batch of the writer
+//! has read of endpoints, `migrate` the schema, `rows` how a shared statement runs (the store
+//! as a `crate::sql::Database`).
 
 mod claim;
 mod endpoints;
