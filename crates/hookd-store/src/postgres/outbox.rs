@@ -104,10 +104,7 @@ impl OutboxStore for PgStore {
     }
 
     async fn announce_deliveries(&self) -> Result<(), StoreError> {
-        // A NOTIFY commits a transaction of its own, which would wait for a WAL flush while
-        // holding the server's one lock on notifications; a wake-up lost in a crash costs
-        // nothing (the engines poll), so its commit waits for none.
-        sqlx::query("SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)")
+        sqlx::query("SELECT pg_notify($1, $2)")
             .bind(DELIVERIES_CHANNEL)
             .bind(&*self.origin)
             .execute(&self.pool)

@@ -8,7 +8,7 @@
 //! publishes already waiting (at most [`MAX_BATCH`], and never waits for more: a lone publish is
 //! written at once) and writes them in two round trips whatever the batch's size: one read of
 //! the enabled endpoints of all their applications, each message then routed in Rust by its
-//! own filters, and one call whose first transaction inserts the messages and their
+//! own filters, and one statement, its own transaction, that inserts the messages and their
 //! deliveries from arrays (`unnest`, inside `publish_batch`). A caller still hears `Ok` only
 //! once its message and deliveries are committed. No `BEGIN` and `COMMIT` round trips: they
 //! are a fixed cost per batch, in hookd and in PostgreSQL, and with several processes on one
@@ -33,19 +33,13 @@
 //!   callers hear the failure, as a lone publish would.
 //!
 //! New deliveries are offered to this process's engine, as SQLite's writer offers them (see
-//! [`crate::Handoff`]): those it has a worker and endpoint room for are made `sending` under
-//! its lease by the same call and started once it returns, so a fresh message costs no claim.
-//! The call is of the procedure `publish_and_hand_over` (`hand_over.sql`), two transactions in
-//! one round trip: `publish_batch` writes the messages, the deliveries asked for `sending`
-//! under the engine's leases (within the room the engine gave, without the claims' lock) and
-//! the rest pending, due at once, and commits, waiting for the WAL flush; then `hand_over`
-//! takes the claims' advisory lock and keeps of each endpoint's no more than the room its cap
-//! leaves after every other process's attempts in flight, putting the rest back to pending, in
-//! a commit that waits for no flush, as a claim's. So claims, here and in other processes,
-//! never wait behind a publish's flush for the lock, and a delivery handed over is written
-//! once. Rate-limited and paused endpoints are left to claims. A delivery not handed over is
-//! pending, due at once, and its room is freed. Callers hear `Ok` once the call returns: their
-//! messages were committed by its first transaction.
+//! [`crate::Handoff`]): those it has a worker and endpoint room for are written `sending` under
+//! its lease by the same statement and started once committed, so a fresh message costs no
+//! claim. The statement is a call of `publish_batch` (migration 0010), which, when it hands
+//! anything over, takes the claims' advisory lock first and gives each endpoint no more than
+//! the room its cap leaves after every process's attempts in flight; rate-limited and paused
+//! endpoints are left to claims. A delivery it cannot hand off is written pending, due at
+//! once, and its room is freed.
 //!
 //! Both statements run on the connection the task keeps while batches follow one another (see
 //! `super::held`), and are kept prepared. The endpoint read looks each application up through a
@@ -396,8 +390,8 @@ impl Written {
 }
 
 /// Inserts the messages of the publishes at `positions` (skipping those whose `eventId` is
-/// taken) and the deliveries of those inserted, in one transaction of their own, then hands
-/// off the deliveries asked for within their endpoints' room, in one call.
+/// taken) and the deliveries of those inserted, in one statement and so one transaction of
+/// its own, handing off the deliveries asked for within their endpoints' room.
 async fn insert_batch(
     conn: &mut PgConnection,
     batch: &[Publish],
@@ -408,7 +402,7 @@ async fn insert_batch(
     let messages: Vec<&Message> = positions.iter().map(|&i| &batch[i].message).collect();
     // The batch's time, for the leases still live: its newest message's (the API's clock).
     let now = messages.iter().map(|m| m.created_at).max();
-    let row = sqlx::query(PUBLISH)
+    let rows = sqlx::query(PUBLISH)
         .bind(column(&messages, |m| m.id.as_str()))
         .bind(column(&messages, |m| m.app_id.as_str()))
         .bind(column(&messages, |m| m.event_type.as_str()))
@@ -426,27 +420,28 @@ async fn insert_batch(
         .bind(now.map_or(0, Timestamp::as_millis))
         .bind(i64::try_from(limits.per_endpoint).unwrap_or(i64::MAX))
         .bind(limits.cluster)
-        .fetch_one(conn)
+        .fetch_all(conn)
         .await?;
-    // Each array is NULL when empty (`array_agg` of no rows).
-    let array = |i| {
-        row.try_get::<Option<Vec<String>>, _>(i)
-            .map(Option::unwrap_or_default)
-    };
     let mut written = Written {
-        messages: array(0)?.into_iter().collect(),
+        messages: HashSet::new(),
         claimed: HashMap::new(),
     };
-    for (message, endpoint) in array(1)?.into_iter().zip(array(2)?) {
-        written.claimed.entry(message).or_default().push(endpoint);
+    for row in rows {
+        let id: String = row.try_get(0)?;
+        match row.try_get::<Option<String>, _>(1)? {
+            Some(endpoint) => written.claimed.entry(id).or_default().push(endpoint),
+            None => {
+                written.messages.insert(id);
+            }
+        }
     }
     Ok(written)
 }
 
-/// A batch in one call (see `hand_over.sql`): the messages and their deliveries, committed,
-/// then those asked for handed over within their endpoints' room, in a second transaction.
-const PUBLISH: &str = "CALL publish_and_hand_over($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
-    $12, $13, $14, $15, $16, $17, NULL, NULL, NULL)";
+/// A batch in one statement (see migration 0010): the messages, then their deliveries, those
+/// asked for written claimed within their endpoints' room.
+const PUBLISH: &str = "SELECT written_id, claimed_endpoint
+    FROM publish_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
 
 /// The positions of the publishes whose message the batch tries to insert: all but those
 /// repeating the (application, `eventId`) of an earlier one, which lose to it. In (application,
