@@ -37,6 +37,10 @@ from svix.models import (
 )
 
 
+# Distinct enough that no id or timestamp in a listing can contain it by chance.
+SECRET_KEY = "hookd-check-secret-access-key"
+
+
 def check(condition, what):
     if not condition:
         raise AssertionError(what)
@@ -90,20 +94,20 @@ def main(base_url, token, clock):
           "create rabbitMq: the URI's password is not shown")
     queue = d.create(app, DestinationIn(type="sqs", config=SqsConfigIn(
         queue_url="http://127.0.0.1:5000/123456789012/q.fifo", region="us-east-1",
-        access_key_id="AK", secret_access_key="SK", endpoint_url="http://127.0.0.1:5000")))
+        access_key_id="AK", secret_access_key=SECRET_KEY, endpoint_url="http://127.0.0.1:5000")))
     check(queue.config.region == "us-east-1", "create sqs")
     d.create(app, DestinationIn(type="sns", config=SnsConfigIn(
         topic_arn="arn:aws:sns:us-east-1:123456789012:t", region="us-east-1",
-        access_key_id="AK", secret_access_key="SK", endpoint_url="http://127.0.0.1:5000")))
+        access_key_id="AK", secret_access_key=SECRET_KEY, endpoint_url="http://127.0.0.1:5000")))
     d.create(app, DestinationIn(type="amazonS3", batch_size=100, max_wait_secs=10,
                                 config=S3ConfigIn(bucket="hookd-events", access_key_id="AK",
-                                                  secret_access_key="SK",
+                                                  secret_access_key=SECRET_KEY,
                                                   endpoint_url="http://127.0.0.1:5000")))
     listed = d.list(app, DestinationListOptions(limit=10))
     check([x.type for x in listed.data]
           == ["pollingEndpoint", "fifoEndpoint", "rabbitMq", "sqs", "sns", "amazonS3"],
           "list: every type parses as DestinationOut")
-    check("SK" not in listed.model_dump_json(), "list: no secretAccessKey shown")
+    check(SECRET_KEY not in listed.model_dump_json(), "list: no secretAccessKey shown")
 
     check(d.get(app, "poller").id == poller.id, "get by uid")
     upserted = d.upsert(app, "poller", DestinationIn(type="pollingEndpoint", config={},
