@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use bytes::Bytes;
 use hookd_core::{Clock, SystemClock};
-use http::header::{ACCEPT, AUTHORIZATION, HOST, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use http::header::{ACCEPT, AUTHORIZATION, HOST, HeaderMap, HeaderValue, USER_AGENT};
 use http::{Method, Uri};
 use http_body_util::Full;
 use reqwest::{Proxy, redirect, retry};
@@ -125,7 +125,7 @@ pub struct OutgoingRequest {
     /// The endpoint URL; it is POSTed to.
     pub url: String,
     /// `webhook-*`, `content-type` and the endpoint's custom headers. `user-agent` is added.
-    pub headers: Vec<(String, String)>,
+    pub headers: HeaderMap,
     /// The body, sent byte for byte as stored (never re-serialized).
     pub body: Bytes,
     /// The whole attempt: connecting, sending and reading the kept part of the response.
@@ -324,7 +324,7 @@ impl WebhookSender {
         let limits = self.inner.limits;
         match client {
             Client::Direct(client) => {
-                let request = self.direct_request(&target, request)?;
+                let request = self.direct_request(&target, request);
                 let response =
                     match tokio::time::timeout_at(deadline, client.request(request)).await {
                         Ok(Ok(response)) => response,
@@ -336,7 +336,7 @@ impl WebhookSender {
             Client::Proxied(client) => {
                 let response = client
                     .post(target.url.clone())
-                    .headers(header_map(&request.headers, 0)?)
+                    .headers(request.headers)
                     .timeout(request.timeout)
                     .body(request.body)
                     .send()
@@ -353,8 +353,8 @@ impl WebhookSender {
         &self,
         target: &Target,
         request: OutgoingRequest,
-    ) -> Result<http::Request<Full<Bytes>>, SendError> {
-        let mut headers = header_map(&request.headers, 4)?;
+    ) -> http::Request<Full<Bytes>> {
+        let mut headers = request.headers;
         if let Some(host) = &target.host {
             headers.entry(HOST).or_insert_with(|| host.clone());
         }
@@ -373,7 +373,7 @@ impl WebhookSender {
         *sent.method_mut() = Method::POST;
         *sent.uri_mut() = target.uri.clone();
         *sent.headers_mut() = headers;
-        Ok(sent)
+        sent
     }
 
     /// `raw` parsed and checked, as it was the first time it was sent to.
@@ -513,18 +513,6 @@ fn without_credentials(url: &Url) -> (Url, Option<HeaderValue>) {
         value
     });
     (bare, authorization)
-}
-
-/// The endpoint's headers, with room for `more`.
-fn header_map(headers: &[(String, String)], more: usize) -> Result<HeaderMap, SendError> {
-    let mut map = HeaderMap::with_capacity(headers.len() + more);
-    for (name, value) in headers {
-        let invalid = || SendError::Request(format!("invalid header {name:?}"));
-        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
-        let value = HeaderValue::from_bytes(value.as_bytes()).map_err(|_| invalid())?;
-        map.append(name, value);
-    }
-    Ok(map)
 }
 
 /// A reqwest failure as the attempt log's error. reqwest's own text ("error sending request

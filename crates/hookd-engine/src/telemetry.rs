@@ -125,9 +125,13 @@ pub fn describe() {
     );
 }
 
-/// Notes the limit an answer's endpoint had.
+/// Notes the limit an answer's endpoint had. The histogram's handle is looked up once and
+/// kept (every answer records here; the recorder is installed before the engine starts).
 pub fn endpoint_limit(limit: usize) {
-    metrics::histogram!(ENDPOINT_LIMIT).record(limit as f64);
+    static HANDLE: OnceLock<Histogram> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| metrics::histogram!(ENDPOINT_LIMIT))
+        .record(limit as f64);
 }
 
 /// Sets the engine's gauges from each endpoint's (limit, in flight) and its budgets in use.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::to_bytes;
 use axum::extract::Request;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use hookd_engine::http::ssrf::AddressPolicy;
@@ -116,10 +116,21 @@ fn loopback_sender() -> WebhookSender {
 fn post(url: impl Into<String>) -> OutgoingRequest {
     OutgoingRequest {
         url: url.into(),
-        headers: vec![("content-type".into(), "application/json".into())],
+        headers: headers(&[("content-type", "application/json")]),
         body: Bytes::from_static(br#"{"type":"ping"}"#),
         timeout: Duration::from_secs(10),
     }
+}
+
+/// A request's headers from `(name, value)` pairs.
+fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+    pairs
+        .iter()
+        .map(|(name, value)| {
+            let name = HeaderName::from_bytes(name.as_bytes()).unwrap();
+            (name, HeaderValue::from_str(value).unwrap())
+        })
+        .collect()
 }
 
 fn answer(
@@ -140,19 +151,16 @@ async fn a_2xx_succeeds_with_the_request_sent_byte_for_byte() {
     let body = Bytes::from_static(b"{\"type\": \"order.shipped\",  \"data\":{\"id\":1}}\n\xff\x00");
     let request = OutgoingRequest {
         url: receiver.url("/hooks/in?tenant=acme&x=%20"),
-        headers: vec![
+        headers: headers(&[
+            ("webhook-id", "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W"),
+            ("webhook-timestamp", "1674087231"),
             (
-                "webhook-id".into(),
-                "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W".into(),
+                "webhook-signature",
+                "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4= v1,x",
             ),
-            ("webhook-timestamp".into(), "1674087231".into()),
-            (
-                "webhook-signature".into(),
-                "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4= v1,x".into(),
-            ),
-            ("content-type".into(), "application/json".into()),
-            ("X-Custom-Header".into(), "Value  with\tspacing".into()),
-        ],
+            ("content-type", "application/json"),
+            ("X-Custom-Header", "Value  with\tspacing"),
+        ]),
         body: body.clone(),
         timeout: Duration::from_secs(10),
     };
@@ -455,7 +463,7 @@ fn roots_that_are_not_pem_are_refused_when_the_client_is_built() {
 }
 
 #[tokio::test]
-async fn bad_urls_and_headers_are_reported() {
+async fn bad_urls_are_reported() {
     let sender = loopback_sender();
     for url in ["not a url", "ftp://example.com/", "http://"] {
         let outcome = sender.send(post(url)).await;
@@ -464,15 +472,6 @@ async fn bad_urls_and_headers_are_reported() {
             "{url}: {outcome:?}"
         );
     }
-    let request = OutgoingRequest {
-        headers: vec![("bad header".into(), "x".into())],
-        ..post("http://127.0.0.1:9/")
-    };
-    let outcome = sender.send(request).await;
-    assert!(
-        matches!(outcome.error, Some(SendError::Request(_))),
-        "{outcome:?}"
-    );
 }
 
 fn assert_refused(outcome: &SendOutcome, url: &str) {
@@ -780,7 +779,7 @@ async fn credentials_in_the_url_are_sent_as_basic_authorization() {
     let sender = loopback_sender();
     let with_credentials = format!("http://hook%20user:p%40ss@{}/in", receiver.addr);
     let own_authorization = OutgoingRequest {
-        headers: vec![("authorization".into(), "Bearer endpoint-own".into())],
+        headers: headers(&[("authorization", "Bearer endpoint-own")]),
         ..post(with_credentials.clone())
     };
 

@@ -7,8 +7,8 @@
 use std::pin::pin;
 
 use bytes::Buf;
-use http::Response;
 use http::header::RETRY_AFTER;
+use http::{Response, Version};
 use http_body::Body;
 use http_body_util::BodyExt;
 use tokio::time::{Instant, timeout_at};
@@ -46,27 +46,48 @@ pub(super) async fn capture<B: Body>(
     Captured {
         status,
         head,
-        body: String::from_utf8_lossy(&body).into_owned(),
+        body: lossy(body),
         retry_after,
     }
 }
 
 /// `HTTP/1.1 503 Service Unavailable\r\nname: value\r\n…`, header values decoded lossily.
+/// Written piece by piece into a buffer sized for it: the formatting machinery costs more
+/// than the copying.
 fn format_head<B>(response: &Response<B>) -> String {
     let status = response.status();
-    let mut head = format!(
-        "{:?} {} {}",
-        response.version(),
-        status.as_str(),
-        status.canonical_reason().unwrap_or_default()
-    );
-    for (name, value) in response.headers() {
+    let reason = status.canonical_reason().unwrap_or_default();
+    let headers = response.headers();
+    let size = headers
+        .iter()
+        .fold(16 + reason.len(), |size, (name, value)| {
+            size + 4 + name.as_str().len() + value.len()
+        });
+    let mut head = String::with_capacity(size);
+    head.push_str(version(response.version()));
+    head.push(' ');
+    head.push_str(status.as_str());
+    head.push(' ');
+    head.push_str(reason);
+    for (name, value) in headers {
         head.push_str("\r\n");
         head.push_str(name.as_str());
         head.push_str(": ");
         head.push_str(&String::from_utf8_lossy(value.as_bytes()));
     }
     head
+}
+
+/// The version as its `Debug` prints it (`HTTP/1.1`), which the attempt log has always shown.
+fn version(version: Version) -> &'static str {
+    match version {
+        Version::HTTP_09 => "HTTP/0.9",
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_11 => "HTTP/1.1",
+        Version::HTTP_2 => "HTTP/2.0",
+        Version::HTTP_3 => "HTTP/3.0",
+        _ => "HTTP/?",
+    }
 }
 
 async fn read_prefix<B: Body>(body: B, cap: usize, deadline: Instant) -> Vec<u8> {
@@ -88,6 +109,12 @@ async fn read_prefix<B: Body>(body: B, cap: usize, deadline: Instant) -> Vec<u8>
         }
     }
     kept
+}
+
+/// `bytes` as text, without a copy when they are valid UTF-8.
+fn lossy(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes)
+        .unwrap_or_else(|invalid| String::from_utf8_lossy(invalid.as_bytes()).into_owned())
 }
 
 /// `text` cut to at most `max` bytes, on a character boundary.

@@ -14,6 +14,8 @@ use hookd_core::operations::AttemptEvent;
 use hookd_core::{AppId, AttemptId, Timestamp};
 use hookd_store::ClaimedDelivery;
 use hookd_vault::OpenedKeys;
+use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use webhook_signature::header;
 
 use crate::http::{OutgoingRequest, SendOutcome};
 use crate::pipeline::schedule::{RetrySchedule, parse_retry_after};
@@ -28,6 +30,10 @@ pub enum Unsendable {
     Keys(String),
     #[error("cannot sign: {0}")]
     Sign(String),
+    /// A custom header (stored before names and values were checked) is not a valid header;
+    /// told as the sender told it when it was the one to find out.
+    #[error("request failed: invalid header {0:?}")]
+    Header(String),
 }
 
 impl Unsendable {
@@ -63,19 +69,27 @@ pub fn request(
     let signature = signer
         .signature(message.id.as_str(), timestamp, &body)
         .map_err(|e| Unsendable::Sign(e.to_string()))?;
-    let mut headers = vec![
-        ("webhook-id".to_owned(), message.id.to_string()),
-        ("webhook-timestamp".to_owned(), timestamp.to_string()),
-        ("webhook-signature".to_owned(), signature.clone()),
-        ("content-type".to_owned(), "application/json".to_owned()),
+    let signed = [
+        HeaderValue::from_str(message.id.as_str()).map_err(|_| invalid("webhook-id"))?,
+        HeaderValue::from(timestamp),
+        HeaderValue::try_from(signature).map_err(|_| invalid("webhook-signature"))?,
     ];
-    if svix_headers {
-        headers.push(("svix-id".to_owned(), message.id.to_string()));
-        headers.push(("svix-timestamp".to_owned(), timestamp.to_string()));
-        headers.push(("svix-signature".to_owned(), signature));
+    // Destinations beyond HTTP carry only the signed headers (see `destinations`).
+    let custom = (endpoint.destination.is_http())
+        .then(|| endpoint.headers.iter().chain(keys.headers()))
+        .into_iter()
+        .flatten();
+    let mut headers = HeaderMap::with_capacity(SENT_HEADERS + custom.clone().count());
+    let svix = svix_headers.then(|| SVIX_HEADERS.into_iter().zip(signed.clone()));
+    headers.extend(WEBHOOK_HEADERS.into_iter().zip(signed));
+    headers.append(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.extend(svix.into_iter().flatten());
+    for (name, value) in custom {
+        let parsed = HeaderName::from_bytes(name.as_bytes()).ok();
+        let header = parsed.zip(HeaderValue::from_str(value).ok());
+        let (name, value) = header.ok_or_else(|| invalid(name))?;
+        headers.append(name, value);
     }
-    let custom = endpoint.headers.iter().chain(keys.headers());
-    headers.extend(custom.map(|(k, v)| (k.clone(), v.clone())));
     let timeout = timeout.clamp(Duration::from_secs(1), Duration::from_secs(30));
     Ok(OutgoingRequest {
         url: endpoint.url.clone(),
@@ -83,6 +97,28 @@ pub fn request(
         body: Bytes::from(body),
         timeout,
     })
+}
+
+/// `webhook-id`, `webhook-timestamp` and `webhook-signature`.
+const WEBHOOK_HEADERS: [HeaderName; 3] = [
+    HeaderName::from_static(header::ID),
+    HeaderName::from_static(header::TIMESTAMP),
+    HeaderName::from_static(header::SIGNATURE),
+];
+
+/// The same three under Svix's names, for receivers that look for those.
+const SVIX_HEADERS: [HeaderName; 3] = [
+    HeaderName::from_static("svix-id"),
+    HeaderName::from_static("svix-timestamp"),
+    HeaderName::from_static("svix-signature"),
+];
+
+/// The most headers a request has besides the endpoint's: ours, Svix's, and what the sender
+/// adds (`traceparent`, `host`, `authorization`, `user-agent`, `accept`); sized once for all.
+const SENT_HEADERS: usize = 4 + 3 + 5;
+
+fn invalid(name: &str) -> Unsendable {
+    Unsendable::Header(name.to_owned())
 }
 
 /// What an attempt's outcome means.
@@ -116,9 +152,10 @@ pub const SLOW_DOWN: Duration = Duration::from_secs(1);
 /// (the delivery that was told waits for that on its own schedule).
 pub const MAX_SLOW_DOWN: Duration = Duration::from_secs(60);
 
-/// What happened: the outcome, or an error that stopped the request from being made.
+/// What happened: the outcome (its response moves into the attempt row), or an error that
+/// stopped the request from being made.
 pub enum Happened<'a> {
-    Sent(&'a SendOutcome),
+    Sent(SendOutcome),
     NotSent(&'a Unsendable),
 }
 
@@ -139,9 +176,9 @@ pub fn judge(
             outcome.status,
             match &outcome.error {
                 Some(error) if outcome.status.is_none() => error.to_string(),
-                _ => outcome.response_body.clone(),
+                _ => outcome.response_body,
             },
-            outcome.response_head.clone(),
+            outcome.response_head,
             outcome.duration,
             outcome
                 .retry_after

@@ -24,6 +24,7 @@ use hookd_sinks::{
 };
 use hookd_store::ClaimedDelivery;
 use hookd_vault::EndpointKeys;
+use webhook_signature::header;
 
 use crate::http::{OutgoingRequest, SendError, SendOutcome};
 
@@ -201,10 +202,13 @@ fn aws_access(access: &AwsAccess, secret: Option<&String>) -> Result<aws::AwsAcc
 /// What a destination receives of the signed request: its body and Standard Webhooks
 /// headers, with the message's event type and ordering key.
 fn publication(claimed: &ClaimedDelivery, request: OutgoingRequest) -> Publication {
-    let signed = ["webhook-id", "webhook-timestamp", "webhook-signature"];
+    let signed = [header::ID, header::TIMESTAMP, header::SIGNATURE];
     let headers = signed
         .iter()
-        .filter_map(|name| request.headers.iter().find(|(n, _)| n == name).cloned())
+        .filter_map(|&name| {
+            let value = request.headers.get(name)?.to_str().ok()?;
+            Some((name.to_owned(), value.to_owned()))
+        })
         .collect();
     Publication {
         message_id: claimed.message.id.to_string(),

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use hookd_core::model::Delivery;
 use hookd_store::ClaimedDelivery;
+use http::{HeaderName, HeaderValue};
 use tracing::Instrument;
 
 use crate::http::{OutgoingRequest, SendError, SendOutcome};
@@ -117,16 +118,21 @@ impl Engine {
                     true => self.post(request).await,
                     false => self.publish(claimed, request).await,
                 };
+                let (class, took, signal) = (
+                    telemetry::outcome(&outcome),
+                    outcome.duration,
+                    signal(&outcome),
+                );
                 let verdict = attempt::judge(
                     claimed,
-                    Happened::Sent(&outcome),
+                    Happened::Sent(outcome),
                     self.clock.now(),
                     schedule,
                     failing_after,
                     jitter,
                 );
-                self.made(&verdict, telemetry::outcome(&outcome), outcome.duration);
-                (verdict, signal(&outcome))
+                self.made(&verdict, class, took);
+                (verdict, signal)
             }
             Err(error) => {
                 let verdict = attempt::judge(
@@ -148,8 +154,8 @@ impl Engine {
     /// POSTs the attempt to an HTTP endpoint, with the trace it belongs to.
     async fn post(&self, mut request: OutgoingRequest) -> SendOutcome {
         let traceparent = self.config.traceparent.as_ref().and_then(|t| (t.0)());
-        if let Some(value) = traceparent {
-            request.headers.push(("traceparent".to_owned(), value));
+        if let Some(value) = traceparent.and_then(|value| HeaderValue::try_from(value).ok()) {
+            request.headers.append(TRACEPARENT, value);
         }
         self.sender.send(request).await
     }
@@ -178,6 +184,9 @@ fn signal(outcome: &SendOutcome) -> Signal {
         (None, _) => Signal::None,
     }
 }
+
+/// The W3C trace context header.
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
 /// How long an endpoint being disabled (it answered `410 Gone`) starts nothing, so that no
 /// attempt starts between the answer and the write that disables it.

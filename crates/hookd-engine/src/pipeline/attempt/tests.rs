@@ -115,11 +115,8 @@ fn the_request_is_signed_over_the_stored_bytes() {
     .unwrap();
     assert_eq!(&request.body[..], br#"{"orderId": 1003}"#);
     let header = |name: &str| {
-        request
-            .headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
+        let value = request.headers.get(name)?;
+        Some(value.to_str().unwrap().to_owned())
     };
     assert_eq!(
         header("webhook-id").as_deref(),
@@ -143,7 +140,7 @@ fn the_request_is_signed_over_the_stored_bytes() {
     let pairs: Vec<_> = request
         .headers
         .iter()
-        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .map(|(n, v)| (n.as_str(), v.to_str().unwrap()))
         .collect();
     verifier
         .verify(&request.body, pairs)
@@ -161,8 +158,8 @@ fn svix_headers_repeat_the_webhook_headers() {
     )
     .unwrap();
     let header = |name: &str| {
-        let mut values = request.headers.iter().filter(|(n, _)| n == name);
-        let (_, value) = values.next().unwrap_or_else(|| panic!("no {name}"));
+        let mut values = request.headers.get_all(name).iter();
+        let value = values.next().unwrap_or_else(|| panic!("no {name}"));
         assert!(values.next().is_none(), "one {name}");
         value.clone()
     };
@@ -176,11 +173,60 @@ fn svix_headers_repeat_the_webhook_headers() {
 }
 
 #[test]
+fn the_headers_go_in_the_order_receivers_have_always_seen() {
+    let request = request(
+        &claimed(0),
+        opened_keys().1,
+        Timestamp::from_millis(0),
+        Duration::from_secs(15),
+        true,
+    )
+    .unwrap();
+    let names: Vec<&str> = request.headers.keys().map(|n| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "webhook-id",
+            "webhook-timestamp",
+            "webhook-signature",
+            "content-type",
+            "svix-id",
+            "svix-timestamp",
+            "svix-signature",
+            "x-tenant",
+            "authorization",
+        ]
+    );
+}
+
+#[test]
+fn an_invalid_stored_header_makes_the_request_unsendable_as_the_sender_said() {
+    let mut claimed = claimed(0);
+    claimed
+        .endpoint
+        .headers
+        .insert("bad header".into(), "x".into());
+    let refused = request(
+        &claimed,
+        opened_keys().1,
+        Timestamp::from_millis(0),
+        Duration::from_secs(15),
+        false,
+    );
+    let error = refused.expect_err("the header is refused");
+    assert_eq!(error, Unsendable::Header("bad header".into()));
+    assert_eq!(
+        error.to_string(),
+        r#"request failed: invalid header "bad header""#
+    );
+}
+
+#[test]
 fn success_finishes_the_delivery() {
     let finished = Timestamp::from_millis(1_700_000_001_000);
     let verdict = judge(
         &claimed(0),
-        Happened::Sent(&outcome(Some(204), None)),
+        Happened::Sent(outcome(Some(204), None)),
         finished,
         &RetrySchedule::default(),
         4,
@@ -202,7 +248,7 @@ fn failures_follow_the_schedule_until_it_runs_out() {
     let schedule = RetrySchedule::default();
     let first = judge(
         &claimed(0),
-        Happened::Sent(&outcome(Some(500), None)),
+        Happened::Sent(outcome(Some(500), None)),
         finished,
         &schedule,
         4,
@@ -215,7 +261,7 @@ fn failures_follow_the_schedule_until_it_runs_out() {
     );
     let redirect = judge(
         &claimed(1),
-        Happened::Sent(&outcome(Some(301), None)),
+        Happened::Sent(outcome(Some(301), None)),
         finished,
         &schedule,
         4,
@@ -227,7 +273,7 @@ fn failures_follow_the_schedule_until_it_runs_out() {
     );
     let last = judge(
         &claimed(9),
-        Happened::Sent(&outcome(Some(500), None)),
+        Happened::Sent(outcome(Some(500), None)),
         finished,
         &schedule,
         4,
@@ -247,7 +293,7 @@ fn overload_answers_ask_to_slow_down_for_their_retry_after_or_a_second() {
         let schedule = RetrySchedule::default();
         judge(
             &claimed(0),
-            Happened::Sent(&outcome),
+            Happened::Sent(outcome),
             finished,
             &schedule,
             4,
@@ -277,7 +323,7 @@ fn retry_after_delays_the_retry_of_any_failed_answer() {
     let schedule = RetrySchedule::default();
     let slow_down = judge(
         &claimed(0),
-        Happened::Sent(&outcome(Some(429), Some("120"))),
+        Happened::Sent(outcome(Some(429), Some("120"))),
         finished,
         &schedule,
         4,
@@ -289,7 +335,7 @@ fn retry_after_delays_the_retry_of_any_failed_answer() {
     );
     let failed = judge(
         &claimed(0),
-        Happened::Sent(&outcome(Some(500), Some("120"))),
+        Happened::Sent(outcome(Some(500), Some("120"))),
         finished,
         &schedule,
         4,
@@ -302,7 +348,7 @@ fn retry_after_delays_the_retry_of_any_failed_answer() {
     assert_eq!(failed.slow_down, None, "a 500 does not pause the endpoint");
     let shorter = judge(
         &claimed(2),
-        Happened::Sent(&outcome(Some(500), Some("120"))),
+        Happened::Sent(outcome(Some(500), Some("120"))),
         finished,
         &schedule,
         4,
@@ -319,7 +365,7 @@ fn retry_after_delays_the_retry_of_any_failed_answer() {
 fn gone_fails_the_delivery_and_disables_the_endpoint() {
     let verdict = judge(
         &claimed(0),
-        Happened::Sent(&outcome(Some(410), None)),
+        Happened::Sent(outcome(Some(410), None)),
         Timestamp::from_millis(0),
         &RetrySchedule::default(),
         4,
@@ -337,7 +383,7 @@ fn the_operator_hears_of_failing_exhausted_and_recovered_deliveries() {
         let outcome = outcome(Some(status), None);
         let schedule = RetrySchedule::default();
         let at = Timestamp::from_millis(0);
-        judge(&claimed, Happened::Sent(&outcome), at, &schedule, 4, 0.0).notice
+        judge(&claimed, Happened::Sent(outcome), at, &schedule, 4, 0.0).notice
     };
     assert_eq!(
         notice(2, 500, false),
@@ -357,7 +403,7 @@ fn the_operator_hears_of_failing_exhausted_and_recovered_deliveries() {
     assert_eq!(notice(4, 204, true), None, "a manual resend is not told");
     let never = judge(
         &claimed(3),
-        Happened::Sent(&outcome(Some(500), None)),
+        Happened::Sent(outcome(Some(500), None)),
         Timestamp::from_millis(0),
         &RetrySchedule::default(),
         0,
