@@ -224,7 +224,7 @@ where
         .ok_or(ApiError::Unauthorized)?;
     let caller = caller_for(state, token).await?;
     let method = request.method().clone();
-    let path = request.uri().path().to_owned();
+    let path = crate::path_in_api(request.uri().path()).to_owned();
     let route = request
         .extensions()
         .get::<MatchedPath>()

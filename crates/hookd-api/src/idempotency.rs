@@ -83,7 +83,8 @@ fn scoped_key(request: &Request) -> Option<String> {
         .map(HeaderValue::as_bytes)
         .unwrap_or_default();
     let mut digest = Sha256::new();
-    for part in [token, request.uri().path().as_bytes(), key] {
+    let path = crate::path_in_api(request.uri().path());
+    for part in [token, path.as_bytes(), key] {
         digest.update((part.len() as u64).to_be_bytes());
         digest.update(part);
     }

@@ -38,6 +38,14 @@
 //! - [`error`]: [`ApiError`] and its one mapping to HTTP.
 //! - [`state`]: [`ApiState`] and [`ApiConfig`].
 
+/// `$path` under [`API_PREFIX`], for a route of it: routes carry their whole path, since a
+/// nested router would rewrite the URI of every request it takes.
+macro_rules! v1 {
+    ($path:literal) => {
+        concat!("/api/v1", $path)
+    };
+}
+
 pub mod auth;
 mod cache;
 mod connections;
@@ -69,7 +77,15 @@ const ENVELOPE_ALLOWANCE: usize = 64 * 1024;
 
 /// Where the API is served; the paths of [`permissions::TABLE`] are under it, but the ingest
 /// API's, which are under [`routes::ingest::INGEST_PREFIX`].
-pub const API_PREFIX: &str = "/api/v1";
+pub const API_PREFIX: &str = v1!("");
+
+/// `path` as it reads under [`API_PREFIX`] (`/app/app_1/msg`): what audit lines show and
+/// `Idempotency-Key`s are scoped by. The ingest API's paths, elsewhere, are left whole.
+pub(crate) fn path_in_api(path: &str) -> &str {
+    path.strip_prefix(API_PREFIX)
+        .filter(|rest| rest.starts_with('/'))
+        .unwrap_or(path)
+}
 
 /// The whole API under [`API_PREFIX`].
 pub fn router(state: ApiState) -> Router {
@@ -80,7 +96,8 @@ pub fn router(state: ApiState) -> Router {
     let body_limit = state.config().max_payload_bytes + ENVELOPE_ALLOWANCE;
     let in_flight = overload::InFlight::new(state.config().max_in_flight);
     Router::new()
-        .nest(API_PREFIX, routes::health::routes().merge(authenticated))
+        .merge(routes::health::routes())
+        .merge(authenticated)
         .merge(ingest)
         .merge(routes::ingest::receive_routes())
         .fallback(|| async { ApiError::NotFound("route") })
@@ -109,4 +126,20 @@ pub(crate) fn authenticated_routes() -> Router<ApiState> {
         .merge(routes::openapi_import::routes())
         .merge(routes::auth::routes())
         .merge(routes::whoami::routes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_read_under_the_prefix_but_the_ingest_apis() {
+        assert_eq!(path_in_api("/api/v1/app/app_1/msg"), "/app/app_1/msg");
+        assert_eq!(path_in_api("/api/v1"), "/api/v1");
+        assert_eq!(path_in_api("/api/v1x/app"), "/api/v1x/app");
+        assert_eq!(
+            path_in_api("/ingest/api/v1/source"),
+            "/ingest/api/v1/source"
+        );
+    }
 }

@@ -16,10 +16,12 @@ use crate::list::{ListOut, page_request};
 use crate::{ApiError, ApiState, Principal, validate};
 
 pub fn routes() -> Router<ApiState> {
-    Router::new().route("/app", get(list).post(create)).route(
-        "/app/{app_id}",
-        get(fetch).put(upsert).patch(patch).delete(remove),
-    )
+    Router::new()
+        .route(v1!("/app"), get(list).post(create))
+        .route(
+            v1!("/app/{app_id}"),
+            get(fetch).put(upsert).patch(patch).delete(remove),
+        )
 }
 
 #[derive(Deserialize)]

@@ -21,19 +21,25 @@ use crate::{ApiError, ApiState, Principal};
 
 pub fn routes() -> Router<ApiState> {
     Router::new()
-        .route("/app/{app_id}/attempt/msg/{msg_id}", get(by_message))
+        .route(v1!("/app/{app_id}/attempt/msg/{msg_id}"), get(by_message))
         .route(
-            "/app/{app_id}/attempt/endpoint/{endpoint_id}",
+            v1!("/app/{app_id}/attempt/endpoint/{endpoint_id}"),
             get(by_endpoint),
         )
-        .route("/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}", get(one))
         .route(
-            "/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}/content",
+            v1!("/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}"),
+            get(one),
+        )
+        .route(
+            v1!("/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}/content"),
             delete(expunge),
         )
-        .route("/app/{app_id}/msg/{msg_id}/endpoint", get(destinations))
         .route(
-            "/app/{app_id}/endpoint/{endpoint_id}/msg",
+            v1!("/app/{app_id}/msg/{msg_id}/endpoint"),
+            get(destinations),
+        )
+        .route(
+            v1!("/app/{app_id}/endpoint/{endpoint_id}/msg"),
             get(endpoint_messages),
         )
 }

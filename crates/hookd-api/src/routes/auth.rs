@@ -23,10 +23,13 @@ use crate::{ApiError, ApiState, Principal, validate};
 
 pub fn routes() -> Router<ApiState> {
     Router::new()
-        .route("/auth/token", get(list).post(create))
-        .route("/auth/token/{token_id}", delete(revoke))
-        .route("/auth/logout", post(logout))
-        .route("/auth/app-portal-access/{app_id}", post(app_portal_access))
+        .route(v1!("/auth/token"), get(list).post(create))
+        .route(v1!("/auth/token/{token_id}"), delete(revoke))
+        .route(v1!("/auth/logout"), post(logout))
+        .route(
+            v1!("/auth/app-portal-access/{app_id}"),
+            post(app_portal_access),
+        )
 }
 
 /// Longest and shortest life of a portal token, as Svix allows; the default is the longest.

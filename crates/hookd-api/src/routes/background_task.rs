@@ -20,21 +20,21 @@ use crate::{ApiError, ApiState, Principal, validate};
 pub fn routes() -> Router<ApiState> {
     Router::new()
         .route(
-            "/app/{app_id}/endpoint/{endpoint_id}/replay-missing",
+            v1!("/app/{app_id}/endpoint/{endpoint_id}/replay-missing"),
             post(replay_missing),
         )
         .route(
-            "/app/{app_id}/endpoint/{endpoint_id}/bulk-replay",
+            v1!("/app/{app_id}/endpoint/{endpoint_id}/bulk-replay"),
             post(bulk_replay),
         )
         .route(
-            "/app/{app_id}/msg/expunge-all-contents",
+            v1!("/app/{app_id}/msg/expunge-all-contents"),
             post(expunge_all_contents),
         )
-        .route("/stats/usage/app", post(app_stats))
-        .route("/stats/usage/event-types", put(aggregate_event_types))
-        .route("/background-task", get(list))
-        .route("/background-task/{task_id}", get(get_one))
+        .route(v1!("/stats/usage/app"), post(app_stats))
+        .route(v1!("/stats/usage/event-types"), put(aggregate_event_types))
+        .route(v1!("/background-task"), get(list))
+        .route(v1!("/background-task/{task_id}"), get(get_one))
 }
 
 #[derive(Deserialize)]

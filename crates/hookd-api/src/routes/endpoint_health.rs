@@ -27,7 +27,10 @@ const DAY: (Duration, usize) = (HOUR, 24);
 const WEEK: (Duration, usize) = (Duration::from_secs(6 * 60 * 60), 28);
 
 pub fn routes() -> Router<ApiState> {
-    Router::new().route("/app/{app_id}/endpoint/{endpoint_id}/health", get(health))
+    Router::new().route(
+        v1!("/app/{app_id}/endpoint/{endpoint_id}/health"),
+        get(health),
+    )
 }
 
 #[derive(Serialize)]

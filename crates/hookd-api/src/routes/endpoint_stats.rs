@@ -19,7 +19,10 @@ use crate::{ApiError, ApiState, Principal};
 const DEFAULT_PERIOD: Duration = Duration::from_secs(24 * 60 * 60);
 
 pub fn routes() -> Router<ApiState> {
-    Router::new().route("/app/{app_id}/endpoint/{endpoint_id}/stats", get(stats))
+    Router::new().route(
+        v1!("/app/{app_id}/endpoint/{endpoint_id}/stats"),
+        get(stats),
+    )
 }
 
 #[derive(Serialize)]

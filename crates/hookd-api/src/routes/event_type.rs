@@ -21,9 +21,9 @@ use crate::{ApiError, ApiState, validate};
 
 pub fn routes() -> Router<ApiState> {
     Router::new()
-        .route("/event-type", get(list).post(create))
+        .route(v1!("/event-type"), get(list).post(create))
         .route(
-            "/event-type/{event_type_name}",
+            v1!("/event-type/{event_type_name}"),
             get(fetch).put(upsert).patch(patch).delete(remove),
         )
 }

@@ -14,9 +14,9 @@ pub const OPENAPI: &str = include_str!("../../openapi.json");
 
 pub fn routes() -> Router<ApiState> {
     Router::new()
-        .route("/health", get(health))
-        .route("/health/ping", get(ping))
-        .route("/openapi.json", get(openapi))
+        .route(v1!("/health"), get(health))
+        .route(v1!("/health/ping"), get(ping))
+        .route(v1!("/openapi.json"), get(openapi))
 }
 
 /// 204 when the database answers, 503 when it does not.

@@ -40,10 +40,10 @@ use crate::{ApiError, ApiState, Principal};
 
 pub fn routes() -> Router<ApiState> {
     Router::new()
-        .route("/app/{app_id}/msg", get(list).merge(post(publish)))
-        .route("/app/{app_id}/msg/precheck/active", post(precheck))
-        .route("/app/{app_id}/msg/{msg_id}", get(fetch))
-        .route("/app/{app_id}/msg/{msg_id}/content", delete(expunge))
+        .route(v1!("/app/{app_id}/msg"), get(list).merge(post(publish)))
+        .route(v1!("/app/{app_id}/msg/precheck/active"), post(precheck))
+        .route(v1!("/app/{app_id}/msg/{msg_id}"), get(fetch))
+        .route(v1!("/app/{app_id}/msg/{msg_id}/content"), delete(expunge))
 }
 
 /// [`create`], its answer marked: publishes, accepted or not, leave no audit line of their

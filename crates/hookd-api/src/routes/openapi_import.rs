@@ -26,7 +26,7 @@ use crate::validate;
 use crate::{ApiError, ApiState};
 
 pub fn routes() -> Router<ApiState> {
-    Router::new().route("/event-type/import/openapi", post(import))
+    Router::new().route(v1!("/event-type/import/openapi"), post(import))
 }
 
 #[derive(Deserialize)]

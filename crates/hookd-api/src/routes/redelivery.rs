@@ -29,19 +29,19 @@ use crate::{ApiError, ApiState, Principal};
 pub fn routes() -> Router<ApiState> {
     Router::new()
         .route(
-            "/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend",
+            v1!("/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend"),
             post(resend),
         )
         .route(
-            "/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/skip",
+            v1!("/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/skip"),
             post(skip),
         )
         .route(
-            "/app/{app_id}/endpoint/{endpoint_id}/recover",
+            v1!("/app/{app_id}/endpoint/{endpoint_id}/recover"),
             post(recover),
         )
         .route(
-            "/app/{app_id}/endpoint/{endpoint_id}/send-example",
+            v1!("/app/{app_id}/endpoint/{endpoint_id}/send-example"),
             post(send_example),
         )
 }

@@ -11,7 +11,7 @@ use crate::ApiState;
 use crate::auth::{Caller, Principal};
 
 pub fn routes() -> Router<ApiState> {
-    Router::new().route("/auth/whoami", get(whoami))
+    Router::new().route(v1!("/auth/whoami"), get(whoami))
 }
 
 #[derive(Serialize)]

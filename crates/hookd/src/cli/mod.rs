@@ -7,6 +7,7 @@ mod delivery;
 mod hosts;
 mod keygen;
 mod listen;
+mod log_fields;
 mod master_key;
 mod metrics;
 mod migrate;

@@ -237,7 +237,9 @@ fn init_logging(json: bool, traces: &TraceOptions) -> anyhow::Result<Option<Trac
     let lines = if json {
         lines.json().boxed()
     } else {
-        lines.boxed()
+        lines
+            .fmt_fields(super::log_fields::PlainFields::default())
+            .boxed()
     };
     let (spans, exporter) = traces.layer()?.unzip();
     tracing_subscriber::registry()

@@ -34,35 +34,35 @@ use crate::{ApiError, ApiState, Principal};
 pub fn routes() -> Router<ApiState> {
     Router::new()
         .route(
-            "/app/{app_id}/destination",
+            v1!("/app/{app_id}/destination"),
             get(crud::list).post(crud::create),
         )
         .route(
-            "/app/{app_id}/destination/{destination_id}",
+            v1!("/app/{app_id}/destination/{destination_id}"),
             get(crud::fetch)
                 .put(crud::upsert)
                 .patch(crud::patch)
                 .delete(crud::remove),
         )
         .route(
-            "/app/{app_id}/destination/{destination_id}/secret",
+            v1!("/app/{app_id}/destination/{destination_id}/secret"),
             get(crud::secret),
         )
         .route(
-            "/app/{app_id}/destination/{destination_id}/secret/rotate",
+            v1!("/app/{app_id}/destination/{destination_id}/secret/rotate"),
             post(crud::rotate_secret),
         )
-        .route("/app/{app_id}/poller/{sink_id}", get(poller::poll))
+        .route(v1!("/app/{app_id}/poller/{sink_id}"), get(poller::poll))
         .route(
-            "/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}",
+            v1!("/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}"),
             get(poller::consumer_poll),
         )
         .route(
-            "/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}/seek",
+            v1!("/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}/seek"),
             post(poller::consumer_seek),
         )
         .route(
-            "/auth/app/{app_id}/destination/{sink_id}/poller/token/rotate",
+            v1!("/auth/app/{app_id}/destination/{sink_id}/poller/token/rotate"),
             post(poller::rotate_token),
         )
 }

@@ -40,48 +40,51 @@ use crate::{ApiError, ApiState, Principal};
 
 pub fn routes() -> Router<ApiState> {
     Router::new()
-        .route("/app/{app_id}/endpoint", get(crud::list).post(crud::create))
         .route(
-            "/app/{app_id}/endpoint/{endpoint_id}",
+            v1!("/app/{app_id}/endpoint"),
+            get(crud::list).post(crud::create),
+        )
+        .route(
+            v1!("/app/{app_id}/endpoint/{endpoint_id}"),
             get(crud::fetch)
                 .put(crud::upsert)
                 .patch(crud::patch)
                 .delete(crud::remove),
         )
         .route(
-            "/app/{app_id}/endpoint/{endpoint_id}/secret",
+            v1!("/app/{app_id}/endpoint/{endpoint_id}/secret"),
             get(secret::secret),
         )
         .route(
-            "/app/{app_id}/endpoint/{endpoint_id}/secret/rotate",
+            v1!("/app/{app_id}/endpoint/{endpoint_id}/secret/rotate"),
             post(secret::rotate_secret),
         )
         .route(
-            "/app/{app_id}/endpoint/{endpoint_id}/headers",
+            v1!("/app/{app_id}/endpoint/{endpoint_id}/headers"),
             get(headers::headers)
                 .put(headers::replace_headers)
                 .patch(headers::patch_headers),
         )
         .route(
-            "/operational-webhook/endpoint",
+            v1!("/operational-webhook/endpoint"),
             get(operational::list).post(operational::create),
         )
         .route(
-            "/operational-webhook/endpoint/{endpoint_id}",
+            v1!("/operational-webhook/endpoint/{endpoint_id}"),
             get(operational::fetch)
                 .put(operational::upsert)
                 .delete(operational::remove),
         )
         .route(
-            "/operational-webhook/endpoint/{endpoint_id}/secret",
+            v1!("/operational-webhook/endpoint/{endpoint_id}/secret"),
             get(operational::secret),
         )
         .route(
-            "/operational-webhook/endpoint/{endpoint_id}/secret/rotate",
+            v1!("/operational-webhook/endpoint/{endpoint_id}/secret/rotate"),
             post(operational::rotate_secret),
         )
         .route(
-            "/operational-webhook/endpoint/{endpoint_id}/headers",
+            v1!("/operational-webhook/endpoint/{endpoint_id}/headers"),
             get(operational::headers).put(operational::replace_headers),
         )
 }
