@@ -376,14 +376,7 @@ mod tests {
                      3, 0, 0, 5);",
         )
         .unwrap();
-        let rows = |sql: &str| -> Vec<String> {
-            conn.prepare(sql)
-                .unwrap()
-                .query_map([], |row| row.get(0))
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap()
-        };
+        let rows = |sql: &str| rows(&conn, sql);
         let deliveries = "SELECT json_array(message_id, endpoint_id, status, attempt_count,
             next_attempt_at, updated_at, manual) FROM deliveries ORDER BY message_id";
         let attempts = "SELECT json_array(id, message_id, endpoint_id, url, response_status_code,
