@@ -1,8 +1,8 @@
 //! Claiming on SQLite: the due deliveries of the endpoints with room, marked `sending` under
 //! a lease in one writer job, and loaded with what their attempts need.
 
-use hookd_core::EndpointId;
-use hookd_core::model::DeliveryStatus;
+use hookd_core::model::{DeliveryStatus, Endpoint};
+use hookd_core::{EndpointId, Timestamp};
 use rusqlite::params;
 
 use super::publish::endpoint_row;
@@ -35,17 +35,25 @@ pub(super) const READY_ENDPOINTS: &str = "WITH RECURSIVE queued(id) AS (
         WHERE e.disabled = 0
     ) WHERE oldest <= ?1";
 
-/// The deliveries of endpoint `?1` due by `?2`, oldest first.
-pub(super) const OLDEST_DUE: &str = "SELECT message_id, next_attempt_at FROM deliveries
-    WHERE endpoint_id = ?1 AND next_attempt_at IS NOT NULL AND next_attempt_at <= ?2
-    ORDER BY next_attempt_at";
+/// The deliveries of endpoint `?1` due by `?2`, oldest first, each with its message: what
+/// its attempt needs, read in the step that finds it (`rows::claimed`).
+pub(super) const OLDEST_DUE: Sql = sql!(
+    "SELECT ",
+    DELIVERY_COLUMNS,
+    ", d.manual, ",
+    MESSAGE_COLUMNS,
+    " FROM deliveries d JOIN messages m ON m.id = d.message_id
+     WHERE d.endpoint_id = ?1 AND d.next_attempt_at IS NOT NULL AND d.next_attempt_at <= ?2
+     ORDER BY d.next_attempt_at"
+);
 
-/// Marks the chosen due deliveries `sending` until the lease ends, then loads what their
-/// attempts need. Runs on the writer thread, so nothing else writes in between.
+/// Marks the chosen due deliveries `sending` until the lease ends, with what their attempts
+/// need. Runs on the writer thread, so nothing else writes in between.
 ///
 /// Endpoint by endpoint, never scanning a backlog: one probe of deliveries_endpoint_due per
 /// endpoint with queued deliveries finds its oldest due time; the `limit` endpoints waiting
-/// longest each give at most their room of their oldest due deliveries.
+/// longest each give at most their room of their oldest due deliveries, read whole as they are
+/// found, so marking them is the only other statement a delivery costs.
 pub(super) fn claim(
     conn: &Tx<'_>,
     request: &ClaimRequest,
@@ -64,41 +72,61 @@ pub(super) fn claim(
     ready.retain(|(_, endpoint)| request.rooms.get(endpoint) != Some(&0));
     ready.sort_by_key(|(oldest, _)| *oldest);
     ready.truncate(request.limit);
-    let mut picked: Vec<(i64, String, String)> = Vec::new();
+    let mut picked = Vec::new();
     for (_, endpoint) in &ready {
-        conn.prepared(OLDEST_DUE, |oldest_due| {
-            let rows = oldest_due.query_map(params![endpoint.as_str(), now], |row| {
-                Ok((
-                    row.get::<_, i64>(1)?,
-                    row.get::<_, String>(0)?,
-                    endpoint.as_str().to_owned(),
-                ))
-            })?;
-            for row in rows.take(request.room(endpoint)) {
-                picked.push(row?);
-            }
-            Ok::<_, rusqlite::Error>(())
-        })?;
+        let Some(to) = endpoint_row(conn, endpoint.as_str())? else {
+            continue;
+        };
+        oldest_due(conn, &to, now, request.room(endpoint), &mut picked)?;
     }
-    picked.sort();
+    picked.sort_by(|a, b| claim_order(a).cmp(&claim_order(b)));
     picked.truncate(request.limit);
-    let mut claimed = Vec::with_capacity(picked.len());
-    for (_, message, endpoint) in picked {
+    let lease_until = request.lease_until;
+    for claimed in &mut picked {
+        let d = &mut claimed.delivery;
         conn.prepared(MARK_CLAIMED, |mark| {
             mark.execute(params![
-                message,
-                endpoint,
+                d.message_id.as_str(),
+                d.endpoint_id.as_str(),
                 DeliveryStatus::Sending.code(),
-                request.lease_until.as_millis(),
+                lease_until.as_millis(),
                 now,
             ])
         })?;
-        claimed.push((message, endpoint));
+        // As marked.
+        d.status = DeliveryStatus::Sending;
+        d.next_attempt_at = Some(lease_until);
+        d.updated_at = request.now;
     }
-    claimed
-        .iter()
-        .filter_map(|(message, endpoint)| load(conn, message, endpoint).transpose())
-        .collect()
+    Ok(picked)
+}
+
+/// Adds to `picked` the oldest `room` deliveries due by `now` to endpoint `to`.
+fn oldest_due(
+    conn: &Tx<'_>,
+    to: &Endpoint,
+    now: i64,
+    room: usize,
+    picked: &mut Vec<ClaimedDelivery>,
+) -> Result<(), StoreError> {
+    conn.prepared(OLDEST_DUE.sqlite(), |oldest_due| {
+        let mut found = oldest_due.query(params![to.id.as_str(), now])?;
+        for _ in 0..room {
+            let Some(row) = found.next()? else { break };
+            picked.push(rows::claimed(row, to.clone())?);
+        }
+        Ok(())
+    })
+}
+
+/// The order a claim takes deliveries in: due first, then by message and endpoint.
+fn claim_order(claimed: &ClaimedDelivery) -> (Option<Timestamp>, &str, &str) {
+    let d = &claimed.delivery;
+    (
+        d.next_attempt_at,
+        d.message_id.as_str(),
+        d.endpoint_id.as_str(),
+    )
 }
 
 /// Marks a delivery (`?1`, `?2`) claimed: `sending` (`?3`) until the lease ends (`?4`).

@@ -322,7 +322,7 @@ mod tests {
         for (limit, at) in [(7, 1_000), (1, 2_000), (30, 3_000)] {
             claim(&tx, &request(at, limit)).unwrap();
         }
-        for sql in [READY_ENDPOINTS, OLDEST_DUE] {
+        for sql in [READY_ENDPOINTS, OLDEST_DUE.sqlite()] {
             let status = |s: &mut rusqlite::Statement<'_>| {
                 Ok::<_, rusqlite::Error>(s.get_status(StatementStatus::RePrepare))
             };
