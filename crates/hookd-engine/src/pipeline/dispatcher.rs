@@ -284,7 +284,7 @@ impl Engine {
                 .expect("claims never exceed the tickets taken");
             self.lanes.admit(
                 Held {
-                    claimed: delivery,
+                    claimed: Box::new(delivery),
                     ticket,
                 },
                 false,

@@ -61,6 +61,7 @@ struct Reservation {
 impl Reservation {
     fn fulfil(mut self, claimed: ClaimedDelivery) {
         let ticket = self.ticket.take().expect("fulfilled once");
+        let claimed = Box::new(claimed);
         self.engine.lanes.admit(Held { claimed, ticket }, true);
         self.engine.pump(&self.endpoint);
     }

@@ -26,9 +26,10 @@ use crate::pipeline::adaptive::{AdaptiveLimit, INITIAL_LIMIT, Signal, Started};
 const FORGET_AFTER: Duration = Duration::from_secs(60);
 
 /// A claimed delivery and its place in the budget of deliveries held (released once its
-/// attempt is recorded or its claim given back).
+/// attempt is recorded or its claim given back). Boxed: a held delivery is moved from its
+/// claim to its lane, its start and its attempt's task, and carries its message and endpoint.
 pub struct Held {
-    pub claimed: ClaimedDelivery,
+    pub claimed: Box<ClaimedDelivery>,
     pub ticket: OwnedSemaphorePermit,
 }
 

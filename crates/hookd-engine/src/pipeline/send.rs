@@ -38,7 +38,10 @@ impl Engine {
                 if self.would_outlive_its_lease(&held.claimed) {
                     return None;
                 }
-                Some(self.send(&held.claimed).instrument(attempt_span(&held.claimed)).await)
+                // Boxed: the request's future is large, and the task's own future is moved
+                // and replaced whole as the task runs and finishes.
+                let send = self.send(&held.claimed).instrument(attempt_span(&held.claimed));
+                Some(Box::pin(send).await)
             } => sent,
             Ok(_) = cut_short.wait_for(|stop| *stop) => {
                 // Shutting down past the grace: nothing recorded, the claim is given back.
