@@ -107,6 +107,12 @@ impl AdaptiveLimit {
         (self.limit as usize).clamp(1, self.ceiling)
     }
 
+    /// The endpoint's round trip as lately seen (its recent latency, or the unloaded one just
+    /// after a cut), if it has answered yet.
+    pub fn round_trip(&self) -> Option<Duration> {
+        self.recent.or(self.baseline).map(Duration::from_secs_f64)
+    }
+
     /// The ceiling; a lower one (the endpoint's own setting changed) takes effect at once.
     pub fn set_ceiling(&mut self, ceiling: usize) {
         self.ceiling = ceiling.max(1);

@@ -276,4 +276,4 @@ fn notice(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

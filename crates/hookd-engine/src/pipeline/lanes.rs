@@ -3,10 +3,22 @@
 //!
 //! A lane keeps a short window of its endpoint's due deliveries claimed ahead (under their
 //! leases, oldest first), so a slot freed by an answer starts the next send without a round
-//! trip to the database. How many slots it has is learned from the answers (see
+//! trip to the database: as many waiting as it has slots, or as it sends in
+//! [`WAITING_HORIZON`] if that is more. The window follows the endpoint's rate, not only its
+//! slots: an endpoint whose slots are cut while it still answers fast (a busy machine's
+//! latency looks like a queue) would otherwise send hookd's own new deliveries through the
+//! database, the costlier way, just when hookd has the least time to spare. How many slots it has is learned from the answers (see
 //! [`crate::pipeline::adaptive`]), within the endpoint's ceiling; its `rateLimit` spaces the starts out,
 //! and an endpoint that asked to slow down starts nothing until its pause is over. A slot is
 //! the receiver's: it is freed the moment the answer is in, not when the attempt is recorded.
+//!
+//! A lane takes deliveries two ways: claimed from the database, and new ones handed off as
+//! they are written (see `hookd_store::Handoff`), which cost no claim. While the database holds
+//! more of its endpoint's deliveries than the lane (a backlog: publishing outruns sending), the
+//! part of its window waiting for a slot is shared: half for claims, which take the oldest, and
+//! half for new deliveries. Claims alone would send every new delivery through the database
+//! for as long as the backlog lasts; new deliveries alone would leave the oldest waiting until
+//! publishing slows down.
 //!
 //! The lanes only decide; the dispatcher starts what they hand it (see
 //! [`Lanes::next_starts`]), outside their lock.
@@ -24,6 +36,13 @@ use crate::pipeline::adaptive::{AdaptiveLimit, INITIAL_LIMIT, Signal, Started};
 
 /// A lane with nothing claimed is forgotten (with the limit it learned) after this long idle.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
+
+/// A lane holds at least as many deliveries waiting as its endpoint answers in this long.
+/// Far inside any lease (90 s by default): what waits this long is started long before its
+/// lease ends.
+const WAITING_HORIZON: Duration = Duration::from_millis(100);
+/// The most a lane's waiting room grows to (the engine's held deliveries bound them all).
+const MAX_WAITING: usize = 4096;
 
 /// A claimed delivery and its place in the budget of deliveries held (released once its
 /// attempt is recorded or its claim given back). Boxed: a held delivery is moved from its
@@ -43,10 +62,19 @@ pub struct Start {
     pub at: Instant,
 }
 
+/// How a held delivery came to its lane.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Claim,
+    Handoff,
+}
+
 struct Lane {
     limit: AdaptiveLimit,
-    /// Claimed, waiting for a slot, oldest first.
-    waiting: VecDeque<Held>,
+    /// Held, waiting for a slot, in the order they came.
+    waiting: VecDeque<(Held, Source)>,
+    /// Of `waiting`, those that came by a claim.
+    claimed_waiting: usize,
     /// Being written claimed by a publish, not yet committed (see `hookd_store::Handoff`).
     reserved: usize,
     in_flight: usize,
@@ -66,6 +94,7 @@ impl Lane {
         Self {
             limit: AdaptiveLimit::new(ceiling),
             waiting: VecDeque::new(),
+            claimed_waiting: 0,
             reserved: 0,
             in_flight: 0,
             next_start: now,
@@ -84,21 +113,66 @@ impl Lane {
         self.waiting.len() + self.reserved + self.in_flight
     }
 
-    /// How many more deliveries it takes now: its slots, plus as many again claimed ahead.
-    fn room(&self) -> usize {
+    /// How many deliveries may wait for a slot: as many as there are slots, or as the
+    /// endpoint answers in [`WAITING_HORIZON`] at its recent round trip if that is more.
+    fn waiting_room(&self) -> usize {
+        let slots = self.limit.current();
+        match self.limit.round_trip() {
+            Some(rtt) if rtt < WAITING_HORIZON => {
+                let per_horizon = WAITING_HORIZON.as_secs_f64() / rtt.as_secs_f64().max(1e-6);
+                slots.max((slots as f64 * per_horizon).min(MAX_WAITING as f64) as usize)
+            }
+            _ => slots,
+        }
+    }
+
+    /// How many more deliveries it holds at most: its slots and its waiting room.
+    fn window_room(&self) -> usize {
         if self.paused() {
             return 0;
         }
-        (2 * self.limit.current()).saturating_sub(self.held())
+        (self.limit.current() + self.waiting_room()).saturating_sub(self.held())
     }
 
-    /// Whether it would take a claim's worth more: at most half its window is left waiting
-    /// (so the refill arrives before the slots run dry) and the database may hold more of its
+    /// The claims' share of the deliveries waiting: the larger half.
+    fn claims_share(&self) -> usize {
+        self.waiting_room().div_ceil(2)
+    }
+
+    /// How many more a claim takes now: room in the window, within the claims' share of it.
+    fn room(&self) -> usize {
+        let share = self.claims_share().saturating_sub(self.claimed_waiting);
+        self.window_room().min(share)
+    }
+
+    /// Whether it takes one more new delivery: room in the window and, under a backlog, within
+    /// the share claims leave (the smaller half).
+    fn takes_new(&self) -> bool {
+        let new_waiting = self.waiting.len() - self.claimed_waiting + self.reserved;
+        let new_share = self.waiting_room() - self.claims_share();
+        self.window_room() > 0 && (!self.backlog || new_waiting < new_share)
+    }
+
+    /// Whether it would take a claim's worth more: the claims' share has drained to half (so
+    /// the refill arrives before it runs dry) and the database may hold more of its
     /// deliveries.
     fn wants_refill(&self) -> bool {
-        self.backlog
-            && !self.paused()
-            && 2 * (self.waiting.len() + self.reserved) <= self.limit.current()
+        self.backlog && !self.paused() && 2 * self.claimed_waiting <= self.claims_share()
+    }
+
+    /// The next delivery waiting, keeping count of the claimed ones.
+    fn pop(&mut self) -> Option<Held> {
+        let (held, source) = self.waiting.pop_front()?;
+        if source == Source::Claim {
+            self.claimed_waiting -= 1;
+        }
+        Some(held)
+    }
+
+    /// Every delivery waiting.
+    fn drain_waiting(&mut self) -> impl Iterator<Item = Held> + '_ {
+        self.claimed_waiting = 0;
+        self.waiting.drain(..).map(|(held, _)| held)
     }
 
     fn note_idle(&mut self) {
@@ -171,13 +245,14 @@ impl Lanes {
     }
 
     /// Reserves room for a delivery being written to `endpoint` (a publish), unless its lane
-    /// is full or paused; a full lane notes that work waits for it.
+    /// has none for a new delivery (see [`Lane::takes_new`]); a lane without notes that work
+    /// waits for it.
     pub fn reserve(&self, endpoint: &EndpointId) -> bool {
         let mut lanes = self.lanes.lock().expect("lanes poisoned");
         let lane = lanes
             .entry(endpoint.clone())
             .or_insert_with(|| Lane::new(self.ceiling));
-        if lane.room() == 0 {
+        if !lane.takes_new() {
             lane.backlog = true;
             return false;
         }
@@ -205,11 +280,15 @@ impl Lanes {
             .entry(endpoint.id.clone())
             .or_insert_with(|| Lane::new(ceiling));
         lane.limit.set_ceiling(ceiling);
-        if reserved {
+        let source = if reserved {
             lane.reserved -= 1;
-        }
+            Source::Handoff
+        } else {
+            lane.claimed_waiting += 1;
+            Source::Claim
+        };
         lane.idle_since = None;
-        lane.waiting.push_back(held);
+        lane.waiting.push_back((held, source));
     }
 
     /// The attempts `endpoint`'s lane may start now, each with a global worker from `worker`
@@ -234,7 +313,7 @@ impl Lanes {
                 short_of_workers = true;
                 break;
             };
-            let held = lane.waiting.pop_front().expect("not empty");
+            let held = lane.pop().expect("not empty");
             let at = next_start(lane, per_second(&held.claimed));
             lane.in_flight += 1;
             batch.push((held, worker, at));
@@ -280,7 +359,7 @@ impl Lanes {
         let Some(lane) = lanes.get_mut(endpoint) else {
             return (Vec::new(), None);
         };
-        let waiting = lane.waiting.drain(..).collect();
+        let waiting = lane.drain_waiting().collect();
         lane.note_idle();
         (waiting, hold(lane, pause))
     }
@@ -304,10 +383,7 @@ impl Lanes {
     /// back).
     pub fn take_waiting(&self) -> Vec<Held> {
         let mut lanes = self.lanes.lock().expect("lanes poisoned");
-        lanes
-            .values_mut()
-            .flat_map(|lane| lane.waiting.drain(..))
-            .collect()
+        lanes.values_mut().flat_map(Lane::drain_waiting).collect()
     }
 
     /// The current limit and attempts in flight of `endpoint`, if it has a lane.
@@ -345,4 +421,136 @@ fn next_start(lane: &mut Lane, per_second: Option<u16>) -> Instant {
     let start = lane.next_start.max(now);
     lane.next_start = start + Duration::from_secs(1) / u32::from(rate);
     start
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::sync::Semaphore;
+
+    use super::*;
+    use crate::pipeline::adaptive::Signal;
+    use crate::pipeline::attempt::tests::claimed;
+
+    /// A delivery to `endpoint`, held under a ticket of `tickets`.
+    fn held(endpoint: &EndpointId, tickets: &Arc<Semaphore>) -> Held {
+        let mut claimed = claimed(0);
+        claimed.endpoint.id = endpoint.clone();
+        claimed.delivery.endpoint_id = endpoint.clone();
+        let ticket = tickets.clone().try_acquire_owned().unwrap();
+        Held {
+            claimed: Box::new(claimed),
+            ticket,
+        }
+    }
+
+    /// Deliveries handed off to `endpoint` as they are written: how many were taken of `n`.
+    fn hand_off(lanes: &Lanes, endpoint: &EndpointId, tickets: &Arc<Semaphore>, n: usize) -> usize {
+        let mut taken = 0;
+        for _ in 0..n {
+            if lanes.reserve(endpoint) {
+                lanes.admit(held(endpoint, tickets), true);
+                taken += 1;
+            }
+        }
+        taken
+    }
+
+    /// Starts what the lane may start; their `Started`s.
+    fn start_all(lanes: &Lanes, endpoint: &EndpointId) -> Vec<Started> {
+        let workers = Arc::new(Semaphore::new(1_000));
+        let (starts, _) = lanes.next_starts(
+            endpoint,
+            || workers.clone().try_acquire_owned().ok(),
+            |_| None,
+        );
+        starts.into_iter().map(|s| s.started).collect()
+    }
+
+    /// A lane at the initial limit, four slots busy and its window full of new deliveries,
+    /// one more refused (so the database holds some: a backlog).
+    fn lane_behind_a_backlog() -> (Lanes, EndpointId, Arc<Semaphore>, Vec<Started>) {
+        let (lanes, endpoint) = (Lanes::new(64), EndpointId::from_stored("ep_1".into()));
+        let tickets = Arc::new(Semaphore::new(1_000));
+        assert_eq!(INITIAL_LIMIT, 4);
+        assert_eq!(
+            hand_off(&lanes, &endpoint, &tickets, 9),
+            8,
+            "the window is 2 × 4"
+        );
+        let started = start_all(&lanes, &endpoint);
+        assert_eq!(started.len(), 4);
+        (lanes, endpoint, tickets, started)
+    }
+
+    #[test]
+    fn without_a_backlog_new_deliveries_take_the_whole_window() {
+        let (lanes, endpoint) = (Lanes::new(64), EndpointId::from_stored("ep_1".into()));
+        let tickets = Arc::new(Semaphore::new(1_000));
+        assert_eq!(hand_off(&lanes, &endpoint, &tickets, 8), 8);
+        assert!(!lanes.wants_refill(&endpoint), "nothing was refused");
+    }
+
+    /// A lane at the initial limit whose endpoint answered one attempt in `rtt`.
+    fn lane_answered_in(rtt: Duration) -> (Lanes, EndpointId, Arc<Semaphore>) {
+        let (lanes, endpoint) = (Lanes::new(64), EndpointId::from_stored("ep_1".into()));
+        let tickets = Arc::new(Semaphore::new(1_000));
+        assert_eq!(hand_off(&lanes, &endpoint, &tickets, 1), 1);
+        let started = start_all(&lanes, &endpoint);
+        lanes.answered(&endpoint, started[0], Signal::Answered(rtt), None);
+        (lanes, endpoint, tickets)
+    }
+
+    #[test]
+    fn a_fast_endpoint_holds_what_it_answers_in_the_horizon_waiting() {
+        let (lanes, endpoint, tickets) = lane_answered_in(Duration::from_millis(10));
+        // Four slots answering every 10 ms send 40 in 100 ms.
+        assert_eq!(hand_off(&lanes, &endpoint, &tickets, 50), 4 + 40);
+    }
+
+    #[test]
+    fn a_slow_endpoint_holds_no_more_waiting_than_its_slots() {
+        let (lanes, endpoint, tickets) = lane_answered_in(Duration::from_secs(1));
+        assert_eq!(hand_off(&lanes, &endpoint, &tickets, 50), 2 * 4);
+    }
+
+    #[test]
+    fn under_a_backlog_claims_and_new_deliveries_each_keep_half_the_waiting_room() {
+        let (lanes, endpoint, tickets, started) = lane_behind_a_backlog();
+        let answer = |started| lanes.answered(&endpoint, started, Signal::None, None);
+        // Two answers free two places: the claims' share, not new deliveries'.
+        for s in &started[..2] {
+            answer(*s);
+        }
+        assert!(lanes.wants_refill(&endpoint));
+        assert_eq!(hand_off(&lanes, &endpoint, &tickets, 1), 0);
+        assert_eq!(lanes.rooms().get(&endpoint), Some(&2));
+        for _ in 0..2 {
+            lanes.admit(held(&endpoint, &tickets), false);
+        }
+        assert_eq!(lanes.rooms().get(&endpoint), Some(&0));
+        assert!(!lanes.wants_refill(&endpoint));
+        // The new ones came first and start first; the two claimed wait, and new deliveries
+        // may wait beside them again, as many as their share.
+        answer(started[2]);
+        answer(started[3]);
+        assert_eq!(start_all(&lanes, &endpoint).len(), 4);
+        assert_eq!(hand_off(&lanes, &endpoint, &tickets, 3), 2);
+        assert_eq!(lanes.rooms().get(&endpoint), Some(&0));
+    }
+
+    #[test]
+    fn under_a_backlog_a_new_delivery_is_taken_while_below_its_share() {
+        let (lanes, endpoint, tickets, started) = lane_behind_a_backlog();
+        for s in started {
+            lanes.answered(&endpoint, s, Signal::None, None);
+        }
+        // Four slots free: the four new ones waiting start, and the lane is empty but for
+        // them; new deliveries may wait again up to their share.
+        let started = start_all(&lanes, &endpoint);
+        assert_eq!(started.len(), 4);
+        assert_eq!(hand_off(&lanes, &endpoint, &tickets, 4), 2);
+        assert_eq!(lanes.rooms().get(&endpoint), Some(&2));
+    }
 }

@@ -28,7 +28,9 @@ fn opened_keys() -> (&'static Keyring, &'static OpenedKeys) {
     (keyring, opened)
 }
 
-fn claimed(attempt_count: u32) -> ClaimedDelivery {
+/// A claimed first delivery (or later: `attempt_count`) of a small order event to an HTTPS
+/// endpoint with a custom header and an HMAC key.
+pub(crate) fn claimed(attempt_count: u32) -> ClaimedDelivery {
     let at = Timestamp::from_millis(1_700_000_000_000);
     let message = Message {
         id: MessageId::new(at),
