@@ -107,10 +107,10 @@ impl AdaptiveLimit {
         (self.limit as usize).clamp(1, self.ceiling)
     }
 
-    /// The endpoint's round trip as lately seen (its recent latency, or the unloaded one just
-    /// after a cut), if it has answered yet.
-    pub fn round_trip(&self) -> Option<Duration> {
-        self.recent.or(self.baseline).map(Duration::from_secs_f64)
+    /// The endpoint's unloaded round trip (the lowest latency seen, drifting up slowly), if it
+    /// has answered yet: steadier than its recent latency, which a busy moment moves at once.
+    pub fn unloaded_round_trip(&self) -> Option<Duration> {
+        self.baseline.map(Duration::from_secs_f64)
     }
 
     /// The ceiling; a lower one (the endpoint's own setting changed) takes effect at once.

@@ -4,7 +4,7 @@
 //! A lane keeps a short window of its endpoint's due deliveries claimed ahead (under their
 //! leases, oldest first), so a slot freed by an answer starts the next send without a round
 //! trip to the database: as many waiting as it has slots, or as it sends in
-//! [`WAITING_HORIZON`] if that is more. The window follows the endpoint's rate, not only its
+//! [`WAITING_HORIZON`] at its unloaded round trip if that is more. The window follows the endpoint's rate, not only its
 //! slots: an endpoint whose slots are cut while it still answers fast (a busy machine's
 //! latency looks like a queue) would otherwise send hookd's own new deliveries through the
 //! database, the costlier way, just when hookd has the least time to spare. How many slots it has is learned from the answers (see
@@ -42,7 +42,7 @@ const FORGET_AFTER: Duration = Duration::from_secs(60);
 /// lease ends.
 const WAITING_HORIZON: Duration = Duration::from_millis(100);
 /// The most a lane's waiting room grows to (the engine's held deliveries bound them all).
-const MAX_WAITING: usize = 4096;
+const MAX_WAITING: usize = 1024;
 
 /// A claimed delivery and its place in the budget of deliveries held (released once its
 /// attempt is recorded or its claim given back). Boxed: a held delivery is moved from its
@@ -114,10 +114,12 @@ impl Lane {
     }
 
     /// How many deliveries may wait for a slot: as many as there are slots, or as the
-    /// endpoint answers in [`WAITING_HORIZON`] at its recent round trip if that is more.
+    /// endpoint answers in [`WAITING_HORIZON`] at its unloaded round trip if that is more.
+    /// (At its recent round trip the room would swing with every busy moment, and a claim
+    /// made while it was wide would take the new deliveries' share too.)
     fn waiting_room(&self) -> usize {
         let slots = self.limit.current();
-        match self.limit.round_trip() {
+        match self.limit.unloaded_round_trip() {
             Some(rtt) if rtt < WAITING_HORIZON => {
                 let per_horizon = WAITING_HORIZON.as_secs_f64() / rtt.as_secs_f64().max(1e-6);
                 slots.max((slots as f64 * per_horizon).min(MAX_WAITING as f64) as usize)
