@@ -117,7 +117,7 @@ impl Engine {
             opened_keys: OpenedKeys::new(config.keyring.clone()),
             sinks: Sinks::new(sender.broker_guard(), clock.clone()),
             metrics: AttemptMetrics::default(),
-            lanes: Lanes::new(config.endpoint_max_concurrency),
+            lanes: Lanes::new(config.endpoint_max_concurrency, held_budget(workers)),
             workers: Arc::new(Semaphore::new(workers)),
             tickets: Arc::new(Semaphore::new(held_budget(workers))),
             starved: Mutex::default(),

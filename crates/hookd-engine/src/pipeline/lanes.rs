@@ -41,8 +41,6 @@ const FORGET_AFTER: Duration = Duration::from_secs(60);
 /// Far inside any lease (90 s by default): what waits this long is started long before its
 /// lease ends.
 const WAITING_HORIZON: Duration = Duration::from_millis(100);
-/// The most a lane's waiting room grows to (the engine's held deliveries bound them all).
-const MAX_WAITING: usize = 1024;
 
 /// A claimed delivery and its place in the budget of deliveries held (released once its
 /// attempt is recorded or its claim given back). Boxed: a held delivery is moved from its
@@ -85,6 +83,9 @@ struct Lane {
     /// A claim took as many as it was offered, or a publish found the lane full: more may
     /// wait in the database.
     backlog: bool,
+    /// The most its waiting room grows to: its even share of the deliveries the engine may
+    /// hold, so that one endpoint's room never takes the tickets every other one needs.
+    fair_share: usize,
     idle_since: Option<Instant>,
 }
 
@@ -100,6 +101,7 @@ impl Lane {
             next_start: now,
             held_until: now,
             backlog: false,
+            fair_share: 0,
             idle_since: None,
         }
     }
@@ -114,7 +116,8 @@ impl Lane {
     }
 
     /// How many deliveries may wait for a slot: as many as there are slots, or as the
-    /// endpoint answers in [`WAITING_HORIZON`] at its unloaded round trip if that is more.
+    /// endpoint answers in [`WAITING_HORIZON`] at its unloaded round trip if that is more,
+    /// within its fair share.
     /// (At its recent round trip the room would swing with every busy moment, and a claim
     /// made while it was wide would take the new deliveries' share too.)
     fn waiting_room(&self) -> usize {
@@ -122,7 +125,7 @@ impl Lane {
         match self.limit.unloaded_round_trip() {
             Some(rtt) if rtt < WAITING_HORIZON => {
                 let per_horizon = WAITING_HORIZON.as_secs_f64() / rtt.as_secs_f64().max(1e-6);
-                slots.max((slots as f64 * per_horizon).min(MAX_WAITING as f64) as usize)
+                slots.max((slots as f64 * per_horizon).min(self.fair_share as f64) as usize)
             }
             _ => slots,
         }
@@ -186,14 +189,40 @@ impl Lane {
 pub struct Lanes {
     /// The server's ceiling on any endpoint's attempts in flight.
     ceiling: usize,
+    /// The deliveries the engine may hold, which the lanes' waiting rooms share.
+    budget: usize,
     lanes: Mutex<HashMap<EndpointId, Lane>>,
 }
 
 impl Lanes {
-    pub fn new(ceiling: usize) -> Self {
+    /// Lanes of at most `ceiling` slots each, their waiting rooms sharing `budget`.
+    pub fn new(ceiling: usize, budget: usize) -> Self {
         Self {
             ceiling: ceiling.max(1),
+            budget,
             lanes: Mutex::default(),
+        }
+    }
+
+    /// `endpoint`'s lane, made (and every lane's fair share set again) if it has none.
+    fn lane<'a>(
+        &self,
+        lanes: &'a mut HashMap<EndpointId, Lane>,
+        endpoint: &EndpointId,
+        ceiling: usize,
+    ) -> &'a mut Lane {
+        if !lanes.contains_key(endpoint) {
+            lanes.insert(endpoint.clone(), Lane::new(ceiling));
+            self.share_budget(lanes);
+        }
+        lanes.get_mut(endpoint).expect("just made")
+    }
+
+    /// Sets every lane's fair share of the budget.
+    fn share_budget(&self, lanes: &mut HashMap<EndpointId, Lane>) {
+        let fair_share = self.budget / lanes.len().max(1);
+        for lane in lanes.values_mut() {
+            lane.fair_share = fair_share;
         }
     }
 
@@ -214,11 +243,15 @@ impl Lanes {
     pub fn rooms(&self) -> HashMap<EndpointId, usize> {
         let mut lanes = self.lanes.lock().expect("lanes poisoned");
         let now = Instant::now();
+        let before = lanes.len();
         lanes.retain(|_, lane| {
             lane.idle_since
                 .is_none_or(|since| now.duration_since(since) < FORGET_AFTER)
                 || lane.paused()
         });
+        if lanes.len() != before {
+            self.share_budget(&mut lanes);
+        }
         let fresh = self.fresh_room();
         lanes
             .iter()
@@ -251,9 +284,7 @@ impl Lanes {
     /// waits for it.
     pub fn reserve(&self, endpoint: &EndpointId) -> bool {
         let mut lanes = self.lanes.lock().expect("lanes poisoned");
-        let lane = lanes
-            .entry(endpoint.clone())
-            .or_insert_with(|| Lane::new(self.ceiling));
+        let lane = self.lane(&mut lanes, endpoint, self.ceiling);
         if !lane.takes_new() {
             lane.backlog = true;
             return false;
@@ -278,9 +309,7 @@ impl Lanes {
         let endpoint = &held.claimed.endpoint;
         let ceiling = self.ceiling_of(endpoint.max_concurrency);
         let mut lanes = self.lanes.lock().expect("lanes poisoned");
-        let lane = lanes
-            .entry(endpoint.id.clone())
-            .or_insert_with(|| Lane::new(ceiling));
+        let lane = self.lane(&mut lanes, &endpoint.id, ceiling);
         lane.limit.set_ceiling(ceiling);
         let source = if reserved {
             lane.reserved -= 1;
@@ -473,7 +502,10 @@ mod tests {
     /// A lane at the initial limit, four slots busy and its window full of new deliveries,
     /// one more refused (so the database holds some: a backlog).
     fn lane_behind_a_backlog() -> (Lanes, EndpointId, Arc<Semaphore>, Vec<Started>) {
-        let (lanes, endpoint) = (Lanes::new(64), EndpointId::from_stored("ep_1".into()));
+        let (lanes, endpoint) = (
+            Lanes::new(64, 1_000),
+            EndpointId::from_stored("ep_1".into()),
+        );
         let tickets = Arc::new(Semaphore::new(1_000));
         assert_eq!(INITIAL_LIMIT, 4);
         assert_eq!(
@@ -488,7 +520,10 @@ mod tests {
 
     #[test]
     fn without_a_backlog_new_deliveries_take_the_whole_window() {
-        let (lanes, endpoint) = (Lanes::new(64), EndpointId::from_stored("ep_1".into()));
+        let (lanes, endpoint) = (
+            Lanes::new(64, 1_000),
+            EndpointId::from_stored("ep_1".into()),
+        );
         let tickets = Arc::new(Semaphore::new(1_000));
         assert_eq!(hand_off(&lanes, &endpoint, &tickets, 8), 8);
         assert!(!lanes.wants_refill(&endpoint), "nothing was refused");
@@ -496,7 +531,10 @@ mod tests {
 
     /// A lane at the initial limit whose endpoint answered one attempt in `rtt`.
     fn lane_answered_in(rtt: Duration) -> (Lanes, EndpointId, Arc<Semaphore>) {
-        let (lanes, endpoint) = (Lanes::new(64), EndpointId::from_stored("ep_1".into()));
+        let (lanes, endpoint) = (
+            Lanes::new(64, 1_000),
+            EndpointId::from_stored("ep_1".into()),
+        );
         let tickets = Arc::new(Semaphore::new(1_000));
         assert_eq!(hand_off(&lanes, &endpoint, &tickets, 1), 1);
         let started = start_all(&lanes, &endpoint);
@@ -509,6 +547,28 @@ mod tests {
         let (lanes, endpoint, tickets) = lane_answered_in(Duration::from_millis(10));
         // Four slots answering every 10 ms send 40 in 100 ms.
         assert_eq!(hand_off(&lanes, &endpoint, &tickets, 50), 4 + 40);
+    }
+
+    #[test]
+    fn lanes_share_the_deliveries_the_engine_may_hold() {
+        let tickets = Arc::new(Semaphore::new(1_000));
+        let lanes = Lanes::new(64, 100);
+        let (a, b) = (
+            EndpointId::from_stored("a".into()),
+            EndpointId::from_stored("b".into()),
+        );
+        assert_eq!(hand_off(&lanes, &a, &tickets, 1), 1);
+        assert_eq!(hand_off(&lanes, &b, &tickets, 1), 1);
+        let started = start_all(&lanes, &a);
+        lanes.answered(
+            &a,
+            started[0],
+            Signal::Answered(Duration::from_millis(1)),
+            None,
+        );
+        // Four slots answering every millisecond send 400 in 100 ms, but two lanes share
+        // 100: 50 waiting, and 4 in flight.
+        assert_eq!(hand_off(&lanes, &a, &tickets, 100), 4 + 50);
     }
 
     #[test]
