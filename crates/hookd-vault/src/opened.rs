@@ -6,7 +6,6 @@
 //! stays the same: a rotated secret or a re-sealed row has new text (a fresh nonce), so it is
 //! opened afresh. [`OpenedKeys`] is it for endpoints' keys.
 
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
@@ -19,8 +18,9 @@ use crate::{EndpointKeys, Keyring, VaultError};
 const KEPT: usize = 4096;
 
 /// Values opened from sealed text, by owner, kept while the owner's sealed text is unchanged.
+/// Hashed with foldhash: owners are hookd's own random ids, looked up for every attempt.
 pub struct KeptOpen<K, V> {
-    opened: Mutex<HashMap<K, (String, Arc<V>)>>,
+    opened: Mutex<foldhash::HashMap<K, (String, Arc<V>)>>,
 }
 
 impl<K, V> Default for KeptOpen<K, V> {
@@ -61,7 +61,7 @@ impl<K: Hash + Eq + Clone, V> KeptOpen<K, V> {
         Ok(value)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, (String, Arc<V>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, foldhash::HashMap<K, (String, Arc<V>)>> {
         self.opened.lock().expect("kept-open cache poisoned")
     }
 }

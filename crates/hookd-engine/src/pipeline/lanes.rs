@@ -185,13 +185,17 @@ impl Lane {
     }
 }
 
+/// The lanes by endpoint. Hashed with foldhash: endpoint ids are hookd's own random ids, and
+/// a lane is looked up several times a delivery.
+type ByEndpoint = foldhash::HashMap<EndpointId, Lane>;
+
 /// Every endpoint's lane.
 pub struct Lanes {
     /// The server's ceiling on any endpoint's attempts in flight.
     ceiling: usize,
     /// The deliveries the engine may hold, which the lanes' waiting rooms share.
     budget: usize,
-    lanes: Mutex<HashMap<EndpointId, Lane>>,
+    lanes: Mutex<ByEndpoint>,
 }
 
 impl Lanes {
@@ -207,7 +211,7 @@ impl Lanes {
     /// `endpoint`'s lane, made (and every lane's fair share set again) if it has none.
     fn lane<'a>(
         &self,
-        lanes: &'a mut HashMap<EndpointId, Lane>,
+        lanes: &'a mut ByEndpoint,
         endpoint: &EndpointId,
         ceiling: usize,
     ) -> &'a mut Lane {
@@ -219,7 +223,7 @@ impl Lanes {
     }
 
     /// Sets every lane's fair share of the budget.
-    fn share_budget(&self, lanes: &mut HashMap<EndpointId, Lane>) {
+    fn share_budget(&self, lanes: &mut ByEndpoint) {
         let fair_share = self.budget / lanes.len().max(1);
         for lane in lanes.values_mut() {
             lane.fair_share = fair_share;

@@ -12,7 +12,6 @@
 //! job's writes, which rows read since may have seen.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -40,13 +39,14 @@ pub(super) fn watch_endpoints(conn: &Connection) -> rusqlite::Result<EndpointsWr
     Ok(written)
 }
 
-/// The rows of `endpoints` the current batch has read, by application and by id.
+/// The rows of `endpoints` the current batch has read, by application and by id (hashed with
+/// foldhash: the keys are hookd's own random ids, looked up for every write of a batch).
 pub(super) struct BatchReads {
     written: EndpointsWritten,
-    subscribers: RefCell<HashMap<String, Rc<[Subscriber]>>>,
-    endpoints: RefCell<HashMap<String, Option<Endpoint>>>,
+    subscribers: RefCell<foldhash::HashMap<String, Rc<[Subscriber]>>>,
+    endpoints: RefCell<foldhash::HashMap<String, Option<Endpoint>>>,
     /// Endpoints without a failure streak (`failing_since` NULL).
-    unbroken: RefCell<HashSet<String>>,
+    unbroken: RefCell<foldhash::HashSet<String>>,
 }
 
 impl BatchReads {
