@@ -4,13 +4,15 @@
 //! A lane keeps a short window of its endpoint's due deliveries claimed ahead (under their
 //! leases, oldest first), so a slot freed by an answer starts the next send without a round
 //! trip to the database: as many waiting as it has slots, or as it sends in
-//! [`WAITING_HORIZON`] at its unloaded round trip if that is more. The window follows the endpoint's rate, not only its
-//! slots: an endpoint whose slots are cut while it still answers fast (a busy machine's
-//! latency looks like a queue) would otherwise send hookd's own new deliveries through the
-//! database, the costlier way, just when hookd has the least time to spare. How many slots it has is learned from the answers (see
-//! [`crate::pipeline::adaptive`]), within the endpoint's ceiling; its `rateLimit` spaces the starts out,
-//! and an endpoint that asked to slow down starts nothing until its pause is over. A slot is
-//! the receiver's: it is freed the moment the answer is in, not when the attempt is recorded.
+//! [`WAITING_HORIZON`] at its unloaded round trip if that is more. The window follows the
+//! endpoint's rate, not only its slots: an endpoint whose slots are cut while it still answers
+//! fast (a busy machine's latency looks like a queue) would otherwise send hookd's own new
+//! deliveries through the database, the costlier way, just when hookd has the least time to
+//! spare. How many slots it has is learned from the answers (see
+//! [`crate::pipeline::adaptive`]), within the endpoint's ceiling; its `rateLimit` spaces the
+//! starts out, and an endpoint that asked to slow down starts nothing until its pause is over.
+//! A slot is the receiver's: it is freed the moment the answer is in, not when the attempt is
+//! recorded.
 //!
 //! A lane takes deliveries two ways: claimed from the database, and new ones handed off as
 //! they are written (see `hookd_store::Handoff`), which cost no claim. While the database holds
@@ -83,8 +85,10 @@ struct Lane {
     /// A claim took as many as it was offered, or a publish found the lane full: more may
     /// wait in the database.
     backlog: bool,
-    /// The most its waiting room grows to: its even share of the deliveries the engine may
-    /// hold, so that one endpoint's room never takes the tickets every other one needs.
+    /// The most its window (slots and waiting room) grows to by its endpoint's rate: its even
+    /// share of half the deliveries the engine may hold (the other half is for those answered
+    /// and waiting for their record), so that one endpoint's room never takes the tickets
+    /// every other one needs.
     fair_share: usize,
     idle_since: Option<Instant>,
 }
@@ -117,15 +121,17 @@ impl Lane {
 
     /// How many deliveries may wait for a slot: as many as there are slots, or as the
     /// endpoint answers in [`WAITING_HORIZON`] at its unloaded round trip if that is more,
-    /// within its fair share.
-    /// (At its recent round trip the room would swing with every busy moment, and a claim
-    /// made while it was wide would take the new deliveries' share too.)
+    /// within its fair share of the budget.
+    ///
+    /// Not at its recent round trip: the room would swing with every busy moment, and a claim
+    /// made while it was wide would take the new deliveries' share too.
     fn waiting_room(&self) -> usize {
         let slots = self.limit.current();
         match self.limit.unloaded_round_trip() {
             Some(rtt) if rtt < WAITING_HORIZON => {
                 let per_horizon = WAITING_HORIZON.as_secs_f64() / rtt.as_secs_f64().max(1e-6);
-                slots.max((slots as f64 * per_horizon).min(self.fair_share as f64) as usize)
+                let fair = self.fair_share.saturating_sub(slots);
+                slots.max((slots as f64 * per_horizon).min(fair as f64) as usize)
             }
             _ => slots,
         }
@@ -222,9 +228,9 @@ impl Lanes {
         lanes.get_mut(endpoint).expect("just made")
     }
 
-    /// Sets every lane's fair share of the budget.
+    /// Sets every lane's fair share of half the budget.
     fn share_budget(&self, lanes: &mut ByEndpoint) {
-        let fair_share = self.budget / lanes.len().max(1);
+        let fair_share = self.budget / 2 / lanes.len().max(1);
         for lane in lanes.values_mut() {
             lane.fair_share = fair_share;
         }
@@ -570,9 +576,9 @@ mod tests {
             Signal::Answered(Duration::from_millis(1)),
             None,
         );
-        // Four slots answering every millisecond send 400 in 100 ms, but two lanes share
-        // 100: 50 waiting, and 4 in flight.
-        assert_eq!(hand_off(&lanes, &a, &tickets, 100), 4 + 50);
+        // Four slots answering every millisecond send 400 in 100 ms, but two lanes share half
+        // of 100: 4 in flight and 21 waiting.
+        assert_eq!(hand_off(&lanes, &a, &tickets, 100), 25);
     }
 
     #[test]
