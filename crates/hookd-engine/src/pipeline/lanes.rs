@@ -86,9 +86,8 @@ struct Lane {
     /// wait in the database.
     backlog: bool,
     /// The most its window (slots and waiting room) grows to by its endpoint's rate: its even
-    /// share of half the deliveries the engine may hold (the other half is for those answered
-    /// and waiting for their record), so that one endpoint's room never takes the tickets
-    /// every other one needs.
+    /// share of the deliveries the engine may hold, so that one endpoint's room never takes
+    /// the tickets every other one needs.
     fair_share: usize,
     idle_since: Option<Instant>,
 }
@@ -228,9 +227,9 @@ impl Lanes {
         lanes.get_mut(endpoint).expect("just made")
     }
 
-    /// Sets every lane's fair share of half the budget.
+    /// Sets every lane's fair share of the budget.
     fn share_budget(&self, lanes: &mut ByEndpoint) {
-        let fair_share = self.budget / 2 / lanes.len().max(1);
+        let fair_share = self.budget / lanes.len().max(1);
         for lane in lanes.values_mut() {
             lane.fair_share = fair_share;
         }
@@ -576,9 +575,9 @@ mod tests {
             Signal::Answered(Duration::from_millis(1)),
             None,
         );
-        // Four slots answering every millisecond send 400 in 100 ms, but two lanes share half
-        // of 100: 4 in flight and 21 waiting.
-        assert_eq!(hand_off(&lanes, &a, &tickets, 100), 25);
+        // Four slots answering every millisecond send 400 in 100 ms, but two lanes share 100:
+        // 4 in flight and 46 waiting.
+        assert_eq!(hand_off(&lanes, &a, &tickets, 100), 50);
     }
 
     #[test]
