@@ -402,6 +402,18 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_reads_an_endpoints_oldest_due_deliveries_by_its_due_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, conn) = one_endpoint(&dir);
+        let plan = plan(&conn, OLDEST_DUE.sqlite());
+        // Stepped in due order through the index, each message found by its key: no sort, no
+        // scan of either table.
+        assert!(plan.contains("deliveries_endpoint_due"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        assert!(!plan.contains("SCAN"), "{plan}");
+    }
+
+    #[test]
     fn a_claim_steps_through_the_endpoints_with_queued_deliveries_not_every_endpoint() {
         let dir = tempfile::tempdir().unwrap();
         let (_, conn) = one_endpoint(&dir);
