@@ -136,38 +136,41 @@ impl Lane {
         }
     }
 
-    /// How many more deliveries it holds at most: its slots and its waiting room.
-    fn window_room(&self) -> usize {
-        if self.paused() {
-            return 0;
+    /// Its room now, for one decision: the waiting room is worked out once.
+    fn shares(&self) -> Shares {
+        let waiting = self.waiting_room();
+        let claims = waiting.div_ceil(2);
+        let window = match self.paused() {
+            true => 0,
+            false => (self.limit.current() + waiting).saturating_sub(self.held()),
+        };
+        Shares {
+            window,
+            claims,
+            new: waiting - claims,
         }
-        (self.limit.current() + self.waiting_room()).saturating_sub(self.held())
-    }
-
-    /// The claims' share of the deliveries waiting: the larger half.
-    fn claims_share(&self) -> usize {
-        self.waiting_room().div_ceil(2)
     }
 
     /// How many more a claim takes now: room in the window, within the claims' share of it.
     fn room(&self) -> usize {
-        let share = self.claims_share().saturating_sub(self.claimed_waiting);
-        self.window_room().min(share)
+        let shares = self.shares();
+        let share = shares.claims.saturating_sub(self.claimed_waiting);
+        shares.window.min(share)
     }
 
     /// Whether it takes one more new delivery: room in the window and, under a backlog, within
-    /// the share claims leave (the smaller half).
+    /// the share claims leave.
     fn takes_new(&self) -> bool {
+        let shares = self.shares();
         let new_waiting = self.waiting.len() - self.claimed_waiting + self.reserved;
-        let new_share = self.waiting_room() - self.claims_share();
-        self.window_room() > 0 && (!self.backlog || new_waiting < new_share)
+        shares.window > 0 && (!self.backlog || new_waiting < shares.new)
     }
 
     /// Whether it would take a claim's worth more: the claims' share has drained to half (so
     /// the refill arrives before it runs dry) and the database may hold more of its
     /// deliveries.
     fn wants_refill(&self) -> bool {
-        self.backlog && !self.paused() && 2 * self.claimed_waiting <= self.claims_share()
+        self.backlog && !self.paused() && 2 * self.claimed_waiting <= self.shares().claims
     }
 
     /// The next delivery waiting, keeping count of the claimed ones.
@@ -193,6 +196,16 @@ impl Lane {
 /// The lanes by endpoint. Hashed with foldhash: endpoint ids are hookd's own random ids, and
 /// a lane is looked up several times a delivery.
 type ByEndpoint = foldhash::HashMap<EndpointId, Lane>;
+
+/// A lane's room at one instant.
+struct Shares {
+    /// How many more deliveries it holds at most: its slots and its waiting room.
+    window: usize,
+    /// The claims' share of the deliveries waiting: the larger half.
+    claims: usize,
+    /// New deliveries' share of them under a backlog: the rest.
+    new: usize,
+}
 
 /// Every endpoint's lane.
 pub struct Lanes {
