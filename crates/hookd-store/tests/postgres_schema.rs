@@ -5,11 +5,12 @@
 
 mod pg_fixtures;
 
-use hookd_core::model::Application;
+use hookd_core::model::{Application, Attempt, Delivery, DeliveryStatus, Endpoint, TriggerType};
+use hookd_core::{AttemptId, Timestamp};
 use hookd_store::postgres::PgStore;
 use hookd_store::prelude::*;
 use hookd_store::testing::{POSTGRES_URL_VAR, fresh_postgres, fresh_postgres_with};
-use hookd_store::{Cursor, PageRequest};
+use hookd_store::{AttemptRecord, ClaimedDelivery, Cursor, PageRequest};
 use sqlx::Connection;
 
 use pg_fixtures::*;
@@ -173,6 +174,80 @@ async fn open_accepts_both_url_schemes() {
     for url in [&url, &other] {
         let store = hookd_store::open(url).await.unwrap();
         assert!(!store.has_admin_token().await.unwrap());
+    }
+}
+
+/// Attempts reference no table (migration 0029), yet none outlives its delivery: they go with
+/// their endpoint, and with their application's messages.
+#[tokio::test]
+async fn attempts_are_deleted_with_their_deliveries() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::attempts_follow").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    let owner = app("app_attempts_follow");
+    let endpoints: Vec<Endpoint> = (0..2).map(|i| endpoint_of(&owner, i, None)).collect();
+    queue(&store, &owner, &endpoints, 3).await;
+    let claimed = store.claim_due(&claim_at(1_000, 10)).await.unwrap();
+    assert_eq!(claimed.len(), 6);
+    let answered: Vec<AttemptRecord> = claimed.iter().map(delivered).collect();
+    store.record_attempts(&answered).await.unwrap();
+    assert_eq!(attempts_of(&store, &endpoints[0]).await, 3);
+    store.delete_endpoint(&endpoints[0]).await.unwrap();
+    assert_eq!(
+        attempts_of(&store, &endpoints[0]).await,
+        0,
+        "gone with the endpoint"
+    );
+    assert_eq!(
+        attempts_of(&store, &endpoints[1]).await,
+        3,
+        "the other's kept"
+    );
+    store.delete_app(&owner.id).await.unwrap();
+    assert_eq!(
+        attempts_of(&store, &endpoints[1]).await,
+        0,
+        "gone with the messages"
+    );
+}
+
+/// How many attempts to `endpoint` the database holds.
+async fn attempts_of(store: &PgStore, endpoint: &Endpoint) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM hookd.attempts WHERE endpoint_id = $1")
+        .bind(endpoint.id.as_str())
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+}
+
+/// A 200 for `claimed`, a second after its claim.
+fn delivered(claimed: &ClaimedDelivery) -> AttemptRecord {
+    let at = Timestamp::from_millis(2_000);
+    AttemptRecord {
+        attempt: Attempt {
+            id: AttemptId::new(at),
+            message_id: claimed.message.id.clone(),
+            endpoint_id: claimed.delivery.endpoint_id.clone(),
+            url: "http://127.0.0.1:9/".into(),
+            response_status_code: 200,
+            response: String::new(),
+            response_head: "HTTP/1.1 200 OK\r\n".into(),
+            response_duration_ms: 3,
+            status: DeliveryStatus::Success,
+            trigger_type: TriggerType::Scheduled,
+            created_at: at,
+        },
+        next: Delivery {
+            status: DeliveryStatus::Success,
+            attempt_count: 1,
+            next_attempt_at: None,
+            updated_at: at,
+            ..claimed.delivery.clone()
+        },
+        lease: claimed.delivery.next_attempt_at,
+        hold_until: None,
+        events: Vec::new(),
     }
 }
 
