@@ -29,14 +29,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
 use sqlx::postgres::PgPoolOptions;
-use sqlx::{Connection, PgConnection};
 
 use crate::api::{Api, EngineWrites, SendLog, StoreWrites, unix_nanos};
 use crate::cgroup::{self, CpuGroup};
 use crate::deliver::drain;
 use crate::hookd::{Backend, Database, Hookd, PostgresServer, Setting, Tuning, random_hex};
 use crate::load::{self, Outcome, Requests};
-use crate::machine::{self, Machine, process_cpu_time};
+use crate::machine::{self, Machine, PostgresCpu, process_cpu_time};
 use crate::receiver::{Receipts, ReceiverProcess};
 use crate::report;
 
@@ -423,53 +422,9 @@ impl CpuReading {
             elapsed: self.at - before.at,
             hookd: minus(&self.hookd, &before.hookd),
             throttled: minus(&self.throttled, &before.throttled),
-            postgres: self
-                .postgres
-                .iter()
-                .map(|(pid, t)| {
-                    t.saturating_sub(before.postgres.get(pid).copied().unwrap_or_default())
-                })
-                .sum(),
+            postgres: machine::used_since(&self.postgres, &before.postgres),
             harness: self.harness.saturating_sub(before.harness),
         }
-    }
-}
-
-/// The CPU time of the PostgreSQL processes that work for one database: the backends connected
-/// to it and the server's background processes (WAL writer, checkpointer, …), which serve
-/// every database of the server. Read from `/proc`, so the server must run on this machine.
-/// A backend that ends within a phase takes its time with it; hookd's pools keep theirs.
-struct PostgresCpu {
-    conn: PgConnection,
-}
-
-impl PostgresCpu {
-    async fn connect(url: &str) -> anyhow::Result<Self> {
-        let conn = PgConnection::connect(url)
-            .await
-            .context("cannot connect to read PostgreSQL's processes")?;
-        Ok(Self { conn })
-    }
-
-    /// Each process's CPU time so far, by pid.
-    async fn read(&mut self) -> anyhow::Result<HashMap<i32, Duration>> {
-        let pids: Vec<i32> = sqlx::query_scalar(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() OR datname IS NULL",
-        )
-        .fetch_all(&mut self.conn)
-        .await?;
-        let times: HashMap<i32, Duration> = pids
-            .into_iter()
-            .filter_map(|pid| Some((pid, process_cpu_time(u32::try_from(pid).ok()?).ok()?)))
-            .collect();
-        if times.is_empty() {
-            bail!("no PostgreSQL process in /proc: the server must run on this machine");
-        }
-        Ok(times)
-    }
-
-    async fn close(self) {
-        let _ = self.conn.close().await;
     }
 }
 

@@ -23,7 +23,14 @@
 //!
 //! Every accepted message must arrive with a valid signature; a run with a missing message, a
 //! bad signature or a failed publish is flagged.
+//!
+//! Where the time goes is counted over each measured phase, per delivered message: hookd's
+//! CPU, PostgreSQL's (the processes serving the run's database, when hookd runs on it) and the
+//! harness's (this process and the receiver). The harness does the same work per message
+//! whatever hookd does, so set beside it hookd's and PostgreSQL's figures compare builds
+//! across runs on a machine whose speed drifts.
 
+use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -35,7 +42,7 @@ use crate::api::{Api, SendLog};
 use crate::ceiling::{self, Ceiling};
 use crate::hookd::{Backend, Backends, Before, Database, Hookd, PostgresServer, Setting, Tuning};
 use crate::load::{self, Outcome};
-use crate::machine::{self, Machine};
+use crate::machine::{self, Machine, PostgresCpu, process_cpu_time};
 use crate::receiver::{Receipts, ReceiverProcess};
 use crate::report;
 
@@ -132,6 +139,85 @@ pub(crate) struct Run {
     peak_rss_kib: u64,
     /// Cores hookd kept busy from the first measured publish until the last delivery.
     pub(crate) hookd_cores: f64,
+    /// CPU per delivered message over that phase.
+    cpu: CpuPerMessage,
+}
+
+/// CPU used over a run's measured phase, by whom.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CpuUsed {
+    pub(crate) elapsed: Duration,
+    pub(crate) hookd: Duration,
+    /// PostgreSQL's processes serving the run's database (hookd on PostgreSQL only).
+    pub(crate) postgres: Option<Duration>,
+    /// This process's and the receiver's (none counted for an in-process consumer).
+    pub(crate) harness: Option<Duration>,
+}
+
+/// [`CpuUsed`] per delivered message, in microseconds.
+#[derive(Clone, Copy, Debug, Default)]
+struct CpuPerMessage {
+    hookd: f64,
+    postgres: Option<f64>,
+    harness: Option<f64>,
+}
+
+impl CpuUsed {
+    fn per_message(&self, delivered: u64) -> CpuPerMessage {
+        let us = |cpu: Duration| cpu.as_secs_f64() * 1e6 / delivered.max(1) as f64;
+        CpuPerMessage {
+            hookd: us(self.hookd),
+            postgres: self.postgres.map(us),
+            harness: self.harness.map(us),
+        }
+    }
+
+    /// Cores hookd kept busy.
+    fn hookd_cores(&self) -> f64 {
+        self.hookd.as_secs_f64() / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// CPU time used so far by hookd, PostgreSQL's processes (when given) and the harness.
+struct CpuReading {
+    at: Instant,
+    hookd: Duration,
+    postgres: Option<HashMap<i32, Duration>>,
+    harness: Duration,
+}
+
+impl CpuReading {
+    async fn take(
+        hookd: &Hookd,
+        postgres: Option<&mut PostgresCpu>,
+        arrivals: &impl Arrivals,
+    ) -> anyhow::Result<Self> {
+        let receiver = match arrivals.pid() {
+            Some(pid) => process_cpu_time(pid)?,
+            None => Duration::ZERO,
+        };
+        let postgres = match postgres {
+            Some(postgres) => Some(postgres.read().await?),
+            None => None,
+        };
+        Ok(Self {
+            at: Instant::now(),
+            hookd: hookd.cpu_time()?,
+            postgres,
+            harness: process_cpu_time(std::process::id())? + receiver,
+        })
+    }
+
+    /// What was used between `before` and this reading.
+    fn since(&self, before: &Self) -> CpuUsed {
+        let postgres = self.postgres.as_ref().zip(before.postgres.as_ref());
+        CpuUsed {
+            elapsed: self.at - before.at,
+            hookd: self.hookd.saturating_sub(before.hookd),
+            postgres: postgres.map(|(after, before)| machine::used_since(after, before)),
+            harness: Some(self.harness.saturating_sub(before.harness)),
+        }
+    }
 }
 
 impl Run {
@@ -285,6 +371,10 @@ pub(crate) trait Arrivals {
     async fn count(&self) -> anyhow::Result<u64>;
     /// Everything that arrived.
     async fn results(&self) -> anyhow::Result<Receipts>;
+    /// The process they arrive in, when not this one (its CPU is the harness's).
+    fn pid(&self) -> Option<u32> {
+        None
+    }
 }
 
 impl Arrivals for ReceiverProcess {
@@ -294,6 +384,10 @@ impl Arrivals for ReceiverProcess {
 
     async fn results(&self) -> anyhow::Result<Receipts> {
         ReceiverProcess::results(self).await
+    }
+
+    fn pid(&self) -> Option<u32> {
+        Some(ReceiverProcess::pid(self))
     }
 }
 
@@ -324,8 +418,11 @@ pub(crate) async fn send_to(
     drain(arrivals, plan.warmup - warmup.error_count()).await?;
 
     let log: SendLog = Arc::new(Mutex::new(Vec::new()));
-    let hookd_cpu = hookd.cpu_time()?;
-    let started = Instant::now();
+    let mut postgres = match hookd.database_url.starts_with("postgres") {
+        true => Some(PostgresCpu::connect(&hookd.database_url).await?),
+        false => None,
+    };
+    let before = CpuReading::take(&hookd, postgres.as_mut(), arrivals).await?;
     let numbers = plan.warmup..plan.warmup + plan.messages;
     let publishes = drive(mode, plan, numbers, requests(Some(log.clone()))?).await;
     let sent = std::mem::take(&mut *log.lock().expect("the send log"));
@@ -334,19 +431,16 @@ pub(crate) async fn send_to(
         plan.warmup - warmup.error_count() + sent.len() as u64,
     )
     .await?;
-    let hookd_cores =
-        hookd.cpu_time()?.saturating_sub(hookd_cpu).as_secs_f64() / started.elapsed().as_secs_f64();
+    let cpu = CpuReading::take(&hookd, postgres.as_mut(), arrivals)
+        .await?
+        .since(&before);
+    if let Some(postgres) = postgres {
+        postgres.close().await;
+    }
     let peak_rss_kib = hookd.peak_rss_kib()?;
     let receipts = arrivals.results().await?;
     hookd.stop();
-    Ok(tally(
-        case,
-        publishes,
-        &sent,
-        &receipts,
-        peak_rss_kib,
-        hookd_cores,
-    ))
+    Ok(tally(case, publishes, &sent, &receipts, peak_rss_kib, &cpu))
 }
 
 /// Most publishes in flight at once: the closed loop's count, or for the open loop the
@@ -411,7 +505,7 @@ pub(crate) fn tally(
     sent: &[(String, u64)],
     receipts: &Receipts,
     peak_rss_kib: u64,
-    hookd_cores: f64,
+    cpu: &CpuUsed,
 ) -> Run {
     let mut latency_us =
         Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds");
@@ -441,7 +535,8 @@ pub(crate) fn tally(
         deliveries_per_s: delivered as f64 / span.as_secs_f64().max(1e-9),
         latency_us,
         peak_rss_kib,
-        hookd_cores,
+        hookd_cores: cpu.hookd_cores(),
+        cpu: cpu.per_message(delivered),
     }
 }
 
@@ -460,6 +555,7 @@ fn header() -> String {
         "missing / bad signatures / duplicates / publish errors",
         "hookd peak RSS",
         "hookd CPU",
+        "CPU per message: hookd / PostgreSQL / harness",
     ])
 }
 
@@ -491,7 +587,21 @@ fn row(run: &Run) -> String {
         .join(" / "),
         format!("{:.0} MiB", run.peak_rss_mib()),
         format!("{:.2} cores", run.hookd_cores),
+        run.cpu.cell(),
     ])
+}
+
+impl CpuPerMessage {
+    /// `hookd / PostgreSQL / harness µs`, a dash for what was not counted.
+    fn cell(&self) -> String {
+        let us = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.0}"));
+        format!(
+            "{} / {} / {} µs",
+            us(Some(self.hookd)),
+            us(self.postgres),
+            us(self.harness)
+        )
+    }
 }
 
 /// The targets, judged on the runs at hookd's defaults; throughput against
@@ -625,7 +735,12 @@ fn method(args: &Args) -> String {
          counts), {} messages; deliveries/s from the first publish sent to the last receipt.\n\
          - **latency**: publishes due open loop at an eighth of the ceiling loop rate for {} s, \
          over at most {} connections (a publish due while all are busy waits for one); \
-         latency runs from the time a publish was due, so that wait counts.\n",
+         latency runs from the time a publish was due, so that wait counts.\n\n\
+         CPU per message is counted over each measured phase and divided by the messages \
+         delivered: hookd's, PostgreSQL's (the processes serving the run's database) and the \
+         harness's (the publisher and the receiver). The harness does the same work per \
+         message whatever hookd does, so hookd's and PostgreSQL's figures beside it compare \
+         builds across runs on a machine whose speed drifts.\n",
         report::thousands(args.warmup),
         report::listed(args.concurrency.iter().map(|&c| c as u64), "and"),
         report::thousands(args.messages),
@@ -688,5 +803,22 @@ mod tests {
             target: 45_024.0,
         };
         report::page::assert_shows_shape(SECTION, &ceilings.describe());
+    }
+
+    #[test]
+    fn cpu_per_message_divides_by_the_messages_delivered_and_dashes_what_was_not_counted() {
+        let cpu = CpuUsed {
+            elapsed: Duration::from_secs(2),
+            hookd: Duration::from_millis(900),
+            postgres: None,
+            harness: Some(Duration::from_millis(450)),
+        };
+        assert_eq!(cpu.per_message(10_000).cell(), "90 / – / 45 µs");
+        assert!((cpu.hookd_cores() - 0.45).abs() < 1e-9);
+        let on_postgres = CpuUsed {
+            postgres: Some(Duration::from_millis(1_200)),
+            ..cpu
+        };
+        assert_eq!(on_postgres.per_message(10_000).cell(), "90 / 120 / 45 µs");
     }
 }

@@ -339,15 +339,18 @@ async fn polling(database: &Database, args: &Args) -> anyhow::Result<(Run, Settl
         .await?;
     expected.store(sent.len() as u64, Ordering::Relaxed);
     let receipts = reader.await.context("the polling consumer panicked")??;
-    let hookd_cores =
-        hookd.cpu_time()?.saturating_sub(hookd_cpu).as_secs_f64() / started.elapsed().as_secs_f64();
+    let cpu = deliver::CpuUsed {
+        elapsed: started.elapsed(),
+        hookd: hookd.cpu_time()?.saturating_sub(hookd_cpu),
+        ..Default::default()
+    };
     let live = deliver::tally(
         args.case(),
         publishes,
         &sent,
         &receipts,
         hookd.peak_rss_kib()?,
-        hookd_cores,
+        &cpu,
     );
     let settled = read_settled(&hookd, &api, (&app, &destination)).await?;
     hookd.stop();

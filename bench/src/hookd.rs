@@ -326,6 +326,8 @@ pub struct Hookd {
     pub base_url: String,
     /// The admin token it was started with.
     pub admin_token: String,
+    /// The database it serves.
+    pub database_url: String,
     child: Child,
 }
 
@@ -422,6 +424,7 @@ impl Hookd {
         Ok(Self {
             base_url,
             admin_token,
+            database_url: database_url.to_owned(),
             child,
         })
     }

@@ -3,10 +3,15 @@
 //! A throughput figure means nothing without the CPU, core count, memory, OS and compiler
 //! behind it, so every documented result carries this description. The load average check
 //! lets a run wait for other work (compiles) to settle before measuring, and the CPU-time
-//! readings show whether hookd or the harness used the cores.
+//! readings (of a process, and of the PostgreSQL processes serving one database) show whether
+//! hookd, its database or the harness used the cores.
 
+use std::collections::HashMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use sqlx::{Connection, PgConnection};
 
 /// What the results were measured on.
 #[derive(Clone, Debug)]
@@ -142,6 +147,56 @@ pub fn process_cpu_time(pid: u32) -> anyhow::Result<Duration> {
             .parse()?)
     };
     Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+}
+
+/// The CPU time of the PostgreSQL processes that work for one database: the backends connected
+/// to it and the server's background processes (WAL writer, checkpointer, …), which serve
+/// every database of the server. Read from `/proc`, so the server must run on this machine.
+/// A backend that ends within a phase takes its time with it; hookd's pools keep theirs.
+pub(crate) struct PostgresCpu {
+    conn: PgConnection,
+}
+
+impl PostgresCpu {
+    pub(crate) async fn connect(url: &str) -> anyhow::Result<Self> {
+        let conn = PgConnection::connect(url)
+            .await
+            .context("cannot connect to read PostgreSQL's processes")?;
+        Ok(Self { conn })
+    }
+
+    /// Each process's CPU time so far, by pid.
+    pub(crate) async fn read(&mut self) -> anyhow::Result<HashMap<i32, Duration>> {
+        let pids: Vec<i32> = sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() OR datname IS NULL",
+        )
+        .fetch_all(&mut self.conn)
+        .await?;
+        let times: HashMap<i32, Duration> = pids
+            .into_iter()
+            .filter_map(|pid| Some((pid, process_cpu_time(u32::try_from(pid).ok()?).ok()?)))
+            .collect();
+        if times.is_empty() {
+            bail!("no PostgreSQL process in /proc: the server must run on this machine");
+        }
+        Ok(times)
+    }
+
+    pub(crate) async fn close(self) {
+        let _ = self.conn.close().await;
+    }
+}
+
+/// CPU time the processes of `after` used since `before` (a process new since then, all of
+/// its time).
+pub(crate) fn used_since(
+    after: &HashMap<i32, Duration>,
+    before: &HashMap<i32, Duration>,
+) -> Duration {
+    after
+        .iter()
+        .map(|(pid, t)| t.saturating_sub(before.get(pid).copied().unwrap_or_default()))
+        .sum()
 }
 
 #[cfg(test)]
