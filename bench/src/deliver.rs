@@ -418,9 +418,10 @@ pub(crate) async fn send_to(
     drain(arrivals, plan.warmup - warmup.error_count()).await?;
 
     let log: SendLog = Arc::new(Mutex::new(Vec::new()));
-    let mut postgres = match hookd.database_url.starts_with("postgres") {
-        true => Some(PostgresCpu::connect(&hookd.database_url).await?),
-        false => None,
+    let mut postgres = if case.0 == Backend::Postgres {
+        Some(PostgresCpu::connect(&hookd.database_url).await?)
+    } else {
+        None
     };
     let before = CpuReading::take(&hookd, postgres.as_mut(), arrivals).await?;
     let numbers = plan.warmup..plan.warmup + plan.messages;
