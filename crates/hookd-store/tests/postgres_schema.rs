@@ -212,6 +212,90 @@ async fn attempts_are_deleted_with_their_deliveries() {
     );
 }
 
+/// Messages and deliveries reference no table either (migration 0030): their writers lock the
+/// parents, and deleting a parent takes its children, even one a writer committed while the
+/// delete waited for that lock.
+#[tokio::test]
+async fn a_parent_deleted_while_written_under_takes_what_was_written() {
+    let Some((url, _db)) = fresh_postgres("postgres_only::parents_locked").await else {
+        return;
+    };
+    let store = PgStore::connect(&url).await.unwrap();
+    let owner = app("app_parents_locked");
+    let endpoints: Vec<Endpoint> = (0..2).map(|i| endpoint_of(&owner, i, None)).collect();
+    queue(&store, &owner, &endpoints, 2).await;
+    let doomed = endpoints[0].id.clone();
+    // A writer locks the endpoint as every writer does, then writes one more delivery to it.
+    let mut writer = store.pool().begin().await.unwrap();
+    let written = [
+        "SELECT lock_parents(NULL, NULL, ARRAY['{ep}'])",
+        "INSERT INTO messages (id, app_id, event_type, created_at)
+         VALUES ('msg_late', 'app_parents_locked', 't', 0)",
+        "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count, updated_at)
+         VALUES ('msg_late', '{ep}', 1, 0, 0)",
+    ];
+    for sql in written {
+        let sql = sql.replace("{ep}", doomed.as_str());
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut *writer)
+            .await
+            .unwrap();
+    }
+    let deleting = tokio::spawn({
+        let (store, doomed) = (store.clone(), endpoints[0].clone());
+        async move { store.delete_endpoint(&doomed).await }
+    });
+    while !deleting.is_finished() && !a_backend_waits_for_a_row_lock(&store).await {
+        tokio::task::yield_now().await;
+    }
+    writer.commit().await.unwrap();
+    deleting.await.unwrap().unwrap();
+    assert_eq!(
+        deliveries_to(&store, &endpoints[0]).await,
+        0,
+        "none left behind"
+    );
+    assert_eq!(
+        deliveries_to(&store, &endpoints[1]).await,
+        2,
+        "the other's kept"
+    );
+    store.delete_app(&owner.id).await.unwrap();
+    let messages: i64 = sqlx::query_scalar("SELECT count(*) FROM hookd.messages")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(messages, 0, "gone with their application");
+    assert_eq!(deliveries_to(&store, &endpoints[1]).await, 0);
+    let missing = sqlx::query("SELECT hookd.lock_parents(ARRAY['app_gone'], NULL, NULL)")
+        .execute(store.pool())
+        .await
+        .unwrap_err();
+    let missing = missing.as_database_error().unwrap();
+    assert!(missing.is_foreign_key_violation(), "{missing}");
+    assert_eq!(missing.constraint(), Some("messages_app_id_fkey"));
+}
+
+/// Whether a backend of the store's database waits for a row lock.
+async fn a_backend_waits_for_a_row_lock(store: &PgStore) -> bool {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT FROM pg_stat_activity
+                        WHERE datname = current_database() AND wait_event_type = 'Lock')",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap()
+}
+
+/// How many deliveries to `endpoint` the database holds.
+async fn deliveries_to(store: &PgStore, endpoint: &Endpoint) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM hookd.deliveries WHERE endpoint_id = $1")
+        .bind(endpoint.id.as_str())
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+}
+
 /// How many attempts to `endpoint` the database holds.
 async fn attempts_of(store: &PgStore, endpoint: &Endpoint) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM hookd.attempts WHERE endpoint_id = $1")

@@ -1,4 +1,4 @@
--- hookd function publish_batch, definition 2.
+-- hookd function publish_batch, definition 3.
 -- Writes a batch of messages and their deliveries in one statement, and writes `sending` under
 -- a lease the deliveries its process's engine asked for (`delivery_leases` not NULL), so the
 -- engine starts them once committed, without a claim. A delivery handed over counts against its
@@ -23,6 +23,9 @@ BEGIN
     IF cluster_limits AND EXISTS (SELECT FROM unnest(delivery_leases) l WHERE l IS NOT NULL) THEN
         PERFORM pg_advisory_xact_lock(448546171748);
     END IF;
+    -- The applications and endpoints written to, each locked once (a missing one fails the
+    -- batch as its foreign key did); the messages are new.
+    PERFORM lock_parents(app_ids, NULL, delivery_endpoints);
     -- `written`: the messages, skipping any whose eventId is taken. `routed`: the deliveries of
     -- those written. `room`: for each endpoint asked for, how many it may still take. `decided`:
     -- the first deliveries asked for, within that room, go `sending` (3), the rest pending (1).

@@ -1,5 +1,6 @@
 //! The PostgreSQL functions hookd calls (`claim_due`, `publish_batch`, `record_batch`,
-//! `outbox_notify`, `event_id_spent`, `deliveries_in_order`, `attempts_follow_deliveries`): one current definition each, in `migrations/postgres-functions/`,
+//! `outbox_notify`, `event_id_spent`, `deliveries_in_order`, `attempts_follow_deliveries`,
+//! `lock_parents`): one current definition each, in `migrations/postgres-functions/`,
 //! applied after the numbered migrations whenever a process connects.
 //!
 //! A numbered migration is frozen once applied, so a function defined in migrations is defined
@@ -19,7 +20,7 @@ use crate::StoreError;
 mod plans;
 
 /// Each function's file.
-const FUNCTIONS: [&str; 7] = [
+const FUNCTIONS: [&str; 8] = [
     include_str!("../../migrations/postgres-functions/claim_due.sql"),
     include_str!("../../migrations/postgres-functions/publish_batch.sql"),
     include_str!("../../migrations/postgres-functions/record_batch.sql"),
@@ -27,6 +28,7 @@ const FUNCTIONS: [&str; 7] = [
     include_str!("../../migrations/postgres-functions/event_id_spent.sql"),
     include_str!("../../migrations/postgres-functions/deliveries_in_order.sql"),
     include_str!("../../migrations/postgres-functions/attempts_follow_deliveries.sql"),
+    include_str!("../../migrations/postgres-functions/lock_parents.sql"),
 ];
 
 /// Serializes processes applying definitions at once (concurrent `CREATE OR REPLACE` of one

@@ -76,6 +76,9 @@ pub(super) async fn insert_message(
     message: &Message,
     route: &Route,
 ) -> Result<CreatedMessage, StoreError> {
+    lock_parents(&mut *conn, &[message.app_id.as_str()], &[], &[])
+        .await
+        .map_err(missing("application"))?;
     run(&mut *conn, sql::insert(message))
         .await
         .map_err(refused(
@@ -171,6 +174,7 @@ impl<'a> Deliveries<'a> {
         if self.message_ids.is_empty() {
             return Ok(());
         }
+        lock_parents(&mut *conn, &[], &self.message_ids, &self.endpoint_ids).await?;
         self.bind(sqlx::query(INSERT_DELIVERIES))
             .execute(conn)
             .await?;
@@ -201,6 +205,24 @@ pub(super) const INSERT_DELIVERIES: &str = "INSERT INTO deliveries
      FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::text[])
          AS routed(message_id, endpoint_id, due, ordering_key)
      ORDER BY ordering_lock(endpoint_id, ordering_key), endpoint_id, message_id";
+
+/// Locks the parents of rows about to be written (the function `lock_parents`), each once and
+/// until the transaction ends; a missing one fails as the foreign key it stands for did
+/// (23503, named for that key).
+pub(super) async fn lock_parents(
+    conn: &mut PgConnection,
+    apps: &[&str],
+    messages: &[&str],
+    endpoints: &[&str],
+) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT lock_parents($1, $2, $3)")
+        .bind(apps)
+        .bind(messages)
+        .bind(endpoints)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
 
 /// Writes operational-webhook messages, each with its deliveries, inside the caller's
 /// transaction.

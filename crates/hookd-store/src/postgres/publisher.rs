@@ -15,7 +15,7 @@
 //! database each process's batches are smaller. Reading the endpoints before the insert
 //! rather than inside its transaction changes nothing: each statement of a `READ COMMITTED`
 //! transaction reads its own snapshot anyway, and an endpoint deleted meanwhile fails the
-//! insert (its foreign key) as it did inside the transaction.
+//! insert (`lock_parents` finds it gone) as it did inside the transaction.
 //!
 //! Every caller gets the answer it would get publishing alone:
 //! - A taken `eventId`, in the database or by an earlier publish of the same batch, is that

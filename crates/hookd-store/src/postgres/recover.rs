@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 use hookd_core::model::DeliveryStatus;
 use hookd_core::{EndpointId, Timestamp};
 
+use super::publish::lock_parents;
 use crate::StoreError;
 use crate::sql::search::NOT_DELIVERED;
 
@@ -38,6 +39,7 @@ pub(super) async fn resend_one(
     endpoint: &EndpointId,
     now: Timestamp,
 ) -> Result<Option<Option<String>>, sqlx::Error> {
+    lock_parents(&mut *conn, &[], &[message], &[endpoint.as_str()]).await?;
     sqlx::query_scalar(
         "INSERT INTO deliveries (message_id, endpoint_id, status, attempt_count,
          next_attempt_at, updated_at, manual, ordering_key)

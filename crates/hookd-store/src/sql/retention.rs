@@ -46,9 +46,9 @@ impl<D: PurgeBatches> RetentionStore for D {
 pub const BUSY: &str =
     "EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = m.id AND d.status IN (1, 3))";
 
-/// On PostgreSQL, rows another purger holds are left to it. `NO KEY`: the engine's attempt
-/// inserts take a key share lock on their message (the foreign key), which this lock does
-/// not wait for or block. SQLite's one writer needs no lock.
+/// On PostgreSQL, rows another purger holds are left to it. `NO KEY`: writers of deliveries
+/// take a key share lock on their message (`lock_parents`), which this lock does not wait for
+/// or block. SQLite's one writer needs no lock.
 const LOCK: &str = " FOR NO KEY UPDATE OF m SKIP LOCKED";
 
 fn expunge_message(message: &Message) -> Statement<'_> {
