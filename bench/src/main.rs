@@ -11,7 +11,7 @@
 //! [`cgroup`] (a process held to a share of a core, and its CPU time) and [`report`] (table cells and the docs-section writer). Each benchmark is a module of its
 //! own on top of them: [`publish`], [`ceiling`], [`deliver`], [`fanout`], [`isolation`],
 //! [`memory`], [`retention`], [`cluster`], [`instructions`], [`search`], [`ordered`],
-//! [`sources`], [`replay`], [`destinations`] and [`ingest`]; [`suite`] runs them all with one
+//! [`sources`], [`replay`], [`destinations`], [`ingest`] and [`storage`] (hookd's store in this process, no HTTP); [`suite`] runs them all with one
 //! command. Those that drive hookd for throughput run it at its defaults first, then with
 //! `--tuned` flags ([`hookd::Tuning`]).
 
@@ -37,6 +37,7 @@ mod report;
 mod retention;
 mod search;
 mod sources;
+mod storage;
 mod suite;
 
 use std::process::ExitCode;
@@ -90,6 +91,9 @@ enum Command {
     /// `replay-missing` of 100,000 messages an endpoint missed: the task's time, and publish
     /// latency beside it.
     Replay(replay::Args),
+    /// hookd's store alone, without HTTP: CPU per delivered message, in this process and in
+    /// PostgreSQL.
+    Storage(storage::Args),
     /// Internal: the receiver process the ceiling and deliver benchmarks start.
     #[command(hide = true)]
     Receive {
@@ -139,6 +143,7 @@ fn main() -> ExitCode {
             Command::Retention(args) => retention::run(args).await,
             Command::Suite(args) => suite::run(args).await,
             Command::Instructions(args) => instructions::run(args).await,
+            Command::Storage(args) => storage::run(args).await,
             Command::Receive {
                 port,
                 secret,

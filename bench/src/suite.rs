@@ -68,7 +68,7 @@ impl Args {
                 "mysql,sqlite"
             },
         ];
-        let plan: [(&str, &[&str], &[&str]); 14] = [
+        let plan: [(&str, &[&str], &[&str]); 15] = [
             (
                 "publish",
                 &backend,
@@ -122,6 +122,12 @@ impl Args {
                 "instructions",
                 &[],
                 &["--baseline", "50", "--messages", "100"],
+            ),
+            // hookd's store in this process, no HTTP.
+            (
+                "storage",
+                &backend,
+                &["--messages", "2000", "--warmup", "200"],
             ),
             // PostgreSQL only (skipped for `--backend sqlite`): several processes on one
             // database, and the outbox.
