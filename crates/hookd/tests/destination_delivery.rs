@@ -43,6 +43,8 @@ use tokio::task::JoinHandle;
 const TOKEN: &str = "destination-delivery-admin-token";
 /// Messages published per test.
 const N: usize = 50;
+/// Publishes the kill test goes on with until the kill stops hookd (a bound, never reached).
+const MOST_BEFORE_KILL: usize = 5_000;
 const EVENT_TYPE: &str = "order.shipped";
 /// The ordering keys messages cycle through where order is checked.
 const KEYS: [&str; 3] = ["customer-0", "customer-1", "customer-2"];
@@ -598,10 +600,11 @@ async fn kill_9_of_hookd_mid_run_loses_no_rabbitmq_message() {
         .await;
     let secret = run.signing_secret(&destination).await;
 
-    // SIGKILL once the first deliveries are in the queue, while publishing goes on.
+    // SIGKILL once the first deliveries are in the queue, while publishing goes on: the
+    // publisher keeps on until the kill stops hookd's API, however fast the machine.
     let mut sent = Vec::new();
     let publishing = async {
-        for n in 0..N {
+        for n in 0..MOST_BEFORE_KILL {
             match run.try_publish(n, None).await {
                 Some(message) => sent.push(message),
                 None => return,
@@ -619,19 +622,24 @@ async fn kill_9_of_hookd_mid_run_loses_no_rabbitmq_message() {
         assert!(killed.unwrap().success(), "kill -9 hookd");
     };
     tokio::join!(publishing, killer);
+    let before_kill = sent.len();
     assert!(
-        sent.len() < N,
-        "hookd was killed mid-run, not after publishing all {N}"
+        before_kill < MOST_BEFORE_KILL,
+        "hookd was killed mid-run, not after publishing all {MOST_BEFORE_KILL}"
     );
     run.restart_after_kill_9(&flags);
     // Past the lease of whatever the killed process had claimed, and past any first retry.
     run.time.set(PAST_FIRST_RETRY_MS);
-    for n in sent.len()..N {
+    for n in before_kill..before_kill + N {
         sent.push(run.publish(n, None).await);
     }
     // A message hookd stored whose 202 the kill cut off counts too: everything hookd holds.
     let sent = run.stored_messages().await;
-    assert!(sent.len() >= N, "{} messages stored", sent.len());
+    assert!(
+        sent.len() >= before_kill + N,
+        "{} messages stored",
+        sent.len()
+    );
 
     let arrived = until_arrived(&sent, async || rabbit.arrived().await).await;
     assert_arrived_verified(&secret, &sent, &arrived);
