@@ -192,21 +192,21 @@ async fn attempts_are_deleted_with_their_deliveries() {
     assert_eq!(claimed.len(), 6);
     let answered: Vec<AttemptRecord> = claimed.iter().map(delivered).collect();
     store.record_attempts(&answered).await.unwrap();
-    assert_eq!(attempts_of(&store, &endpoints[0]).await, 3);
+    assert_eq!(rows_to(&store, "attempts", &endpoints[0]).await, 3);
     store.delete_endpoint(&endpoints[0]).await.unwrap();
     assert_eq!(
-        attempts_of(&store, &endpoints[0]).await,
+        rows_to(&store, "attempts", &endpoints[0]).await,
         0,
         "gone with the endpoint"
     );
     assert_eq!(
-        attempts_of(&store, &endpoints[1]).await,
+        rows_to(&store, "attempts", &endpoints[1]).await,
         3,
         "the other's kept"
     );
     store.delete_app(&owner.id).await.unwrap();
     assert_eq!(
-        attempts_of(&store, &endpoints[1]).await,
+        rows_to(&store, "attempts", &endpoints[1]).await,
         0,
         "gone with the messages"
     );
@@ -251,12 +251,12 @@ async fn a_parent_deleted_while_written_under_takes_what_was_written() {
     writer.commit().await.unwrap();
     deleting.await.unwrap().unwrap();
     assert_eq!(
-        deliveries_to(&store, &endpoints[0]).await,
+        rows_to(&store, "deliveries", &endpoints[0]).await,
         0,
         "none left behind"
     );
     assert_eq!(
-        deliveries_to(&store, &endpoints[1]).await,
+        rows_to(&store, "deliveries", &endpoints[1]).await,
         2,
         "the other's kept"
     );
@@ -266,7 +266,7 @@ async fn a_parent_deleted_while_written_under_takes_what_was_written() {
         .await
         .unwrap();
     assert_eq!(messages, 0, "gone with their application");
-    assert_eq!(deliveries_to(&store, &endpoints[1]).await, 0);
+    assert_eq!(rows_to(&store, "deliveries", &endpoints[1]).await, 0);
     let missing = sqlx::query("SELECT hookd.lock_parents(ARRAY['app_gone'], NULL, NULL)")
         .execute(store.pool())
         .await
@@ -287,18 +287,10 @@ async fn a_backend_waits_for_a_row_lock(store: &PgStore) -> bool {
     .unwrap()
 }
 
-/// How many deliveries to `endpoint` the database holds.
-async fn deliveries_to(store: &PgStore, endpoint: &Endpoint) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM hookd.deliveries WHERE endpoint_id = $1")
-        .bind(endpoint.id.as_str())
-        .fetch_one(store.pool())
-        .await
-        .unwrap()
-}
-
-/// How many attempts to `endpoint` the database holds.
-async fn attempts_of(store: &PgStore, endpoint: &Endpoint) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM hookd.attempts WHERE endpoint_id = $1")
+/// How many rows of `table` (`attempts`, `deliveries`) to `endpoint` the database holds.
+async fn rows_to(store: &PgStore, table: &str, endpoint: &Endpoint) -> i64 {
+    let count = format!("SELECT count(*) FROM hookd.{table} WHERE endpoint_id = $1");
+    sqlx::query_scalar(sqlx::AssertSqlSafe(count))
         .bind(endpoint.id.as_str())
         .fetch_one(store.pool())
         .await
