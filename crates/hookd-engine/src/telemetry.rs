@@ -39,10 +39,12 @@ pub const ENDPOINT_LIMIT: &str = "hookd_endpoint_concurrency_limit";
 pub const ENDPOINT_LIMIT_MAX: &str = "hookd_endpoint_concurrency_limit_max";
 pub const ENDPOINT_IN_FLIGHT_MAX: &str = "hookd_endpoint_in_flight_max";
 pub const ENDPOINTS_SENDING: &str = "hookd_endpoints_sending";
-/// Gauges, sampled each poll interval: attempts in flight in this process, and deliveries it
-/// holds (claimed ahead, in flight, or waiting for their record).
+/// Gauges, sampled each poll interval: attempts in flight in this process, deliveries it
+/// holds with their messages (claimed ahead, being written by a publish, or in flight), and
+/// attempts it sent that are not yet recorded.
 pub const ATTEMPTS_IN_FLIGHT: &str = "hookd_engine_attempts_in_flight";
 pub const DELIVERIES_HELD: &str = "hookd_engine_deliveries_held";
+pub const ATTEMPTS_UNRECORDED: &str = "hookd_engine_attempts_unrecorded";
 
 /// Counter: rows the purger deleted, by `table` (`attempts`, `deliveries`, `messages`,
 /// `spent_event_ids`).
@@ -121,7 +123,11 @@ pub fn describe() {
     );
     metrics::describe_gauge!(
         DELIVERIES_HELD,
-        "Deliveries this process holds: claimed ahead, in flight, or waiting for their record."
+        "Deliveries this process holds with their messages: claimed ahead, being written by a publish, or in flight (at most twice --workers)."
+    );
+    metrics::describe_gauge!(
+        ATTEMPTS_UNRECORDED,
+        "Attempts this process sent that are not yet recorded: in flight, or answered and waiting for their record (at most twice --workers). A crash now would send them again."
     );
 }
 
@@ -135,7 +141,7 @@ pub fn endpoint_limit(limit: usize) {
 }
 
 /// Sets the engine's gauges from each endpoint's (limit, in flight) and its budgets in use.
-pub fn engine_load(endpoints: &[(usize, usize)], attempts: usize, held: usize) {
+pub fn engine_load(endpoints: &[(usize, usize)], attempts: usize, held: usize, unrecorded: usize) {
     let most = |pick: fn(&(usize, usize)) -> usize| endpoints.iter().map(pick).max();
     metrics::gauge!(ENDPOINT_LIMIT_MAX).set(most(|e| e.0).unwrap_or(0) as f64);
     metrics::gauge!(ENDPOINT_IN_FLIGHT_MAX).set(most(|e| e.1).unwrap_or(0) as f64);
@@ -143,6 +149,7 @@ pub fn engine_load(endpoints: &[(usize, usize)], attempts: usize, held: usize) {
     metrics::gauge!(ENDPOINTS_SENDING).set(sending as f64);
     metrics::gauge!(ATTEMPTS_IN_FLIGHT).set(attempts as f64);
     metrics::gauge!(DELIVERIES_HELD).set(held as f64);
+    metrics::gauge!(ATTEMPTS_UNRECORDED).set(unrecorded as f64);
 }
 
 /// Times one of the engine's store writes (`op`: `claim` or `record`) and counts its rows.

@@ -268,6 +268,77 @@ async fn a_delivery_waiting_for_room_another_process_held_goes_out_without_a_pol
         .await;
 }
 
+/// An answered attempt waiting for its record gives its delivery's place back at once: a new
+/// message published meanwhile is still taken as it is written, not left to a claim. What has
+/// been sent and not recorded stays within twice the workers: a crash sends no more again.
+#[tokio::test]
+async fn records_held_up_leave_new_deliveries_taken_as_written_and_sends_bounded() {
+    use sqlx::Connection as _;
+
+    let (receiver, gate) = gated_receiver(StatusCode::OK).await;
+    let config = EngineConfig {
+        workers: 2,
+        poll_interval: Duration::from_secs(3_600),
+        ..Harness::config()
+    };
+    let Some(h) = Harness::start_on_postgres("engine::records_held_up", config).await else {
+        return;
+    };
+    let endpoint = h.endpoint(&receiver.url).await;
+    let taken_as_written = |created: hookd_store::CreatedMessage| created.queued == 0;
+    let first = h.message("order.shipped", "{}");
+    let created = h.store.publish(NewMessage::new(first.clone())).await;
+    assert!(taken_as_written(created.unwrap()));
+    receiver.wait_for(1).await;
+
+    // Its record waits for this transaction's lock on its delivery, and every later record
+    // waits behind it.
+    let url = h.postgres_url.as_deref().unwrap();
+    let mut holder = sqlx::PgConnection::connect(url).await.unwrap();
+    let mut held = holder.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM hookd.deliveries WHERE message_id = $1 FOR UPDATE")
+        .bind(first.id.as_str())
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    gate.add_permits(1_000);
+
+    // Four unrecorded attempts (twice the workers) hold every place: the fifth message is
+    // taken (its delivery held, waiting for a place) but not sent. Holding each answered
+    // attempt's delivery until its record, as the tickets did, refused every one from the
+    // fifth on: the engine's four tickets were all held.
+    let mut published = vec![first.clone()];
+    let mut taken_waiting = false;
+    for _ in 0..50 {
+        let message = h.message("order.shipped", "{}");
+        let created = h.store.publish(NewMessage::new(message.clone())).await;
+        published.push(message);
+        if published.len() > 4 && taken_as_written(created.unwrap()) {
+            taken_waiting = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        taken_waiting,
+        "no message published after the fourth was taken as written"
+    );
+    receiver.wait_for(4).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        receiver.count(),
+        4,
+        "sent while four attempts waited for their records"
+    );
+
+    held.rollback().await.unwrap();
+    for message in &published {
+        h.wait_for_status(message, &endpoint, DeliveryStatus::Success)
+            .await;
+    }
+    assert_eq!(receiver.count(), published.len(), "each message sent once");
+}
+
 #[tokio::test]
 async fn gone_disables_the_endpoint_and_its_other_deliveries_wait() {
     // The first request is answered only once the second message waits behind it.

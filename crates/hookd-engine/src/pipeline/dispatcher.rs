@@ -67,8 +67,12 @@ pub struct Engine {
     pub(super) lanes: Lanes,
     /// Attempts in flight, across endpoints.
     pub(super) workers: Arc<Semaphore>,
-    /// Deliveries held: claimed and not yet recorded or given back.
+    /// Deliveries held with their messages: claimed ahead, being written by a publish, or in
+    /// flight, until answered or given back.
     pub(super) tickets: Arc<Semaphore>,
+    /// Attempts sent and not yet recorded: in flight, or answered and waiting for their
+    /// record (see `super::recorder`).
+    pub(super) unrecorded: Arc<Semaphore>,
     /// Endpoints with attempts to start but no worker free, in the order they asked.
     pub(super) starved: Mutex<VecDeque<EndpointId>>,
     /// Finished attempts, to the recorder.
@@ -120,6 +124,7 @@ impl Engine {
             lanes: Lanes::new(config.endpoint_max_concurrency, held_budget(workers)),
             workers: Arc::new(Semaphore::new(workers)),
             tickets: Arc::new(Semaphore::new(held_budget(workers))),
+            unrecorded: Arc::new(Semaphore::new(unrecorded_budget(workers))),
             starved: Mutex::default(),
             store,
             clock,
@@ -207,6 +212,7 @@ impl Engine {
             &endpoints,
             workers - self.workers.available_permits(),
             held_budget(workers) - self.tickets.available_permits(),
+            unrecorded_budget(workers) - self.unrecorded.available_permits(),
         );
     }
 
@@ -285,7 +291,7 @@ impl Engine {
             self.lanes.admit(
                 Held {
                     claimed: Box::new(delivery),
-                    ticket,
+                    _ticket: ticket,
                 },
                 false,
             );
@@ -305,9 +311,15 @@ impl EndpointLoad for Engine {
     }
 }
 
-/// Deliveries an engine of `workers` may hold at once: claimed ahead, in flight or waiting
-/// for their record. Bounds its memory, and what a crash can send twice.
+/// Deliveries an engine of `workers` may hold at once with their messages: claimed ahead,
+/// being written by a publish, or in flight. Bounds its memory.
 pub(super) fn held_budget(workers: usize) -> usize {
+    2 * workers
+}
+
+/// Attempts an engine of `workers` may have sent and not yet recorded: in flight, or answered
+/// and waiting for their record. Bounds what a crash can send twice.
+pub(super) fn unrecorded_budget(workers: usize) -> usize {
     2 * workers
 }
 

@@ -62,7 +62,11 @@ impl Reservation {
     fn fulfil(mut self, claimed: ClaimedDelivery) {
         let ticket = self.ticket.take().expect("fulfilled once");
         let claimed = Box::new(claimed);
-        self.engine.lanes.admit(Held { claimed, ticket }, true);
+        let held = Held {
+            claimed,
+            _ticket: ticket,
+        };
+        self.engine.lanes.admit(held, true);
         self.engine.pump(&self.endpoint);
     }
 }

@@ -44,12 +44,14 @@ const FORGET_AFTER: Duration = Duration::from_secs(60);
 /// lease ends.
 const WAITING_HORIZON: Duration = Duration::from_millis(100);
 
-/// A claimed delivery and its place in the budget of deliveries held (released once its
-/// attempt is recorded or its claim given back). Boxed: a held delivery is moved from its
-/// claim to its lane, its start and its attempt's task, and carries its message and endpoint.
+/// A claimed delivery and its place in the budget of deliveries held (released at its
+/// attempt's answer, or when its claim is given back). Boxed: a held delivery is moved
+/// from its claim to its lane, its start and its attempt's task, and carries its message and
+/// endpoint.
 pub struct Held {
     pub claimed: Box<ClaimedDelivery>,
-    pub ticket: OwnedSemaphorePermit,
+    /// Held, not read: dropping it gives the place back.
+    pub _ticket: OwnedSemaphorePermit,
 }
 
 /// An attempt the lanes decided to start, with the global worker it holds.
@@ -494,7 +496,7 @@ mod tests {
         let ticket = tickets.clone().try_acquire_owned().unwrap();
         Held {
             claimed: Box::new(claimed),
-            ticket,
+            _ticket: ticket,
         }
     }
 

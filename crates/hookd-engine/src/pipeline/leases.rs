@@ -16,7 +16,7 @@ use hookd_core::EndpointId;
 use hookd_core::model::Delivery;
 use hookd_store::ClaimedDelivery;
 
-use crate::pipeline::dispatcher::{Engine, held_budget};
+use crate::pipeline::dispatcher::{Engine, held_budget, unrecorded_budget};
 
 impl Engine {
     /// Starts what `endpoint`'s lane may start now.
@@ -93,27 +93,34 @@ impl Engine {
                 .await;
         }
         drop(waiting);
-        let busy = budget - self.tickets.available_permits();
+        let busy =
+            unrecorded_budget(self.config.workers.max(1)) - self.unrecorded.available_permits();
         if busy > 0 {
             tracing::info!(attempts = busy, grace = ?self.config.shutdown_grace, "stopped claiming; waiting for the attempts in flight");
         }
-        let all_done = tokio::time::timeout(
-            self.config.shutdown_grace,
-            self.tickets.acquire_many(budget as u32),
-        )
-        .await;
+        let all_done =
+            tokio::time::timeout(self.config.shutdown_grace, self.all_recorded(budget)).await;
         if all_done.is_ok() {
             return;
         }
         self.cut_short.send_replace(true);
-        // Stopped attempts give their tickets back at once; finished ones once recorded.
-        let _all = self.tickets.acquire_many(budget as u32).await;
+        // Stopped attempts give their tickets and places back at once; answered ones their
+        // places once recorded.
+        self.all_recorded(budget).await;
         let abandoned = std::mem::take(&mut *self.abandoned.lock().expect("abandoned poisoned"));
         self.release(
             &abandoned,
             "still running after the shutdown grace were stopped",
         )
         .await;
+    }
+
+    /// Completes once no delivery is held and no attempt is in flight or waiting for its
+    /// record: every ticket back (no attempt in flight), then every place (all recorded).
+    async fn all_recorded(&self, budget: usize) {
+        let places = unrecorded_budget(self.config.workers.max(1));
+        let _tickets = self.tickets.acquire_many(budget as u32).await;
+        let _places = self.unrecorded.acquire_many(places as u32).await;
     }
 
     /// Gives back the claims of deliveries not attempted: due at once, for any claimer.

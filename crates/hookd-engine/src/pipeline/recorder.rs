@@ -3,11 +3,14 @@
 //! Every attempt ends in a write: its row for the delivery log and its delivery's next state.
 //! One transaction per attempt would make the database, not the receivers, the limit on
 //! deliveries per second. So attempt tasks hand their verdicts to one recorder task, which
-//! writes whatever has finished since its last write in one batch. The endpoint's slot and the
-//! worker are free as soon as the answer is in; the attempt's ticket (its place among the
-//! deliveries the engine may hold) is kept until its record is written, so a slow database
-//! slows claiming instead of piling up unrecorded attempts, and a crash before the write only
-//! lets the lease run out (the attempt is made again: at least once).
+//! writes whatever has finished since its last write in one batch. The endpoint's slot, the
+//! worker and the delivery's ticket (its place among the deliveries the engine holds with their
+//! messages) are free as soon as the answer is in: a record waiting for a group commit does not
+//! keep new deliveries from being taken meanwhile. What the attempt keeps until its record is
+//! written is the place among the attempts not yet recorded that it took as it was sent, so a
+//! slow database slows sending, and then claiming, instead of piling up unrecorded attempts,
+//! and a crash before the write only lets the lease run out (the attempt is made again: at
+//! least once).
 //!
 //! The operational webhooks an attempt causes (see [`crate::pipeline::operations`]) go into the same
 //! write as its record, and `endpoint.disabled` into the write that disables the endpoint.
@@ -26,17 +29,17 @@ use crate::pipeline::schedule::describe_duration;
 use crate::telemetry;
 
 /// Most attempts written in one transaction. One write is in flight at a time, so this is
-/// what one round trip to the database can record: as many as the default budget of held
-/// deliveries (twice the default `--workers`), so that records keep up with a fan-out whose
-/// writes each wait for a group commit, and the tickets they hold go back in bulk.
+/// what one round trip to the database can record: as many as the attempts that may wait for
+/// their record at the default `--workers`, so that records keep up with a fan-out whose writes
+/// each wait for a group commit, and the places they hold go back in bulk.
 const MAX_BATCH: usize = 1024;
 
-/// A finished attempt waiting for its write, with the ticket it holds until then.
+/// A finished attempt waiting for its write, with the place it holds until then.
 pub struct Finished {
     pub verdict: Verdict,
-    /// Held, not read: dropping it gives its place in the deliveries the engine may hold
+    /// Held, not read: dropping it gives its place among the attempts not yet recorded
     /// back.
-    pub _ticket: OwnedSemaphorePermit,
+    pub _place: OwnedSemaphorePermit,
 }
 
 /// The recorder's side: what it needs to write and to react to what it wrote.
@@ -45,7 +48,7 @@ pub struct Recorder {
     /// Woken after a batch that queued work (a retry, an operational webhook, the next
     /// delivery of an ordering key): the engine claims it.
     pub wake: Arc<Notify>,
-    /// Woken after any other batch: the tickets it frees may claim again, if work waits.
+    /// Woken after any other batch: the tickets freed since may claim again, if work waits.
     pub freed: Arc<Notify>,
     /// An endpoint failing without a single success for this long is disabled.
     pub disable_after: Duration,
@@ -59,7 +62,7 @@ impl Recorder {
         let mut batch = Vec::with_capacity(MAX_BATCH);
         while finished.recv_many(&mut batch, MAX_BATCH).await > 0 {
             let queued = self.write(&batch).await;
-            batch.clear(); // gives the tickets back
+            batch.clear(); // gives the places back
             if queued {
                 self.wake.notify_one();
             } else {

@@ -35,13 +35,17 @@ impl Engine {
         let sent = tokio::select! {
             sent = async {
                 tokio::time::sleep_until(at).await;
+                // Its place among the attempts not yet recorded, kept until its record is
+                // written: with the records behind, sending waits for them.
+                let place = self.unrecorded.clone().acquire_owned().await;
+                let place = place.expect("the places are never closed");
                 if self.would_outlive_its_lease(&held.claimed) {
                     return None;
                 }
                 // Boxed: the request's future is large, and the task's own future is moved
                 // and replaced whole as the task runs and finishes.
                 let send = self.send(&held.claimed).instrument(attempt_span(&held.claimed));
-                Some(Box::pin(send).await)
+                Some((Box::pin(send).await, place))
             } => sent,
             Ok(_) = cut_short.wait_for(|stop| *stop) => {
                 // Shutting down past the grace: nothing recorded, the claim is given back.
@@ -50,19 +54,20 @@ impl Engine {
                 return;
             }
         };
-        let Some((verdict, signal)) = sent else {
+        let Some(((verdict, signal), place)) = sent else {
             self.lanes.abandoned(&endpoint);
             drop(worker);
             self.pump(&endpoint);
             self.give_back(held.claimed.delivery).await;
             return;
         };
-        // The slot and the worker are free the moment the answer is in; the delivery stays
-        // leased (and its ticket held) until its record is written.
+        // The slot, the worker and the ticket are free the moment the answer is in; the
+        // delivery stays leased, and its place taken, until its record is written.
         let mut resume = self
             .lanes
             .answered(&endpoint, started, signal, verdict.slow_down);
         drop(worker);
+        drop(held);
         if verdict.disable.is_some() {
             let (waiting, until) = self.lanes.close(&endpoint, CLOSING);
             resume = until.or(resume);
@@ -89,7 +94,7 @@ impl Engine {
         self.metrics.settled(verdict.next.status);
         let finished = Finished {
             verdict,
-            _ticket: held.ticket,
+            _place: place,
         };
         if let Err(unsent) = self.finished.send(finished) {
             let attempt = &unsent.0.verdict.attempt;
