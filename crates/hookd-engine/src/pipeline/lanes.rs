@@ -44,13 +44,13 @@ const FORGET_AFTER: Duration = Duration::from_secs(60);
 /// lease ends.
 const WAITING_HORIZON: Duration = Duration::from_millis(100);
 
-/// A claimed delivery and its place in the budget of deliveries held (released at its
-/// attempt's answer, or when its claim is given back). Boxed: a held delivery is moved
-/// from its claim to its lane, its start and its attempt's task, and carries its message and
+/// A claimed delivery and its ticket in the budget of deliveries held (given back at its
+/// attempt's answer, or when its claim is given back). Boxed: a held delivery is moved from
+/// its claim to its lane, its start and its attempt's task, and carries its message and
 /// endpoint.
 pub struct Held {
     pub claimed: Box<ClaimedDelivery>,
-    /// Held, not read: dropping it gives the place back.
+    /// Held, not read: dropping it gives the ticket back.
     pub _ticket: OwnedSemaphorePermit,
 }
 
